@@ -1,0 +1,1 @@
+//! Seeded deterministic simulations of flechtwerk.

@@ -1,0 +1,781 @@
+//! The config store: every config topic, compacted by wire key, in one process-wide lookup table
+//! (Kafka Streams' GlobalKTable, specialised to configuration; CFG-01..23).
+//!
+//! The store holds canonical JSON bytes, not parsed values, and decodes on every [`get`]
+//! (a fresh [`Config`] each time, CFG-02): a stage can never mutate the table through a value it
+//! read, and the memory cost is the wire size, not a parsed tree.
+//!
+//! ## Designed for size
+//!
+//! The whole table lives in RAM in every instance and is re-read in full on every boot, so its
+//! footprint is the product's size contract. The Python store (a dict of bytes) measured 337 MiB
+//! RSS for 191 MiB of wire bytes, and its bootstrap peaked near 755 MiB because it retained every
+//! record before applying any. This store keeps keys and values back to back in a log of
+//! [`CHUNK_BYTES`] chunks, indexed by an open-addressing table of 8-byte positions (no per-entry
+//! allocation, no stored hash), and the bootstrap compacts while it reads: a superseded record's
+//! bytes become garbage that compaction reclaims chunk by chunk, and a chunk whose records are
+//! all dead is returned to the allocator at once. `docs/performance.md` has the measured figures.
+//!
+//! [`get`]: ConfigStore::get
+
+use std::collections::VecDeque;
+use std::hash::BuildHasher;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use foldhash::fast::FixedState;
+use hashbrown::HashTable;
+
+use crate::json::{self, EncodeError, Map};
+use crate::observer::Observer;
+use crate::record::Config;
+use crate::wire::{self, DecodeError, InvalidMessagePolicy, PolicyError, RawRecord};
+
+/// Size of one arena chunk. Chunks are large enough that the allocator maps them directly, so a
+/// freed chunk leaves the process at once.
+pub const CHUNK_BYTES: usize = 1 << 20;
+
+/// Compaction runs once garbage exceeds this fraction of live bytes (plus one chunk of slack,
+/// so small stores never churn).
+const GARBAGE_RATIO_MAX: usize = 4; // garbage > live / 4
+
+/// Seed of the index hash. Fixed so that nothing about the table depends on process randomness
+/// (simulations replay byte for byte); nothing observable iterates the table unsorted.
+const INDEX_SEED: u64 = 0x666c_6563_6874_7765;
+
+/// A corrupt stored value: a framework bug, never degraded to an empty config (CFG-04).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("config store holds an undecodable value for key {key:?}: {source}")]
+pub struct ConfigStoreError {
+    key: String,
+    source: DecodeError,
+}
+
+/// Position of a record in the arena: absolute chunk number in the high 32 bits, byte offset in
+/// the low 32.
+type Pos = u64;
+
+fn pos_of(chunk: u64, offset: usize) -> Pos {
+    debug_assert!(offset < (1 << 32) && chunk < (1 << 32));
+    (chunk << 32) | offset as u64
+}
+
+const KIND_LIVE: u8 = 0;
+const KIND_PENDING: u8 = 1;
+
+/// Where a pending (bootstrap) record came from: enough to name it in an
+/// [`InvalidMessageError`](crate::wire::InvalidMessageError).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Origin {
+    topic: u32,
+    partition: i32,
+    offset: i64,
+    timestamp_ms: Option<i64>,
+}
+
+/// One decoded record header.
+struct View<'a> {
+    kind: u8,
+    key: &'a [u8],
+    value: &'a [u8],
+    origin: Option<Origin>,
+    len: usize,
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn get_varint(bytes: &[u8], at: &mut usize) -> u64 {
+    let mut v = 0u64;
+    let mut shift = 0;
+    loop {
+        let b = bytes[*at];
+        *at += 1;
+        v |= u64::from(b & 0x7f) << shift;
+        if b < 0x80 {
+            return v;
+        }
+        shift += 7;
+    }
+}
+
+fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+fn unzigzag(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
+/// Encodes a record: `[kind][key len][value len][origin, if pending][key][value]`.
+fn encode_record(out: &mut Vec<u8>, key: &[u8], value: &[u8], origin: Option<Origin>) {
+    out.push(if origin.is_some() { KIND_PENDING } else { KIND_LIVE });
+    put_varint(out, key.len() as u64);
+    put_varint(out, value.len() as u64);
+    if let Some(o) = origin {
+        put_varint(out, u64::from(o.topic));
+        put_varint(out, zigzag(i64::from(o.partition)));
+        put_varint(out, zigzag(o.offset));
+        put_varint(out, o.timestamp_ms.map_or(0, |t| zigzag(t) + 1));
+    }
+    out.extend_from_slice(key);
+    out.extend_from_slice(value);
+}
+
+fn decode_record(bytes: &[u8], at: usize) -> View<'_> {
+    let mut i = at;
+    let kind = bytes[i];
+    i += 1;
+    let key_len = get_varint(bytes, &mut i) as usize;
+    let value_len = get_varint(bytes, &mut i) as usize;
+    let origin = (kind == KIND_PENDING).then(|| {
+        let topic = get_varint(bytes, &mut i) as u32;
+        let partition = unzigzag(get_varint(bytes, &mut i)) as i32;
+        let offset = unzigzag(get_varint(bytes, &mut i));
+        let ts = get_varint(bytes, &mut i);
+        Origin { topic, partition, offset, timestamp_ms: (ts > 0).then(|| unzigzag(ts - 1)) }
+    });
+    let key = &bytes[i..i + key_len];
+    let value = &bytes[i + key_len..i + key_len + value_len];
+    View { kind, key, value, origin, len: i + key_len + value_len - at }
+}
+
+struct Chunk {
+    data: Vec<u8>,
+    live_bytes: usize,
+}
+
+/// An append-only log of records in chunks, with per-chunk live accounting.
+struct Arena {
+    chunks: VecDeque<Chunk>,
+    /// Absolute number of `chunks[0]`.
+    first: u64,
+    live_bytes: usize,
+    /// Bytes held by dead records in chunks not yet freed.
+    dead_bytes: usize,
+    /// Reused buffer for encoding one record.
+    scratch: Vec<u8>,
+}
+
+impl Arena {
+    fn new() -> Self {
+        Arena { chunks: VecDeque::new(), first: 0, live_bytes: 0, dead_bytes: 0, scratch: Vec::new() }
+    }
+
+    fn chunk(&self, pos: Pos) -> &Chunk {
+        &self.chunks[((pos >> 32) - self.first) as usize]
+    }
+
+    fn view(&self, pos: Pos) -> View<'_> {
+        decode_record(&self.chunk(pos).data, (pos & 0xffff_ffff) as usize)
+    }
+
+    fn key(&self, pos: Pos) -> &[u8] {
+        self.view(pos).key
+    }
+
+    /// Appends an encoded record and returns its position.
+    fn append_encoded(&mut self, record: &[u8]) -> Pos {
+        let fits = self.chunks.back().is_some_and(|c| c.data.capacity() - c.data.len() >= record.len());
+        if !fits {
+            let capacity = CHUNK_BYTES.max(record.len());
+            self.chunks.push_back(Chunk { data: Vec::with_capacity(capacity), live_bytes: 0 });
+        }
+        let number = self.first + self.chunks.len() as u64 - 1;
+        let chunk = self.chunks.back_mut().expect("a chunk was just ensured");
+        let pos = pos_of(number, chunk.data.len());
+        chunk.data.extend_from_slice(record);
+        chunk.live_bytes += record.len();
+        self.live_bytes += record.len();
+        pos
+    }
+
+    fn append(&mut self, key: &[u8], value: &[u8], origin: Option<Origin>) -> Pos {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.clear();
+        encode_record(&mut scratch, key, value, origin);
+        let pos = self.append_encoded(&scratch);
+        self.scratch = scratch;
+        pos
+    }
+
+    /// Marks the record at `pos` dead; frees its chunk when nothing in it is live any more.
+    fn kill(&mut self, pos: Pos) {
+        let len = self.view(pos).len;
+        let index = ((pos >> 32) - self.first) as usize;
+        let chunk = &mut self.chunks[index];
+        debug_assert!(chunk.live_bytes >= len);
+        chunk.live_bytes -= len;
+        self.live_bytes -= len;
+        self.dead_bytes += len;
+        if chunk.live_bytes == 0 {
+            // Everything written to this chunk is garbage now: give its memory back.
+            self.dead_bytes -= chunk.data.len();
+            chunk.data = Vec::new();
+            while self.chunks.front().is_some_and(|c| c.data.capacity() == 0) {
+                self.chunks.pop_front();
+                self.first += 1;
+            }
+        }
+    }
+
+    fn needs_compaction(&self) -> bool {
+        self.dead_bytes > CHUNK_BYTES && self.dead_bytes > self.live_bytes / GARBAGE_RATIO_MAX
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.chunks.iter().map(|c| c.data.capacity()).sum::<usize>()
+            + self.chunks.capacity() * std::mem::size_of::<Chunk>()
+    }
+}
+
+/// The config lookup table: latest config per wire key across every config topic (CFG-01).
+///
+/// Stages see it read-only (through a shared reference); the config machinery writes it.
+///
+/// ```
+/// use flechtwerk::{attribute::{Attribute, STR}, Config, ConfigStore};
+/// const URL: Attribute<String> = Attribute::new("url", &STR);
+///
+/// let mut store = ConfigStore::new();
+/// store.put("tenant-a", &Config::new().with(&URL, "https://a".to_owned())?)?;
+/// let mut config = store.get("tenant-a")?.expect("present");
+/// config.set(&URL, "changed".to_owned())?; // a private copy (CFG-02)
+/// assert_eq!(store.get("tenant-a")?.unwrap().get(&URL)?, Some("https://a".to_owned()));
+/// assert_eq!(store.get_bytes("tenant-a"), Some(&br#"{"url":"https://a"}"#[..]));
+/// assert!(store.get("missing")?.is_none());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct ConfigStore {
+    table: HashTable<Pos>,
+    arena: Arena,
+    hasher: FixedState,
+}
+
+impl Default for ConfigStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for ConfigStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConfigStore").field("entries", &self.len()).finish_non_exhaustive()
+    }
+}
+
+impl ConfigStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        ConfigStore { table: HashTable::new(), arena: Arena::new(), hasher: FixedState::with_seed(INDEX_SEED) }
+    }
+
+    /// A pre-seeded store (CFG-05): the test entry point.
+    pub fn of<K: Into<String>>(entries: impl IntoIterator<Item = (K, Config)>) -> Result<Self, EncodeError> {
+        let mut store = ConfigStore::new();
+        for (key, config) in entries {
+            store.put(&key.into(), &config)?;
+        }
+        Ok(store)
+    }
+
+    fn hash(&self, key: &[u8]) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    fn find(&self, key: &[u8]) -> Option<Pos> {
+        let arena = &self.arena;
+        self.table.find(self.hash(key), |&pos| arena.key(pos) == key).copied()
+    }
+
+    /// The config for `key`, freshly decoded: mutating it never touches the store (CFG-02).
+    pub fn get(&self, key: &str) -> Result<Option<Config>, ConfigStoreError> {
+        let Some(bytes) = self.get_bytes(key) else {
+            return Ok(None);
+        };
+        match wire::decode_value(Some(bytes)) {
+            Ok(map) => Ok(Some(Config::wrap(map))),
+            Err(source) => Err(ConfigStoreError { key: key.to_owned(), source }),
+        }
+    }
+
+    /// The stored canonical JSON bytes for `key`.
+    pub fn get_bytes(&self, key: &str) -> Option<&[u8]> {
+        let pos = self.find(key.as_bytes())?;
+        let view = self.arena.view(pos);
+        debug_assert_eq!(view.kind, KIND_LIVE, "pending entries never escape the bootstrap");
+        Some(view.value)
+    }
+
+    /// Whether `key` has a config.
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.find(key.as_bytes()).is_some()
+    }
+
+    /// Number of configs.
+    pub fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    /// True when the store is empty.
+    pub fn is_empty(&self) -> bool {
+        self.table.is_empty()
+    }
+
+    /// Every key, sorted (deterministic, whatever the table layout).
+    pub fn keys(&self) -> Vec<String> {
+        let mut keys: Vec<String> =
+            self.table.iter().map(|&pos| String::from_utf8_lossy(self.arena.key(pos)).into_owned()).collect();
+        keys.sort_unstable();
+        keys
+    }
+
+    /// Heap bytes held by the store (arena chunks and index), for the size contract.
+    pub fn memory_bytes(&self) -> usize {
+        self.arena.memory_bytes() + self.table.allocation_size()
+    }
+
+    /// Stores `config` under `key`, re-encoded to canonical JSON (CFG-03). The config machinery
+    /// calls this; a stage holds the store read-only.
+    pub fn put(&mut self, key: &str, config: &Config) -> Result<(), EncodeError> {
+        let mut bytes = Vec::with_capacity(128);
+        json::write_object(config.raw(), &mut bytes)?;
+        self.insert(key.as_bytes(), &bytes, None);
+        Ok(())
+    }
+
+    /// Stores bytes already known to be a canonical JSON object.
+    fn put_canonical(&mut self, key: &str, bytes: &[u8]) {
+        debug_assert_eq!(json::check_canonical_object(bytes), Ok(true));
+        self.insert(key.as_bytes(), bytes, None);
+    }
+
+    /// Stores a raw value: canonical bytes as they are (the fast path: nothing is parsed),
+    /// anything else parsed and re-encoded. Errors when the bytes are not a JSON object.
+    pub fn put_bytes(&mut self, key: &str, value: &[u8]) -> Result<(), DecodeError> {
+        match json::check_canonical_object(value) {
+            Ok(true) => {
+                self.put_canonical(key, value);
+                Ok(())
+            }
+            _ => {
+                let map = wire::decode_value(Some(value))?;
+                self.put(key, &Config::wrap(map)).expect("a parsed value is finite and encodes");
+                Ok(())
+            }
+        }
+    }
+
+    /// Removes `key`; removing a missing key is a no-op (CFG-03). Returns whether it was there.
+    pub fn delete(&mut self, key: &str) -> bool {
+        let hash = self.hash(key.as_bytes());
+        let arena = &self.arena;
+        match self.table.find_entry(hash, |&pos| arena.key(pos) == key.as_bytes()) {
+            Ok(entry) => {
+                let (pos, _) = entry.remove();
+                self.arena.kill(pos);
+                self.maybe_compact();
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    fn insert(&mut self, key: &[u8], value: &[u8], origin: Option<Origin>) {
+        let new = self.arena.append(key, value, origin);
+        let hash = self.hash(key);
+        let arena = &self.arena;
+        let hasher = &self.hasher;
+        match self.table.find_mut(hash, |&pos| arena.key(pos) == key) {
+            Some(slot) => {
+                let old = std::mem::replace(slot, new);
+                self.arena.kill(old);
+            }
+            None => {
+                self.table.insert_unique(hash, new, |&pos| hasher.hash_one(arena.key(pos)));
+            }
+        }
+        self.maybe_compact();
+    }
+
+    /// Rewrites live records into fresh chunks once garbage is large, freeing each old chunk as
+    /// soon as it has been walked, so the peak stays one chunk above the live size.
+    fn maybe_compact(&mut self) {
+        if !self.arena.needs_compaction() {
+            return;
+        }
+        let first = self.arena.first;
+        let end = first + self.arena.chunks.len() as u64;
+        // Seal the current tail so moved records land in new chunks, after `end`.
+        self.arena.chunks.push_back(Chunk { data: Vec::new(), live_bytes: 0 });
+        let mut record = Vec::new();
+        for number in first..end {
+            let mut offset = 0;
+            loop {
+                let Some(chunk) = number.checked_sub(self.arena.first).and_then(|i| self.arena.chunks.get(i as usize))
+                else {
+                    break; // freed and popped: nothing live was left in it
+                };
+                if offset >= chunk.data.len() {
+                    break;
+                }
+                let pos = pos_of(number, offset);
+                let view = decode_record(&chunk.data, offset);
+                offset += view.len;
+                let hash = self.hash(view.key);
+                let live = self.table.find(hash, |&p| p == pos).is_some();
+                if !live {
+                    continue;
+                }
+                record.clear();
+                record.extend_from_slice(&chunk.data[(pos & 0xffff_ffff) as usize..offset]);
+                let moved = self.arena.append_encoded(&record);
+                *self.table.find_mut(hash, |&p| p == pos).expect("live record has a slot") = moved;
+                self.arena.kill(pos);
+            }
+        }
+        debug_assert!(self.arena.dead_bytes <= CHUNK_BYTES.max(self.arena.live_bytes));
+    }
+}
+
+/// A bootstrap in progress: reads every config record once, compacting as it goes (CFG-10..16).
+///
+/// Feed the records in read order to [`offer`](Self::offer): keys are decoded for every record
+/// (so an undecodable key reaches the policy even when a later record supersedes it, INV-19),
+/// tombstones delete, and a later value replaces an earlier one without the earlier one ever
+/// being decoded. Then take the survivors one by one with [`next_survivor`](Self::next_survivor),
+/// decide each (decode through the policy, enrich) and store the result with
+/// [`put`](Self::put) / [`put_bytes`](Self::put_bytes); finally [`finish`](Self::finish).
+#[derive(Debug, Default)]
+pub struct ConfigBootstrap {
+    store: ConfigStore,
+    topics: Vec<Arc<str>>,
+    /// Walk position of `next_survivor`: absolute chunk number and byte offset.
+    cursor: (u64, usize),
+    pending: usize,
+}
+
+/// A surviving record of a bootstrap: the latest record of its key, value still undecoded.
+#[derive(Clone, Debug)]
+pub struct Survivor {
+    /// The decoded wire key.
+    pub key: String,
+    /// The record as it was read (key and value bytes, position, timestamp).
+    pub record: RawRecord,
+}
+
+impl ConfigBootstrap {
+    /// An empty bootstrap.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn topic_index(&mut self, topic: &Arc<str>) -> u32 {
+        match self.topics.iter().position(|t| t == topic) {
+            Some(i) => i as u32,
+            None => {
+                self.topics.push(Arc::clone(topic));
+                (self.topics.len() - 1) as u32
+            }
+        }
+    }
+
+    /// Reads one record: its key through the policy, then the tombstone test on the raw value
+    /// (INV-17), then last-write-wins by key (CFG-12). A keyless record counts as key `""`.
+    pub fn offer(
+        &mut self,
+        record: &RawRecord,
+        policy: &dyn InvalidMessagePolicy,
+        observer: &dyn Observer,
+    ) -> Result<(), PolicyError> {
+        let Some(key) = wire::decode_key_with(record, policy, observer)? else {
+            return Ok(()); // skipped: not applied, not even a deletion
+        };
+        if record.key.is_none() {
+            tracing::warn!(topic = %record.topic, partition = record.partition, offset = record.offset,
+                "config record without a key: applied under the empty key");
+        }
+        if wire::is_tombstone(record.value.as_deref()) {
+            if self.store.find(key.as_bytes()).is_some() {
+                self.pending -= 1;
+                self.store.delete(&key);
+            }
+            return Ok(());
+        }
+        let origin = Origin {
+            topic: self.topic_index(&record.topic),
+            partition: record.partition,
+            offset: record.offset,
+            timestamp_ms: record.timestamp_ms,
+        };
+        if self.store.find(key.as_bytes()).is_none() {
+            self.pending += 1;
+        }
+        let value = record.value.as_deref().expect("not a tombstone, so a value is present");
+        self.store.insert(key.as_bytes(), value, Some(origin));
+        Ok(())
+    }
+
+    /// The next surviving record, in storage order; `None` when all have been taken. A taken
+    /// survivor leaves the table until it is stored again.
+    pub fn next_survivor(&mut self) -> Option<Survivor> {
+        while self.pending > 0 {
+            let arena = &self.store.arena;
+            let (number, offset) = self.cursor;
+            let index = number.checked_sub(arena.first).map(|i| i as usize);
+            let Some(chunk) = index.and_then(|i| arena.chunks.get(i)) else {
+                // The cursor's chunk was freed and popped: resume at the front.
+                assert!(number < arena.first, "bootstrap cursor ran past the arena with {} pending", self.pending);
+                self.cursor = (arena.first, 0);
+                continue;
+            };
+            if offset >= chunk.data.len() {
+                self.cursor = (number + 1, 0);
+                continue;
+            }
+            let view = decode_record(&chunk.data, offset);
+            self.cursor = (number, offset + view.len);
+            let pos = pos_of(number, offset);
+            if view.kind != KIND_PENDING || self.store.find(view.key).is_none_or(|p| p != pos) {
+                continue; // stored result or superseded record
+            }
+            let origin = view.origin.expect("pending records carry their origin");
+            let key = String::from_utf8(view.key.to_vec()).expect("keys were decoded on offer");
+            let record = RawRecord {
+                topic: Arc::clone(&self.topics[origin.topic as usize]),
+                partition: origin.partition,
+                offset: origin.offset,
+                timestamp_ms: origin.timestamp_ms,
+                key: Some(Bytes::copy_from_slice(view.key)),
+                value: Some(Bytes::copy_from_slice(view.value)),
+                headers: Vec::new(),
+            };
+            self.pending -= 1;
+            self.store.delete(&key);
+            return Some(Survivor { key, record });
+        }
+        None
+    }
+
+    /// Stores a decided survivor's config.
+    pub fn put(&mut self, key: &str, config: &Config) -> Result<(), EncodeError> {
+        self.store.put(key, config)
+    }
+
+    /// Stores a survivor's value bytes, canonicalised (see [`ConfigStore::put_bytes`]).
+    pub fn put_bytes(&mut self, key: &str, value: &[u8]) -> Result<(), DecodeError> {
+        self.store.put_bytes(key, value)
+    }
+
+    /// Decides a survivor without enrichment: the value through the policy (skip leaves the key
+    /// absent, substitute stores the substitute), the fast path for canonical bytes. Returns
+    /// whether the key was stored.
+    pub fn apply_unenriched(
+        &mut self,
+        survivor: &Survivor,
+        policy: &dyn InvalidMessagePolicy,
+        observer: &dyn Observer,
+    ) -> Result<bool, PolicyError> {
+        let value = survivor.record.value.as_deref().expect("survivors have values");
+        if json::check_canonical_object(value) == Ok(true) {
+            self.store.put_canonical(&survivor.key, value);
+            return Ok(true);
+        }
+        match wire::decode_value_with(&survivor.record, policy, observer)? {
+            None => Ok(false),
+            Some(map) => {
+                self.put(&survivor.key, &Config::wrap(map)).map_err(|e| encode_after_decode(&survivor.record, e))?;
+                Ok(true)
+            }
+        }
+    }
+
+    /// The store, once every survivor has been taken.
+    ///
+    /// # Panics
+    /// When survivors are left: they would be invisible, undecided entries.
+    pub fn finish(self) -> ConfigStore {
+        assert_eq!(self.pending, 0, "bootstrap finished with undecided survivors");
+        self.store
+    }
+
+    /// Heap bytes held so far.
+    pub fn memory_bytes(&self) -> usize {
+        self.store.memory_bytes()
+    }
+}
+
+/// A substitute that cannot be encoded (a non-finite float) is the policy's bug: report it as
+/// a raised invalid record so it names where it happened.
+fn encode_after_decode(record: &RawRecord, _error: EncodeError) -> PolicyError {
+    PolicyError::Raised(crate::wire::InvalidMessageError::new(
+        crate::wire::Part::Value,
+        record,
+        DecodeError::NotAnObject { found: "non-finite float" },
+    ))
+}
+
+/// Decodes a drained config record (CFG-20): `None` when the policy skipped it, the key with no
+/// value for a tombstone, else the key and the decoded (or substituted) value.
+pub fn decode_config_update(
+    record: &RawRecord,
+    policy: &dyn InvalidMessagePolicy,
+    observer: &dyn Observer,
+) -> Result<Option<(String, Option<Map>)>, PolicyError> {
+    let Some(key) = wire::decode_key_with(record, policy, observer)? else {
+        return Ok(None);
+    };
+    if record.key.is_none() {
+        tracing::warn!(topic = %record.topic, partition = record.partition, offset = record.offset,
+            "config record without a key: applied under the empty key");
+    }
+    if wire::is_tombstone(record.value.as_deref()) {
+        return Ok(Some((key, None)));
+    }
+    Ok(wire::decode_value_with(record, policy, observer)?.map(|map| (key, Some(map))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observer::{InvalidOutcome, Observed, RecordingObserver};
+    use crate::wire::{InvalidMessageAction, InvalidMessageError, Part, RaisePolicy};
+
+    fn record(topic: &str, offset: i64, key: Option<&[u8]>, value: Option<&[u8]>) -> RawRecord {
+        RawRecord {
+            topic: Arc::from(topic),
+            partition: 0,
+            offset,
+            timestamp_ms: Some(offset),
+            key: key.map(Bytes::copy_from_slice),
+            value: value.map(Bytes::copy_from_slice),
+            headers: Vec::new(),
+        }
+    }
+
+    fn bootstrap(records: &[RawRecord], policy: &dyn InvalidMessagePolicy, observer: &dyn Observer) -> Result<(ConfigStore, Vec<Survivor>), PolicyError> {
+        let mut b = ConfigBootstrap::new();
+        for r in records {
+            b.offer(r, policy, observer)?;
+        }
+        let mut survivors = Vec::new();
+        while let Some(s) = b.next_survivor() {
+            b.apply_unenriched(&s, policy, observer)?;
+            survivors.push(s);
+        }
+        Ok((b.finish(), survivors))
+    }
+
+    #[test]
+    fn cfg_01_one_key_space_across_topics_and_cfg_12_compaction() {
+        let records = [
+            record("a", 0, Some(b"gone"), Some(br#"{"n":1}"#)),
+            record("a", 1, Some(b"kept"), Some(br#"{"n":2}"#)),
+            record("a", 2, Some(b"gone"), None),
+            record("b", 0, Some(b"far"), Some(br#"{ "n" : 3 }"#)),
+            record("b", 1, Some(b"k1"), Some(br#"{"a":1}"#)),
+            record("b", 2, Some(b"k1"), Some(br#"{"a":2}"#)),
+            record("b", 3, Some(b"empty"), Some(br#"{"x":1}"#)),
+            record("b", 4, Some(b"empty"), Some(b"")),
+            record("b", 5, Some(b"braces"), Some(br#"{"x":1}"#)),
+            record("b", 6, Some(b"braces"), Some(b"{}")),
+            record("b", 7, Some(b"spaced"), Some(b"{ }")),
+        ];
+        let (store, survivors) = bootstrap(&records, &RaisePolicy, &RecordingObserver::default()).unwrap();
+        assert_eq!(store.keys(), ["far", "k1", "kept", "spaced"]);
+        assert_eq!(store.get_bytes("far"), Some(&br#"{"n":3}"#[..]));
+        assert_eq!(store.get_bytes("k1"), Some(&br#"{"a":2}"#[..]));
+        // `{ }` is not a tombstone (exact bytes), and stores as `{}` (what Python stores too).
+        assert_eq!(store.get_bytes("spaced"), Some(&b"{}"[..]));
+        // CFG-14: the surviving record, with its position.
+        let k1 = survivors.iter().find(|s| s.key == "k1").unwrap();
+        assert_eq!((&*k1.record.topic, k1.record.offset, k1.record.timestamp_ms), ("b", 2, Some(2)));
+    }
+
+    #[test]
+    fn inv_19_only_the_survivor_value_is_decoded() {
+        let observer = RecordingObserver::default();
+        let records = [record("c", 0, Some(b"k"), Some(b"{not json")), record("c", 1, Some(b"k"), Some(br#"{"ok":1}"#))];
+        let (store, _) = bootstrap(&records, &RaisePolicy, &observer).unwrap();
+        assert_eq!(store.get_bytes("k"), Some(&br#"{"ok":1}"#[..]));
+        assert!(observer.events().is_empty());
+        let records = [record("c", 0, Some(b"k"), Some(br#"{"ok":1}"#)), record("c", 1, Some(b"k"), Some(b"{not json"))];
+        let err = bootstrap(&records, &RaisePolicy, &observer).unwrap_err();
+        let PolicyError::Raised(e) = err else { panic!("raised") };
+        assert_eq!((e.part(), e.offset()), (Part::Value, 1));
+        assert_eq!(observer.events(), [Observed::MessageInvalid { topic: "c".into(), outcome: InvalidOutcome::Raised }]);
+    }
+
+    #[test]
+    fn inv_19_every_key_is_decoded_and_inv_17_skipped_tombstone_is_not_applied() {
+        let seen = std::sync::Mutex::new(Vec::new());
+        let skip = |e: &InvalidMessageError| {
+            seen.lock().unwrap().push((e.part(), e.offset()));
+            InvalidMessageAction::Skip
+        };
+        let records = [
+            record("c", 0, Some(b"\xff\xfe"), Some(br#"{"a":1}"#)),
+            record("c", 1, Some(b"k"), Some(br#"{"a":1}"#)),
+            record("c", 2, Some(b"\xff"), None),
+            record("c", 3, Some(b"v"), Some(b"[1]")),
+        ];
+        let (store, _) = bootstrap(&records, &skip, &RecordingObserver::default()).unwrap();
+        assert_eq!(store.keys(), ["k"]);
+        assert_eq!(*seen.lock().unwrap(), [(Part::Key, 0), (Part::Key, 2), (Part::Value, 3)]);
+    }
+
+    #[test]
+    fn inv_13_substitute_and_inv_14_key_substitution_is_refused() {
+        let observer = RecordingObserver::default();
+        let substitute = |_: &InvalidMessageError| {
+            let crate::json::Value::Object(map) = crate::json::parse(r#"{"id":"recovered"}"#).unwrap() else { unreachable!() };
+            InvalidMessageAction::Substitute(crate::Record::wrap(map))
+        };
+        let (store, _) = bootstrap(&[record("c", 0, Some(b"k"), Some(b"42"))], &substitute, &observer).unwrap();
+        assert_eq!(store.get_bytes("k"), Some(&br#"{"id":"recovered"}"#[..]));
+        let err = bootstrap(&[record("c", 5, Some(b"\xff"), Some(b"{}"))], &substitute, &observer).unwrap_err();
+        assert!(matches!(err, PolicyError::KeySubstitution(_)));
+        assert!(err.to_string().contains("state identity") && err.to_string().contains("c/0/5"), "{err}");
+    }
+
+    #[test]
+    fn cfg_02_to_05_store_semantics() {
+        let mut store = ConfigStore::of([("a", Config::new())]).unwrap();
+        assert!(store.contains_key("a") && store.len() == 1);
+        store.put_bytes("a", br#"{"v":1}"#).unwrap();
+        store.put_bytes("a", br#"{"v":2}"#).unwrap();
+        assert_eq!(store.get_bytes("a"), Some(&br#"{"v":2}"#[..]));
+        assert!(store.delete("a"));
+        assert!(!store.delete("a"));
+        assert!(store.is_empty());
+        assert!(store.put_bytes("b", b"[1]").is_err());
+        // CFG-04: a corrupt stored value is an error, never an empty config.
+        store.insert(b"bad", b"{not json", None);
+        assert!(store.get("bad").is_err());
+    }
+
+    #[test]
+    fn compaction_reclaims_garbage_and_keeps_every_entry() {
+        let mut store = ConfigStore::new();
+        let value = format!(r#"{{"pad":"{}"}}"#, "x".repeat(500));
+        for round in 0..10 {
+            for k in 0..10_000 {
+                store.put_bytes(&format!("key-{k}"), value.replace('x', &(round % 10).to_string()).as_bytes()).unwrap();
+            }
+        }
+        assert_eq!(store.len(), 10_000);
+        let live = 10_000 * (value.len() + 12);
+        assert!(store.arena.dead_bytes <= CHUNK_BYTES.max(live / 4) + CHUNK_BYTES, "garbage {}", store.arena.dead_bytes);
+        // Live bytes, at most a quarter more of garbage, a chunk of slack, and the index.
+        assert!(store.memory_bytes() < live + live / 4 + 3 * CHUNK_BYTES, "memory {} for {live} live", store.memory_bytes());
+        for k in 0..10_000 {
+            let got = store.get_bytes(&format!("key-{k}")).unwrap();
+            assert_eq!(got, value.replace('x', "9").as_bytes());
+        }
+    }
+}

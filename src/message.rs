@@ -1,0 +1,224 @@
+//! Message envelopes: [`IncomingMessage`] (what a stage reads) and [`Message`] (what it emits).
+
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+
+use crate::json::EncodeError;
+use crate::record::Event;
+
+/// An outgoing key or value: raw bytes, text, or an [`Event`] (ATTR-41).
+///
+/// Encoding (ATTR-43): bytes verbatim; text as raw UTF-8, never JSON-quoted (the mirror of key
+/// decoding: quoting would change the partition and the state identity of every key); an event
+/// as canonical JSON.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Payload {
+    /// Pre-encoded bytes, written verbatim (foreign formats go here, ATTR-45).
+    Bytes(Bytes),
+    /// Text, written as raw UTF-8.
+    Str(String),
+    /// A record, written as canonical JSON.
+    Event(Event),
+}
+
+impl Payload {
+    /// The wire bytes.
+    pub fn encode(&self) -> Result<Bytes, EncodeError> {
+        match self {
+            Payload::Bytes(b) => Ok(b.clone()),
+            Payload::Str(s) => Ok(Bytes::copy_from_slice(s.as_bytes())),
+            Payload::Event(e) => Ok(Bytes::from(e.encode()?)),
+        }
+    }
+}
+
+/// Conversion into a [`Payload`]: implemented for bytes, text and [`Event`] only.
+///
+/// Python validated a payload when a `Message` was built; here the compiler does, and its
+/// message teaches the same lessons (ERR-18..21).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a Message key or value: a Payload is bytes | str | Event",
+    label = "not bytes | str | Event",
+    note = "a State is emitted, not persisted: set it through the output handle instead of sending it",
+    note = "a Config travels as data: wrap it as `Event::from(config.into_record())`",
+    note = "a raw JSON map must be wrapped: `Event::wrap(map)`"
+)]
+pub trait IntoPayload {
+    /// Converts into a payload.
+    fn into_payload(self) -> Payload;
+}
+
+impl IntoPayload for Payload {
+    fn into_payload(self) -> Payload {
+        self
+    }
+}
+impl IntoPayload for Bytes {
+    fn into_payload(self) -> Payload {
+        Payload::Bytes(self)
+    }
+}
+impl IntoPayload for Vec<u8> {
+    fn into_payload(self) -> Payload {
+        Payload::Bytes(Bytes::from(self))
+    }
+}
+impl IntoPayload for &[u8] {
+    fn into_payload(self) -> Payload {
+        Payload::Bytes(Bytes::copy_from_slice(self))
+    }
+}
+impl<const N: usize> IntoPayload for &[u8; N] {
+    fn into_payload(self) -> Payload {
+        Payload::Bytes(Bytes::copy_from_slice(self))
+    }
+}
+impl IntoPayload for String {
+    fn into_payload(self) -> Payload {
+        Payload::Str(self)
+    }
+}
+impl IntoPayload for &str {
+    fn into_payload(self) -> Payload {
+        Payload::Str(self.to_owned())
+    }
+}
+impl IntoPayload for &String {
+    fn into_payload(self) -> Payload {
+        Payload::Str(self.clone())
+    }
+}
+impl IntoPayload for Event {
+    fn into_payload(self) -> Payload {
+        Payload::Event(self)
+    }
+}
+
+/// A record to produce (ATTR-41): topic, key, value (`None` is a tombstone), optional
+/// timestamp.
+///
+/// ```
+/// use flechtwerk::{Event, Message};
+/// let m = Message::new("out", "k1", Event::new());
+/// assert_eq!(m.encode_value().unwrap().as_deref(), Some(&b"{}"[..]));
+/// let t = Message::tombstone("configs", "k1");
+/// assert_eq!(t.encode_value().unwrap(), None);
+/// ```
+///
+/// A `State` is not a payload:
+///
+/// ```compile_fail
+/// use flechtwerk::{Message, State};
+/// let m = Message::new("out", "k1", State::new());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Message {
+    topic: String,
+    key: Payload,
+    value: Option<Payload>,
+    timestamp: Option<DateTime<Utc>>,
+}
+
+impl Message {
+    /// A message with a value.
+    pub fn new(topic: impl Into<String>, key: impl IntoPayload, value: impl IntoPayload) -> Self {
+        Message { topic: topic.into(), key: key.into_payload(), value: Some(value.into_payload()), timestamp: None }
+    }
+
+    /// A tombstone: a record with a null value. On a config topic it deletes the key, and only
+    /// a real null lets log compaction remove the key from the topic.
+    pub fn tombstone(topic: impl Into<String>, key: impl IntoPayload) -> Self {
+        Message { topic: topic.into(), key: key.into_payload(), value: None, timestamp: None }
+    }
+
+    /// Sets the record timestamp (absent: the producer or broker assigns one).
+    pub fn with_timestamp(mut self, timestamp: DateTime<Utc>) -> Self {
+        self.timestamp = Some(timestamp);
+        self
+    }
+
+    /// The destination topic.
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// The key payload.
+    pub fn key(&self) -> &Payload {
+        &self.key
+    }
+
+    /// The value payload; `None` for a tombstone.
+    pub fn value(&self) -> Option<&Payload> {
+        self.value.as_ref()
+    }
+
+    /// The timestamp, if set.
+    pub fn timestamp(&self) -> Option<DateTime<Utc>> {
+        self.timestamp
+    }
+
+    /// The timestamp as epoch milliseconds, as it goes on the wire (TRX-13).
+    pub fn timestamp_ms(&self) -> Option<i64> {
+        self.timestamp.map(|t| t.timestamp_millis())
+    }
+
+    /// The key's wire bytes.
+    pub fn encode_key(&self) -> Result<Bytes, EncodeError> {
+        self.key.encode()
+    }
+
+    /// The value's wire bytes; `None` for a tombstone.
+    pub fn encode_value(&self) -> Result<Option<Bytes>, EncodeError> {
+        self.value.as_ref().map(Payload::encode).transpose()
+    }
+}
+
+/// A decoded input record (ATTR-40): the key as strict UTF-8 text, the value as an [`Event`]
+/// private to the receiver.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IncomingMessage {
+    /// The wire key ("" when absent).
+    pub key: String,
+    /// The decoded value (empty when the record's value was empty or absent).
+    pub value: Event,
+    /// Source topic.
+    pub topic: String,
+    /// Source partition.
+    pub partition: i32,
+    /// Source offset.
+    pub offset: i64,
+    /// Record timestamp, from epoch milliseconds.
+    pub timestamp: Option<DateTime<Utc>>,
+}
+
+/// Converts epoch milliseconds to a UTC timestamp (`None` when out of range).
+pub(crate) fn timestamp_from_ms(ms: Option<i64>) -> Option<DateTime<Utc>> {
+    ms.and_then(DateTime::from_timestamp_millis)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::json::parse;
+
+    #[test]
+    fn attr_43_payload_encodings() {
+        let m = Message::new("t", "Müller", &b"\x00raw"[..]);
+        assert_eq!(&m.encode_key().unwrap()[..], "Müller".as_bytes());
+        assert_eq!(m.encode_value().unwrap().unwrap(), &b"\x00raw"[..]);
+        let crate::json::Value::Object(map) = parse(r#"{"b":2,"a":1}"#).unwrap() else { unreachable!() };
+        let m = Message::new("t", Event::wrap(map.clone()), Event::wrap(map));
+        assert_eq!(&m.encode_key().unwrap()[..], br#"{"a":1,"b":2}"#);
+        let mut nan = Event::new();
+        nan.raw_mut().insert("x".into(), crate::json::Value::Float(f64::NAN));
+        assert!(Message::new("t", "k", nan).encode_value().is_err());
+    }
+
+    #[test]
+    fn attr_40_timestamp_from_millis() {
+        let ts = timestamp_from_ms(Some(1_704_067_200_000)).unwrap();
+        assert_eq!(ts.to_rfc3339(), "2024-01-01T00:00:00+00:00");
+        let m = Message::new("t", "k", "v").with_timestamp(ts);
+        assert_eq!(m.timestamp_ms(), Some(1_704_067_200_000));
+    }
+}

@@ -1,0 +1,269 @@
+//! Records: a JSON object read and written through typed [`Attribute`]s.
+//!
+//! [`Record`] is the plain form; [`Event`] (a data-topic value), [`State`] (per-key state) and
+//! [`Config`] (a config-topic value) are distinct types with the same interface, so the compiler
+//! keeps them apart where Python compared them at run time (ATTR-23, ATTR-25). Each derefs to
+//! [`Record`] for the shared operations.
+
+use std::fmt;
+use std::ops::{Deref, DerefMut};
+
+use crate::attribute::{Attribute, AttributeError};
+use crate::json::{self, EncodeError, Map, Value};
+
+/// A JSON object (`raw`) accessed through attributes (ATTR-20).
+///
+/// Equality is by content; equal records always encode to the same bytes (ATTR-44). Cloning is
+/// a deep copy (ATTR-24): a clone never shares anything with its original.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Record {
+    raw: Map,
+}
+
+impl Record {
+    /// An empty record.
+    pub fn new() -> Self {
+        Record { raw: Map::new() }
+    }
+
+    /// The wire entry point: wraps a JSON object as it arrived (ATTR-21). Ownership moves in,
+    /// so the record never aliases its source.
+    pub fn wrap(raw: Map) -> Self {
+        Record { raw }
+    }
+
+    /// The JSON object.
+    pub fn raw(&self) -> &Map {
+        &self.raw
+    }
+
+    /// The JSON object, mutable: writes here bypass the codecs (the escape hatch for dynamic
+    /// keys; typed code goes through [`set`](Self::set)).
+    pub fn raw_mut(&mut self) -> &mut Map {
+        &mut self.raw
+    }
+
+    /// Unwraps the JSON object.
+    pub fn into_raw(self) -> Map {
+        self.raw
+    }
+
+    /// Reads an attribute: `None` when absent or null; an error when the value does not fit the
+    /// codec.
+    pub fn get<V>(&self, attr: &Attribute<V>) -> Result<Option<V>, AttributeError> {
+        match self.raw.get(attr.name()) {
+            None | Some(Value::Null) => Ok(None),
+            Some(raw) => attr.decode(raw).map(Some),
+        }
+    }
+
+    /// Strict read (Python's `record[attr]`): absent or null is
+    /// [`AttributeError::Missing`] (ATTR-06).
+    pub fn require<V>(&self, attr: &Attribute<V>) -> Result<V, AttributeError> {
+        self.get(attr)?.ok_or(AttributeError::Missing { name: attr.name() })
+    }
+
+    /// Writes an attribute through its codec. `None` stores JSON null on an optional attribute
+    /// and is [`AttributeError::RequiredNone`] on a required one (ATTR-02).
+    pub fn set<V>(&mut self, attr: &Attribute<V>, value: impl Into<Option<V>>) -> Result<(), AttributeError> {
+        let encoded = match value.into() {
+            Some(value) => attr.encode(&value)?,
+            None if attr.is_optional() => Value::Null,
+            None => return Err(AttributeError::RequiredNone { name: attr.name() }),
+        };
+        self.raw.insert(attr.name().to_owned(), encoded);
+        Ok(())
+    }
+
+    /// Builder form of [`set`](Self::set).
+    pub fn with<V>(mut self, attr: &Attribute<V>, value: impl Into<Option<V>>) -> Result<Self, AttributeError> {
+        self.set(attr, value)?;
+        Ok(self)
+    }
+
+    /// Presence test: true even when the stored value is null.
+    pub fn contains<V>(&self, attr: &Attribute<V>) -> bool {
+        self.raw.contains_key(attr.name())
+    }
+
+    /// Removes an attribute (Python's `del record[attr]`): absent is
+    /// [`AttributeError::Missing`].
+    pub fn delete<V>(&mut self, attr: &Attribute<V>) -> Result<(), AttributeError> {
+        self.raw.remove(attr.name()).map(|_| ()).ok_or(AttributeError::Missing { name: attr.name() })
+    }
+
+    /// Removes an attribute and returns its value (Python's `pop`): `Ok(None)` when it was
+    /// absent or null.
+    pub fn take<V>(&mut self, attr: &Attribute<V>) -> Result<Option<V>, AttributeError> {
+        match self.raw.remove(attr.name()) {
+            None | Some(Value::Null) => Ok(None),
+            Some(raw) => attr.decode(&raw).map(Some),
+        }
+    }
+
+    /// The first attribute holding a non-null value, decoded (Python's `coalesce`).
+    pub fn coalesce<V>(&self, attrs: &[&Attribute<V>]) -> Result<Option<V>, AttributeError> {
+        for attr in attrs {
+            if let Some(v) = self.get(attr)? {
+                return Ok(Some(v));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Merges `other`'s fields into this record, overwriting equal keys (Python's `update`).
+    pub fn update(&mut self, other: &Record) {
+        self.raw.extend(other.raw.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
+
+    /// Number of fields.
+    pub fn len(&self) -> usize {
+        self.raw.len()
+    }
+
+    /// True when there are no fields: an empty `State` is a deletion (STG-43).
+    pub fn is_empty(&self) -> bool {
+        self.raw.is_empty()
+    }
+
+    /// Canonical JSON bytes (ATTR-43).
+    pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
+        let mut out = Vec::with_capacity(64);
+        json::write_object(&self.raw, &mut out)?;
+        Ok(out)
+    }
+}
+
+impl fmt::Debug for Record {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.raw.iter()).finish()
+    }
+}
+
+macro_rules! record_kind {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Default, PartialEq, Eq)]
+        pub struct $name(Record);
+
+        impl $name {
+            /// An empty record.
+            pub fn new() -> Self {
+                $name(Record::new())
+            }
+
+            /// Wraps a JSON object as it arrived (ATTR-21).
+            pub fn wrap(raw: Map) -> Self {
+                $name(Record::wrap(raw))
+            }
+
+            /// The plain record.
+            pub fn into_record(self) -> Record {
+                self.0
+            }
+
+            /// Builder form of [`Record::set`].
+            pub fn with<V>(
+                self,
+                attr: &Attribute<V>,
+                value: impl Into<Option<V>>,
+            ) -> Result<Self, AttributeError> {
+                Ok($name(self.0.with(attr, value)?))
+            }
+        }
+
+        impl Deref for $name {
+            type Target = Record;
+            fn deref(&self) -> &Record {
+                &self.0
+            }
+        }
+
+        impl DerefMut for $name {
+            fn deref_mut(&mut self) -> &mut Record {
+                &mut self.0
+            }
+        }
+
+        impl From<Record> for $name {
+            fn from(record: Record) -> Self {
+                $name(record)
+            }
+        }
+
+        impl From<$name> for Record {
+            fn from(value: $name) -> Record {
+                value.0
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, concat!(stringify!($name), "("))?;
+                fmt::Debug::fmt(&self.0, f)?;
+                write!(f, ")")
+            }
+        }
+    };
+}
+
+record_kind!(
+    /// The value of a data-topic record: what `transform` receives and what a `Message` carries.
+    Event
+);
+record_kind!(
+    /// Per-key state. Emitting an empty `State` deletes the key's state (STG-43).
+    State
+);
+record_kind!(
+    /// A config-topic value, as held by the config store. To send a config as data, convert it:
+    /// `Event::from(config.into_record())` (a `Config` travels as data, it is not itself a
+    /// payload).
+    Config
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attribute::{INT, STR};
+
+    const COUNT: Attribute<i64> = Attribute::new("count", &INT);
+    const NAME: Attribute<String> = Attribute::new("name", &STR);
+    const NOTE: Attribute<String> = Attribute::optional("note", &STR);
+
+    #[test]
+    fn attr_02_and_06_none_and_missing() {
+        let mut r = Record::new();
+        assert_eq!(r.set(&COUNT, None), Err(AttributeError::RequiredNone { name: "count" }));
+        assert!(r.set(&COUNT, None).unwrap_err().to_string().contains("cannot assign None to required"));
+        r.set(&NOTE, None).unwrap();
+        assert!(r.contains(&NOTE));
+        assert_eq!(r.get(&NOTE), Ok(None));
+        assert_eq!(r.require(&NOTE), Err(AttributeError::Missing { name: "note" }));
+        assert_eq!(r.require(&COUNT), Err(AttributeError::Missing { name: "count" }));
+    }
+
+    #[test]
+    fn attr_20_operations() {
+        let mut r = Record::new().with(&COUNT, 1).unwrap().with(&NAME, "x".to_owned()).unwrap();
+        assert_eq!(r.len(), 2);
+        assert_eq!(r.take(&COUNT), Ok(Some(1)));
+        assert!(r.delete(&COUNT).is_err());
+        assert_eq!(r.coalesce(&[&NOTE, &NAME]), Ok(Some("x".to_owned())));
+        let mut other = Record::new();
+        other.set(&NAME, "y".to_owned()).unwrap();
+        r.update(&other);
+        assert_eq!(r.get(&NAME), Ok(Some("y".to_owned())));
+        r.raw_mut().insert("name".into(), Value::Int(3));
+        assert!(matches!(r.get(&NAME), Err(AttributeError::Codec { name: "name", .. })));
+    }
+
+    #[test]
+    fn attr_24_clone_is_independent() {
+        let a = State::new().with(&COUNT, 1).unwrap();
+        let mut b = a.clone();
+        b.set(&COUNT, 2).unwrap();
+        assert_eq!(a.get(&COUNT), Ok(Some(1)));
+        assert!(State::new().is_empty());
+    }
+}
