@@ -658,7 +658,11 @@ mod tests {
         }
     }
 
-    fn bootstrap(records: &[RawRecord], policy: &dyn InvalidMessagePolicy, observer: &dyn Observer) -> Result<(ConfigStore, Vec<Survivor>), PolicyError> {
+    fn bootstrap(
+        records: &[RawRecord],
+        policy: &dyn InvalidMessagePolicy,
+        observer: &dyn Observer,
+    ) -> Result<(ConfigStore, Vec<Survivor>), PolicyError> {
         let mut b = ConfigBootstrap::new();
         for r in records {
             b.offer(r, policy, observer)?;
@@ -700,15 +704,20 @@ mod tests {
     #[test]
     fn inv_19_only_the_survivor_value_is_decoded() {
         let observer = RecordingObserver::default();
-        let records = [record("c", 0, Some(b"k"), Some(b"{not json")), record("c", 1, Some(b"k"), Some(br#"{"ok":1}"#))];
+        let records =
+            [record("c", 0, Some(b"k"), Some(b"{not json")), record("c", 1, Some(b"k"), Some(br#"{"ok":1}"#))];
         let (store, _) = bootstrap(&records, &RaisePolicy, &observer).unwrap();
         assert_eq!(store.get_bytes("k"), Some(&br#"{"ok":1}"#[..]));
         assert!(observer.events().is_empty());
-        let records = [record("c", 0, Some(b"k"), Some(br#"{"ok":1}"#)), record("c", 1, Some(b"k"), Some(b"{not json"))];
+        let records =
+            [record("c", 0, Some(b"k"), Some(br#"{"ok":1}"#)), record("c", 1, Some(b"k"), Some(b"{not json"))];
         let err = bootstrap(&records, &RaisePolicy, &observer).unwrap_err();
         let PolicyError::Raised(e) = err else { panic!("raised") };
         assert_eq!((e.part(), e.offset()), (Part::Value, 1));
-        assert_eq!(observer.events(), [Observed::MessageInvalid { topic: "c".into(), outcome: InvalidOutcome::Raised }]);
+        assert_eq!(
+            observer.events(),
+            [Observed::MessageInvalid { topic: "c".into(), outcome: InvalidOutcome::Raised }]
+        );
     }
 
     #[test]
@@ -733,7 +742,9 @@ mod tests {
     fn inv_13_substitute_and_inv_14_key_substitution_is_refused() {
         let observer = RecordingObserver::default();
         let substitute = |_: &InvalidMessageError| {
-            let crate::json::Value::Object(map) = crate::json::parse(r#"{"id":"recovered"}"#).unwrap() else { unreachable!() };
+            let crate::json::Value::Object(map) = crate::json::parse(r#"{"id":"recovered"}"#).unwrap() else {
+                unreachable!()
+            };
             InvalidMessageAction::Substitute(crate::Record::wrap(map))
         };
         let (store, _) = bootstrap(&[record("c", 0, Some(b"k"), Some(b"42"))], &substitute, &observer).unwrap();
@@ -770,9 +781,17 @@ mod tests {
         }
         assert_eq!(store.len(), 10_000);
         let live = 10_000 * (value.len() + 12);
-        assert!(store.arena.dead_bytes <= CHUNK_BYTES.max(live / 4) + CHUNK_BYTES, "garbage {}", store.arena.dead_bytes);
+        assert!(
+            store.arena.dead_bytes <= CHUNK_BYTES.max(live / 4) + CHUNK_BYTES,
+            "garbage {}",
+            store.arena.dead_bytes
+        );
         // Live bytes, at most a quarter more of garbage, a chunk of slack, and the index.
-        assert!(store.memory_bytes() < live + live / 4 + 3 * CHUNK_BYTES, "memory {} for {live} live", store.memory_bytes());
+        assert!(
+            store.memory_bytes() < live + live / 4 + 3 * CHUNK_BYTES,
+            "memory {} for {live} live",
+            store.memory_bytes()
+        );
         for k in 0..10_000 {
             let got = store.get_bytes(&format!("key-{k}")).unwrap();
             assert_eq!(got, value.replace('x', "9").as_bytes());

@@ -298,8 +298,7 @@ impl Parser<'_> {
 
     fn non_finite(&mut self) -> Result<Value, JsonError> {
         let rest = &self.bytes[self.pos..];
-        if rest.starts_with(b"NaN") || rest.starts_with(b"Infinity") || rest.starts_with(b"-Infinity")
-        {
+        if rest.starts_with(b"NaN") || rest.starts_with(b"Infinity") || rest.starts_with(b"-Infinity") {
             Err(JsonError::NonFiniteLiteral { offset: self.pos })
         } else {
             Err(self.unexpected())
@@ -932,7 +931,10 @@ mod tests {
     #[test]
     fn attr_43_sorted_keys_no_spaces_utf8() {
         assert_eq!(canon(r#"{"b":2,"a":1}"#), r#"{"a":1,"b":2}"#);
-        assert_eq!(canon(r#"{ "z" : { "y":1, "x":[1, 2.50, "M\u00fcller"] } }"#), r#"{"z":{"x":[1,2.5,"Müller"],"y":1}}"#);
+        assert_eq!(
+            canon(r#"{ "z" : { "y":1, "x":[1, 2.50, "M\u00fcller"] } }"#),
+            r#"{"z":{"x":[1,2.5,"Müller"],"y":1}}"#
+        );
         assert_eq!(canon(r#""a\/b\u001F\u2028""#), "\"a/b\\u001f\u{2028}\"");
         assert_eq!(canon("-0"), "0");
         assert_eq!(canon("18446744073709551616"), "18446744073709551616");
@@ -971,7 +973,17 @@ mod tests {
         for text in yes {
             assert_eq!(check_canonical_object(text.as_bytes()), Ok(true), "{text}");
         }
-        let no = [r#"{"b":1,"a":2}"#, r#"{"a":1,"a":1}"#, r#"{ }"#, r#"{"a":1.50}"#, r#"{"a":-0}"#, r#"{"a":"\u00e9"}"#, r#"{"a":1e16}"#, "[]", r#"{"\u0061":1}"#];
+        let no = [
+            r#"{"b":1,"a":2}"#,
+            r#"{"a":1,"a":1}"#,
+            r#"{ }"#,
+            r#"{"a":1.50}"#,
+            r#"{"a":-0}"#,
+            r#"{"a":"\u00e9"}"#,
+            r#"{"a":1e16}"#,
+            "[]",
+            r#"{"\u0061":1}"#,
+        ];
         for text in no {
             assert_eq!(check_canonical_object(text.as_bytes()), Ok(false), "{text}");
         }

@@ -270,12 +270,10 @@ pub fn decode_key_with(
 ) -> Result<Option<String>, PolicyError> {
     match decode_key(record.key.as_deref()) {
         Ok(key) => Ok(Some(key)),
-        Err(source) => {
-            mediate(policy, observer, InvalidMessageError::new(Part::Key, record, source)).map(|skipped| {
-                debug_assert!(skipped.is_none(), "a key is never substituted");
-                None
-            })
-        }
+        Err(source) => mediate(policy, observer, InvalidMessageError::new(Part::Key, record, source)).map(|skipped| {
+            debug_assert!(skipped.is_none(), "a key is never substituted");
+            None
+        }),
     }
 }
 
@@ -288,8 +286,9 @@ pub fn decode_value_with(
 ) -> Result<Option<Map>, PolicyError> {
     match decode_value(record.value.as_deref()) {
         Ok(map) => Ok(Some(map)),
-        Err(source) => Ok(mediate(policy, observer, InvalidMessageError::new(Part::Value, record, source))?
-            .map(Record::into_raw)),
+        Err(source) => {
+            Ok(mediate(policy, observer, InvalidMessageError::new(Part::Value, record, source))?.map(Record::into_raw))
+        }
     }
 }
 

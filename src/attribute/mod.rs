@@ -308,10 +308,7 @@ fn decode_items<V, C: Codec<V>>(codec: &C, raw: &Value) -> Result<Vec<V>, CodecE
     }
 }
 
-fn encode_items<'v, V: 'v, C: Codec<V>>(
-    codec: &C,
-    items: impl Iterator<Item = &'v V>,
-) -> Result<Value, CodecError> {
+fn encode_items<'v, V: 'v, C: Codec<V>>(codec: &C, items: impl Iterator<Item = &'v V>) -> Result<Value, CodecError> {
     let encoded: Result<Vec<Value>, CodecError> =
         items.enumerate().map(|(i, v)| codec.encode(v).map_err(|e| e.at(i))).collect();
     Ok(Value::List(encoded?))

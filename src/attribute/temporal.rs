@@ -152,9 +152,7 @@ pub(crate) fn parse_datetime(text: &str) -> Result<DateTime, TemporalError> {
     let naive = date.and_time(time);
     match parse_offset(rest, "datetime", text)? {
         None => Ok(DateTime::Naive(naive)),
-        Some(offset) => {
-            offset.from_local_datetime(&naive).single().map(DateTime::Aware).ok_or_else(err)
-        }
+        Some(offset) => offset.from_local_datetime(&naive).single().map(DateTime::Aware).ok_or_else(err),
     }
 }
 
