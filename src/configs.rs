@@ -31,8 +31,8 @@ use crate::observer::Observer;
 use crate::record::Config;
 use crate::wire::{self, DecodeError, InvalidMessagePolicy, PolicyError, RawRecord};
 
-/// Size of one arena chunk. Chunks are large enough that the allocator maps them directly, so a
-/// freed chunk leaves the process at once.
+/// Default size of one arena chunk. Chunks are large enough that the allocator maps them
+/// directly, so a freed chunk leaves the process at once.
 pub const CHUNK_BYTES: usize = 1 << 20;
 
 /// Compaction runs once garbage exceeds this fraction of live bytes (plus one chunk of slack,
@@ -152,6 +152,7 @@ struct Chunk {
 
 /// An append-only log of records in chunks, with per-chunk live accounting.
 struct Arena {
+    chunk_bytes: usize,
     chunks: VecDeque<Chunk>,
     /// Absolute number of `chunks[0]`.
     first: u64,
@@ -163,8 +164,8 @@ struct Arena {
 }
 
 impl Arena {
-    fn new() -> Self {
-        Arena { chunks: VecDeque::new(), first: 0, live_bytes: 0, dead_bytes: 0, scratch: Vec::new() }
+    fn new(chunk_bytes: usize) -> Self {
+        Arena { chunk_bytes, chunks: VecDeque::new(), first: 0, live_bytes: 0, dead_bytes: 0, scratch: Vec::new() }
     }
 
     fn chunk(&self, pos: Pos) -> &Chunk {
@@ -183,7 +184,7 @@ impl Arena {
     fn append_encoded(&mut self, record: &[u8]) -> Pos {
         let fits = self.chunks.back().is_some_and(|c| c.data.capacity() - c.data.len() >= record.len());
         if !fits {
-            let capacity = CHUNK_BYTES.max(record.len());
+            let capacity = self.chunk_bytes.max(record.len());
             self.chunks.push_back(Chunk { data: Vec::with_capacity(capacity), live_bytes: 0 });
         }
         let number = self.first + self.chunks.len() as u64 - 1;
@@ -225,7 +226,7 @@ impl Arena {
     }
 
     fn needs_compaction(&self) -> bool {
-        self.dead_bytes > CHUNK_BYTES && self.dead_bytes > self.live_bytes / GARBAGE_RATIO_MAX
+        self.dead_bytes > self.chunk_bytes && self.dead_bytes > self.live_bytes / GARBAGE_RATIO_MAX
     }
 
     fn memory_bytes(&self) -> usize {
@@ -272,7 +273,19 @@ impl std::fmt::Debug for ConfigStore {
 impl ConfigStore {
     /// An empty store.
     pub fn new() -> Self {
-        ConfigStore { table: HashTable::new(), arena: Arena::new(), hasher: FixedState::with_seed(INDEX_SEED) }
+        Self::with_chunk_bytes(CHUNK_BYTES)
+    }
+
+    /// An empty store whose arena grows in chunks of `chunk_bytes` (default [`CHUNK_BYTES`]).
+    /// Smaller chunks suit small tables and make compaction observable in tests; chunks below
+    /// the allocator's mmap threshold (128 KiB with glibc) may not return to the OS when freed.
+    pub fn with_chunk_bytes(chunk_bytes: usize) -> Self {
+        assert!(chunk_bytes >= 64, "a chunk must hold at least a small record");
+        ConfigStore {
+            table: HashTable::new(),
+            arena: Arena::new(chunk_bytes),
+            hasher: FixedState::with_seed(INDEX_SEED),
+        }
     }
 
     /// A pre-seeded store (CFG-05): the test entry point.
@@ -439,7 +452,7 @@ impl ConfigStore {
                 self.arena.kill(pos);
             }
         }
-        debug_assert!(self.arena.dead_bytes <= CHUNK_BYTES.max(self.arena.live_bytes));
+        debug_assert!(self.arena.dead_bytes <= self.arena.chunk_bytes.max(self.arena.live_bytes));
     }
 }
 
@@ -473,6 +486,12 @@ impl ConfigBootstrap {
     /// An empty bootstrap.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty bootstrap building a store with the given chunk size
+    /// (see [`ConfigStore::with_chunk_bytes`]).
+    pub fn with_chunk_bytes(chunk_bytes: usize) -> Self {
+        ConfigBootstrap { store: ConfigStore::with_chunk_bytes(chunk_bytes), ..Self::default() }
     }
 
     fn topic_index(&mut self, topic: &Arc<str>) -> u32 {
