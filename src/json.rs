@@ -685,8 +685,24 @@ struct Scanner<'a> {
     bytes: &'a [u8],
     pos: usize,
     canonical: bool,
-    /// For each open object, the byte range of its previous key (for the sorted-keys check).
-    key_stack: Vec<Option<(usize, usize)>>,
+    /// For each open object, its previous key (for the sorted-keys check).
+    key_stack: Vec<Option<ScannedKey>>,
+}
+
+/// A key as the sorted-keys check compares it: a span of the input when it has no escapes,
+/// else its unescaped text (rare, so the allocation is too).
+enum ScannedKey {
+    Span(usize, usize),
+    Unescaped(String),
+}
+
+impl ScannedKey {
+    fn bytes<'a>(&'a self, input: &'a [u8]) -> &'a [u8] {
+        match self {
+            ScannedKey::Span(start, end) => &input[*start..*end],
+            ScannedKey::Unescaped(text) => text.as_bytes(),
+        }
+    }
 }
 
 impl Scanner<'_> {
@@ -757,15 +773,20 @@ impl Scanner<'_> {
                 return Err(self.parser_error());
             }
             let (start, end, escaped) = self.string()?;
-            if escaped {
-                // Key order is decided on unescaped text; leave that to the slow path.
-                self.canonical = false;
-            } else if let Some(Some((ps, pe))) = self.key_stack.last() {
-                if self.bytes[*ps..*pe] >= self.bytes[start..end] {
+            let key = if escaped {
+                // Key order is decided on unescaped text.
+                let quoted = std::str::from_utf8(&self.bytes[start - 1..end + 1]).expect("utf-8 input");
+                let mut parser = Parser { bytes: quoted.as_bytes(), pos: 0 };
+                ScannedKey::Unescaped(parser.string()?)
+            } else {
+                ScannedKey::Span(start, end)
+            };
+            if let Some(Some(previous)) = self.key_stack.last() {
+                if previous.bytes(self.bytes) >= key.bytes(self.bytes) {
                     self.canonical = false; // unsorted or duplicate
                 }
             }
-            *self.key_stack.last_mut().expect("pushed above") = Some((start, end));
+            *self.key_stack.last_mut().expect("pushed above") = Some(key);
             self.skip_whitespace();
             self.expect(b':')?;
             self.skip_whitespace();
@@ -969,7 +990,12 @@ mod tests {
 
     #[test]
     fn canonical_scan_agrees_on_examples() {
-        let yes = [r#"{}"#, r#"{"a":1,"b":[1.5,"x\n",null]}"#, "{\"\u{e9}\":\"\u{2028}\\u0001\"}"];
+        let yes = [
+            r#"{}"#,
+            r#"{"a":1,"b":[1.5,"x\n",null]}"#,
+            "{\"\u{e9}\":\"\u{2028}\\u0001\"}",
+            r#"{"\u0000":1,"\n":2,"\"":3,"a":{"\\":4}}"#,
+        ];
         for text in yes {
             assert_eq!(check_canonical_object(text.as_bytes()), Ok(true), "{text}");
         }
