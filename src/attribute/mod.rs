@@ -32,7 +32,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::marker::PhantomData;
 
-pub use temporal::{Date, DateTime, TemporalError, Time};
+pub use temporal::{Date, DateTime, TemporalError, Time, UtcOffset};
 
 use crate::json::{Map, Value};
 use crate::record::Record;
@@ -207,7 +207,7 @@ impl Codec<Date> for DateCodec {
         }
     }
     fn encode(&self, value: &Date) -> Result<Value, CodecError> {
-        Ok(Value::Str(temporal::format_date(value)))
+        Ok(Value::Str(temporal::format_date(value)?))
     }
 }
 
@@ -219,7 +219,7 @@ impl Codec<DateTime> for DateTimeCodec {
         }
     }
     fn encode(&self, value: &DateTime) -> Result<Value, CodecError> {
-        Ok(Value::Str(temporal::format_datetime(value)))
+        Ok(Value::Str(temporal::format_datetime(value)?))
     }
 }
 
@@ -231,7 +231,7 @@ impl Codec<Time> for TimeCodec {
         }
     }
     fn encode(&self, value: &Time) -> Result<Value, CodecError> {
-        Ok(Value::Str(temporal::format_time(value)))
+        Ok(Value::Str(temporal::format_time(value)?))
     }
 }
 
