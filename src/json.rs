@@ -26,6 +26,11 @@ pub type Map = BTreeMap<String, Value>;
 /// bound so a hostile record cannot exhaust a task's stack.
 pub const JSON_DEPTH_MAX: usize = 512;
 
+/// Most digits an integer literal may have: CPython's `int` string-conversion limit, which makes
+/// Python's `json.loads` refuse longer integers (`value has 4301 digits`), so such a record is
+/// invalid for both implementations.
+pub const INT_DIGITS_MAX: usize = 4300;
+
 /// A JSON value with Python's number model: integers and floats are distinct types.
 ///
 /// Equality is type-strict (`Int(1) != Float(1.0)`) and floats compare by bit pattern, so two
@@ -204,6 +209,12 @@ pub enum JsonError {
     /// A float literal too large for a finite `f64` (Python would read it as `inf`).
     #[error("number out of range at byte {offset}: it would be infinite")]
     NumberOutOfRange {
+        /// Byte position.
+        offset: usize,
+    },
+    /// An integer literal with more than [`INT_DIGITS_MAX`] digits (Python refuses it too).
+    #[error("integer at byte {offset} has more than {max} digits", max = INT_DIGITS_MAX)]
+    IntegerTooLong {
         /// Byte position.
         offset: usize,
     },
@@ -454,9 +465,18 @@ impl Parser<'_> {
             }
             Ok(Value::Float(v))
         } else {
+            check_int_digits(text, start)?;
             Ok(integer_value(text))
         }
     }
+}
+
+/// Refuses an integer literal longer than [`INT_DIGITS_MAX`] digits (the sign does not count).
+fn check_int_digits(text: &str, offset: usize) -> Result<(), JsonError> {
+    if text.trim_start_matches('-').len() > INT_DIGITS_MAX {
+        return Err(JsonError::IntegerTooLong { offset });
+    }
+    Ok(())
 }
 
 struct NumberEnd {
@@ -883,6 +903,8 @@ impl Scanner<'_> {
             }
         } else if text == "-0" {
             self.canonical = false; // Python prints 0
+        } else {
+            check_int_digits(text, start)?;
         }
         Ok(())
     }
@@ -968,6 +990,8 @@ mod tests {
         assert!(matches!(parse("NaN"), Err(JsonError::NonFiniteLiteral { .. })));
         assert!(matches!(parse("[-Infinity]"), Err(JsonError::NonFiniteLiteral { .. })));
         assert!(matches!(parse("1e400"), Err(JsonError::NumberOutOfRange { .. })));
+        assert!(parse(&"9".repeat(INT_DIGITS_MAX)).is_ok() && parse(&format!("-{}", "9".repeat(INT_DIGITS_MAX))).is_ok());
+        assert!(matches!(parse(&"9".repeat(INT_DIGITS_MAX + 1)), Err(JsonError::IntegerTooLong { .. })));
         assert!(matches!(parse(r#""\ud800""#), Err(JsonError::InvalidEscape { .. })));
         assert!(matches!(parse(r#""\udc00\ud800""#), Err(JsonError::InvalidEscape { .. })));
         assert!(matches!(parse("\"a\u{1}\""), Err(JsonError::ControlCharacter { .. })));
