@@ -990,7 +990,9 @@ mod tests {
         assert!(matches!(parse("NaN"), Err(JsonError::NonFiniteLiteral { .. })));
         assert!(matches!(parse("[-Infinity]"), Err(JsonError::NonFiniteLiteral { .. })));
         assert!(matches!(parse("1e400"), Err(JsonError::NumberOutOfRange { .. })));
-        assert!(parse(&"9".repeat(INT_DIGITS_MAX)).is_ok() && parse(&format!("-{}", "9".repeat(INT_DIGITS_MAX))).is_ok());
+        assert!(
+            parse(&"9".repeat(INT_DIGITS_MAX)).is_ok() && parse(&format!("-{}", "9".repeat(INT_DIGITS_MAX))).is_ok()
+        );
         assert!(matches!(parse(&"9".repeat(INT_DIGITS_MAX + 1)), Err(JsonError::IntegerTooLong { .. })));
         assert!(matches!(parse(r#""\ud800""#), Err(JsonError::InvalidEscape { .. })));
         assert!(matches!(parse(r#""\udc00\ud800""#), Err(JsonError::InvalidEscape { .. })));
