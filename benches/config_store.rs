@@ -18,7 +18,7 @@
 //! The log holds 20% superseded records and 2% tombstones, as a live config topic does.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use flechtwerk::configs::ConfigBootstrap;

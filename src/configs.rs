@@ -221,6 +221,11 @@ impl Arena {
         Arena { chunk_bytes, chunks: VecDeque::new(), first: 0, live_bytes: 0, dead_bytes: 0, scratch: Vec::new() }
     }
 
+    /// The chunk with absolute number `number`, unless it was popped.
+    fn chunk_by_number(&self, number: u64) -> Option<&Chunk> {
+        number.checked_sub(self.first).and_then(|i| self.chunks.get(i as usize))
+    }
+
     fn chunk(&self, pos: Pos) -> &Chunk {
         &self.chunks[((pos >> 32) - self.first) as usize]
     }
@@ -499,14 +504,8 @@ impl ConfigStore {
         let mut record = Vec::new();
         for number in first..end {
             let mut offset = 0;
-            loop {
-                let Some(chunk) = number.checked_sub(self.arena.first).and_then(|i| self.arena.chunks.get(i as usize))
-                else {
-                    break; // freed and popped: nothing live was left in it
-                };
-                if offset >= chunk.filled {
-                    break;
-                }
+            // A chunk freed and popped meanwhile had nothing live left in it.
+            while let Some(chunk) = self.arena.chunk_by_number(number).filter(|c| offset < c.filled) {
                 let pos = pos_of(number, offset);
                 let view = decode_record(chunk.data(), offset);
                 offset += view.len;
@@ -638,8 +637,7 @@ impl ConfigBootstrap {
         while self.pending > 0 {
             let arena = &self.store.arena;
             let (number, offset) = self.cursor;
-            let index = number.checked_sub(arena.first).map(|i| i as usize);
-            let Some(chunk) = index.and_then(|i| arena.chunks.get(i)) else {
+            let Some(chunk) = arena.chunk_by_number(number) else {
                 // The cursor's chunk was freed and popped: resume at the front.
                 assert!(number < arena.first, "bootstrap cursor ran past the arena with {} pending", self.pending);
                 self.cursor = (arena.first, 0);
@@ -711,7 +709,8 @@ impl ConfigBootstrap {
         match wire::decode_value_with(&survivor.record, policy, observer)? {
             None => Ok(false),
             Some(map) => {
-                self.put(&survivor.key, &Config::wrap(map)).map_err(|e| encode_after_decode(&survivor.record, e))?;
+                self.put(&survivor.key, &Config::wrap(map))
+                    .map_err(|e| PolicyError::substitute_not_encodable(&survivor.record, e))?;
                 Ok(true)
             }
         }
@@ -730,16 +729,6 @@ impl ConfigBootstrap {
     pub fn memory_bytes(&self) -> usize {
         self.store.memory_bytes()
     }
-}
-
-/// A substitute that cannot be encoded (a non-finite float) is the policy's bug: report it as
-/// a raised invalid record so it names where it happened.
-fn encode_after_decode(record: &RawRecord, _error: EncodeError) -> PolicyError {
-    PolicyError::Raised(crate::wire::InvalidMessageError::new(
-        crate::wire::Part::Value,
-        record,
-        DecodeError::NotAnObject { found: "non-finite float" },
-    ))
 }
 
 /// Decodes a drained config record (CFG-20): `None` when the policy skipped it, the key with no

@@ -239,6 +239,34 @@ pub enum PolicyError {
         topic = .0.topic, partition = .0.partition, offset = .0.offset
     )]
     KeySubstitution(#[source] InvalidMessageError),
+    /// The policy's substitute holds a value JSON cannot carry (NaN or an infinity).
+    #[error(
+        "on_invalid_message returned a substitute for the record at {topic}/{partition}/{offset} \
+         that cannot be encoded"
+    )]
+    SubstituteNotEncodable {
+        /// Topic of the record.
+        topic: Arc<str>,
+        /// Partition of the record.
+        partition: i32,
+        /// Offset of the record.
+        offset: i64,
+        /// Why the substitute does not encode.
+        #[source]
+        source: crate::json::EncodeError,
+    },
+}
+
+impl PolicyError {
+    /// The error for a substitute of `record` that does not encode.
+    pub fn substitute_not_encodable(record: &RawRecord, source: crate::json::EncodeError) -> Self {
+        PolicyError::SubstituteNotEncodable {
+            topic: Arc::clone(&record.topic),
+            partition: record.partition,
+            offset: record.offset,
+            source,
+        }
+    }
 }
 
 /// Asks the policy about `error`, counts the outcome, and carries it out: `Ok(None)` skip,
