@@ -1,0 +1,104 @@
+//! Runs one scenario on one seed, on a fresh madsim runtime in a fresh OS thread (std's
+//! per-thread hash seeds and thread-local RNGs must not carry over between seeds).
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use madsim::runtime::Runtime;
+
+use crate::report::SeedReport;
+use crate::trace::Trace;
+
+/// Upper bound of simulated time for one run: a run still going after this is a liveness
+/// violation (something waits forever).
+pub const SIMULATED_TIME_MAX: Duration = Duration::from_secs(3_600);
+
+/// A scenario: a name, a one-line description, and the simulation itself.
+pub struct Scenario {
+    /// CLI name.
+    pub name: &'static str,
+    /// What it exercises and checks.
+    pub about: &'static str,
+    /// Builds the run's future (the supervisor), given its context.
+    pub run: fn(Ctx) -> Pin<Box<dyn Future<Output = ()>>>,
+}
+
+/// What a running scenario records into: trace, fault counts, violations.
+#[derive(Clone, Default)]
+pub struct Ctx {
+    /// The event trace.
+    pub trace: Trace,
+    faults: Arc<Mutex<BTreeMap<String, u64>>>,
+    violations: Arc<Mutex<Vec<String>>>,
+}
+
+impl Ctx {
+    /// Simulated time since the run started.
+    pub fn now(&self) -> Duration {
+        madsim::time::TimeHandle::current().elapsed()
+    }
+
+    /// Records an event.
+    pub fn event(&self, what: impl Into<String>) {
+        self.trace.record_at(self.now(), what);
+    }
+
+    /// Records an injected fault of `kind`.
+    pub fn fault(&self, kind: &str, what: impl Into<String>) {
+        *self.faults.lock().expect("faults lock").entry(kind.to_owned()).or_default() += 1;
+        self.event(format!("FAULT {kind}: {}", what.into()));
+    }
+
+    /// Records a violated property.
+    pub fn violation(&self, what: impl Into<String>) {
+        let what = what.into();
+        self.event(format!("VIOLATION {what}"));
+        self.violations.lock().expect("violations lock").push(what);
+    }
+}
+
+/// Runs `scenario` with `seed` and reports what happened. A panic anywhere in the simulation
+/// (an engine assertion, a scenario check) is a violation of the seed, not a crash of the CLI.
+/// The rendered trace is kept when `keep_trace` is set or the seed failed.
+pub fn run_seed(scenario: &'static Scenario, seed: u64, keep_trace: bool) -> SeedReport {
+    let ctx = Ctx::default();
+    let run_ctx = ctx.clone();
+    let outcome = std::thread::Builder::new()
+        .name(format!("seed-{seed}"))
+        .spawn(move || {
+            let mut runtime = Runtime::with_seed_and_config(seed, madsim::Config::default());
+            runtime.set_time_limit(SIMULATED_TIME_MAX);
+            let clock = run_ctx.clone();
+            runtime.block_on(async move {
+                (scenario.run)(clock.clone()).await;
+                clock.now()
+            })
+        })
+        .expect("spawn a seed thread")
+        .join();
+    let simulated = match outcome {
+        Ok(simulated) => simulated,
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                .unwrap_or_else(|| "non-string panic".to_owned());
+            ctx.violations.lock().expect("violations lock").push(format!("panicked: {message}"));
+            ctx.trace.events().last().map(|e| e.at).unwrap_or_default()
+        }
+    };
+    let violations = ctx.violations.lock().expect("violations lock").clone();
+    let faults = ctx.faults.lock().expect("faults lock").clone();
+    SeedReport {
+        seed,
+        trace_hash: ctx.trace.hash(),
+        simulated,
+        faults,
+        trace: if keep_trace || !violations.is_empty() { ctx.trace.render() } else { String::new() },
+        violations,
+    }
+}
