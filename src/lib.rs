@@ -17,6 +17,8 @@
 //! - [`configs`]: the config store, compacted by wire key, sized for a million entries.
 //! - [`token_for`]: Kafka's default partitioner, bit for bit, for ownership tokens.
 //! - [`observer`]: the Observer port every metric is built from.
+//! - [`kafka`]: the Kafka port (consumer, transactional producer, admin), its conformance suite,
+//!   and the production adapter on librdkafka (feature `rdkafka`).
 //!
 //! The framework reads no environment variables and has no CLI: everything is injected.
 
@@ -25,6 +27,7 @@
 pub mod attribute;
 pub mod configs;
 pub mod json;
+pub mod kafka;
 pub mod message;
 pub mod observer;
 pub mod record;
