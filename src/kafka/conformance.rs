@@ -173,7 +173,7 @@ async fn read_all(kafka: &dyn Kafka, env: &Env, topic: &str) -> Result<Vec<RawRe
         super::read::ReadError::Callback(never) => match never {},
     })?;
     consumer.close().await?;
-    records.sort_by(|a, b| (a.partition, a.offset).cmp(&(b.partition, b.offset)));
+    records.sort_by_key(|r| (r.partition, r.offset));
     Ok(records)
 }
 
