@@ -24,19 +24,28 @@
 
 #![warn(missing_docs)]
 
+mod app;
 pub mod attribute;
+mod config_topics;
 pub mod configs;
+mod error;
 pub mod json;
 pub mod kafka;
 pub mod message;
 pub mod observer;
 pub mod record;
+pub mod stage;
+pub mod state;
 mod token;
+mod transformer;
 pub mod wire;
 
+pub use app::{Flechtwerk, FlechtwerkBuilder, MAX_POLL_RECORDS_DEFAULT};
 pub use configs::ConfigStore;
+pub use error::Error;
 pub use message::{IncomingMessage, IntoPayload, Message, Payload};
 pub use record::{Config, Event, Record, State};
+pub use stage::{transformer, Output, Transformer};
 pub use token::{murmur2, token_for};
 pub use wire::{InvalidMessageAction, InvalidMessageError};
 

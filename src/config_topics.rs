@@ -1,0 +1,162 @@
+//! Config topics at run time: the bootstrap at startup and the drain every loop (CFG-10..26).
+//!
+//! A dedicated group-less `read_committed` consumer is assigned every partition of every config
+//! topic, read from the beginning to the ends captured at startup (compacting while it reads),
+//! and then left there: each main-loop iteration drains whatever arrived since, outside any
+//! transaction. No offset is ever committed for a config topic (CFG-17); every boot re-reads
+//! the topics through the same `enrich_config`, which is why an enriched store cannot diverge
+//! from what a fresh boot builds.
+
+use std::time::Duration;
+
+use crate::configs::{decode_config_update, ConfigBootstrap, ConfigStore};
+use crate::error::Error;
+use crate::kafka::read::{read_to_end, ReadError};
+use crate::kafka::{Consumer, ConsumerConfig, Kafka, TopicPartition};
+use crate::observer::Observer;
+use crate::record::Config;
+use crate::stage::BoxError;
+use crate::wire::{InvalidMessagePolicy, PolicyError};
+
+/// Records taken per drain.
+pub const DRAIN_RECORDS_MAX: usize = 10_000;
+
+/// The stage hooks the config machinery calls.
+pub(crate) trait ConfigHooks: Send + Sync {
+    /// Whether `enrich` changes configs (if not, canonical bytes are stored undecoded).
+    fn enriches(&self) -> bool;
+    /// The stage's `enrich_config`.
+    fn enrich(&self, config: Config) -> impl std::future::Future<Output = Result<Config, BoxError>> + Send;
+    /// The stage's `on_invalid_message`.
+    fn policy(&self) -> &dyn InvalidMessagePolicy;
+}
+
+/// The config store and the consumer that keeps it current.
+pub(crate) struct ConfigTopics {
+    consumer: Option<Box<dyn Consumer>>,
+    store: ConfigStore,
+}
+
+fn enrich_error(key: &str, source: BoxError) -> Error {
+    Error::Hook { hook: format!("enrich_config for config key {key:?}"), source }
+}
+
+/// Runs `enrich` on `config`, and in debug builds checks a stage that claims not to enrich.
+async fn enriched<H: ConfigHooks>(hooks: &H, key: &str, config: Config) -> Result<Config, Error> {
+    if hooks.enriches() {
+        return hooks.enrich(config).await.map_err(|e| enrich_error(key, e));
+    }
+    if cfg!(debug_assertions) {
+        let after = hooks.enrich(config.clone()).await.map_err(|e| enrich_error(key, e))?;
+        debug_assert!(
+            after == config,
+            "enrich_config changed config {key:?}: override enriches_configs to return true"
+        );
+    }
+    Ok(config)
+}
+
+impl ConfigTopics {
+    /// No config topics: an empty store, no consumer.
+    pub(crate) fn none() -> Self {
+        ConfigTopics { consumer: None, store: ConfigStore::new() }
+    }
+
+    /// Reads `topics` to the ends captured now into a fresh store (CFG-10..16).
+    pub(crate) async fn bootstrap<H: ConfigHooks>(
+        kafka: &dyn Kafka,
+        client_id: &str,
+        topics: &[String],
+        hooks: &H,
+        observer: &dyn Observer,
+    ) -> Result<Self, Error> {
+        if topics.is_empty() {
+            return Ok(Self::none());
+        }
+        let mut consumer = kafka.consumer(ConsumerConfig::groupless(format!("{client_id}-config")))?;
+        let mut partitions = Vec::new();
+        for topic in topics {
+            // Existence was checked at startup (LIFE-13); a topic without partitions adds none.
+            let count = consumer.partition_count(topic).await?.unwrap_or(0);
+            partitions.extend((0..count as i32).map(|p| TopicPartition::new(topic, p)));
+        }
+        let mut bootstrap = ConfigBootstrap::new();
+        let read =
+            read_to_end(consumer.as_mut(), &partitions, |record| bootstrap.offer(&record, hooks.policy(), observer))
+                .await;
+        match read {
+            Ok(_) => {}
+            Err(ReadError::Kafka(e)) => return Err(e.into()),
+            Err(ReadError::Callback(e)) => return Err(e.into()),
+        }
+        let store = if hooks.enriches() || cfg!(debug_assertions) {
+            Self::apply_survivors(bootstrap, hooks, observer).await?
+        } else {
+            bootstrap.finish_unenriched(hooks.policy(), observer)?
+        };
+        observer.config_store_restored(store.len());
+        observer.config_store_entries(store.len());
+        Ok(ConfigTopics { consumer: Some(consumer), store })
+    }
+
+    /// Decodes, enriches and stores each survivor (the path of an enriching stage).
+    async fn apply_survivors<H: ConfigHooks>(
+        mut bootstrap: ConfigBootstrap,
+        hooks: &H,
+        observer: &dyn Observer,
+    ) -> Result<ConfigStore, Error> {
+        while let Some(survivor) = bootstrap.next_survivor() {
+            let Some(map) = crate::wire::decode_value_with(&survivor.record, hooks.policy(), observer)? else {
+                continue; // skipped: the key stays absent (INV-12)
+            };
+            let config = enriched(hooks, &survivor.key, Config::wrap(map)).await?;
+            bootstrap
+                .put(&survivor.key, &config)
+                .map_err(|e| PolicyError::substitute_not_encodable(&survivor.record, e))?;
+        }
+        Ok(bootstrap.finish())
+    }
+
+    /// The store, read-only.
+    pub(crate) fn store(&self) -> &ConfigStore {
+        &self.store
+    }
+
+    /// Applies everything that arrived since the last drain, without waiting (CFG-20). Returns
+    /// how many records were applied.
+    pub(crate) async fn drain<H: ConfigHooks>(&mut self, hooks: &H, observer: &dyn Observer) -> Result<usize, Error> {
+        let Some(consumer) = self.consumer.as_mut() else {
+            return Ok(0);
+        };
+        let polled = consumer.poll(DRAIN_RECORDS_MAX, Duration::ZERO).await?;
+        let mut applied = 0;
+        for record in &polled.records {
+            let Some((key, value)) = decode_config_update(record, hooks.policy(), observer)? else {
+                continue; // skipped: the previous value stays (INV-12)
+            };
+            match value {
+                None => {
+                    self.store.delete(&key);
+                }
+                Some(map) => {
+                    let config = enriched(hooks, &key, Config::wrap(map)).await?;
+                    self.store.put(&key, &config).map_err(|e| PolicyError::substitute_not_encodable(record, e))?;
+                }
+            }
+            observer.config_message_in(&record.topic);
+            applied += 1;
+        }
+        if applied > 0 {
+            observer.config_store_entries(self.store.len());
+        }
+        Ok(applied)
+    }
+
+    /// Releases the consumer.
+    pub(crate) async fn close(&mut self) -> Result<(), Error> {
+        if let Some(mut consumer) = self.consumer.take() {
+            consumer.close().await?;
+        }
+        Ok(())
+    }
+}

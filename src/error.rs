@@ -1,0 +1,77 @@
+//! The one error a running application ends with.
+
+use crate::json::EncodeError;
+use crate::kafka::KafkaError;
+use crate::stage::BoxError;
+use crate::state::StateError;
+use crate::wire::{DecodeError, PolicyError};
+
+/// Why [`Flechtwerk::run`](crate::Flechtwerk::run) stopped, or a handle could not be built.
+///
+/// The framework has no retry loops ("let it crash", LIFE-23): any error ends the run, and
+/// recovery is a restart, which replays the changelog and aborts whatever transaction was open.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A setting or the topic layout is invalid (messages keep the Python implementation's
+    /// fragments, ERR-01..06 and ERR-33).
+    #[error("{0}")]
+    Invalid(String),
+    /// Kafka failed.
+    #[error(transparent)]
+    Kafka(#[from] KafkaError),
+    /// An undecodable record the policy did not skip, or a decision that cannot be carried out.
+    #[error(transparent)]
+    InvalidMessage(Box<PolicyError>),
+    /// `transform` failed on a record.
+    #[error("transform failed on the record at {topic}/{partition}/{offset}")]
+    Transform {
+        /// Topic of the record.
+        topic: String,
+        /// Partition of the record.
+        partition: i32,
+        /// Offset of the record.
+        offset: i64,
+        /// The stage's error.
+        #[source]
+        source: BoxError,
+    },
+    /// A stage hook (setup, teardown, enrich_config) failed.
+    #[error("{hook} failed")]
+    Hook {
+        /// Which hook, with context (`enrich_config for config key "k"`).
+        hook: String,
+        /// The stage's error.
+        #[source]
+        source: BoxError,
+    },
+    /// The local state store failed.
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// A stored or changelog state does not decode: framework-owned bytes are corrupt
+    /// (STO-03, STO-13). Reset the affected state.
+    #[error("corrupt state for key {key:?} of task {partition} (reset the state to recover)")]
+    CorruptState {
+        /// The task (input partition).
+        partition: i32,
+        /// The state key (lossily decoded if the key itself is the corrupt part).
+        key: String,
+        /// Why it does not decode.
+        #[source]
+        source: DecodeError,
+    },
+    /// A message or state holds a value JSON cannot carry (NaN, infinity).
+    #[error("cannot encode {what}")]
+    Encode {
+        /// What was being encoded (`a message to topic "out"`, `the state of key "k"`).
+        what: String,
+        /// Why.
+        #[source]
+        source: EncodeError,
+    },
+}
+
+impl From<PolicyError> for Error {
+    fn from(error: PolicyError) -> Self {
+        Error::InvalidMessage(Box::new(error))
+    }
+}

@@ -1,0 +1,258 @@
+//! The stage API: what a user writes.
+//!
+//! A [`Transformer`] turns a partitioned, keyed input stream into output messages and per-key
+//! state. The runner hands `transform` the message, a private copy of the key's state, and an
+//! [`Output`] through which it emits [`Message`]s and sets the new [`State`] — the two-yield
+//! contract of the Python implementation (STG-40): messages out, state kept, nothing else.
+//!
+//! ```
+//! use flechtwerk::attribute::{Attribute, INT};
+//! use flechtwerk::stage::{transformer, Output};
+//! use flechtwerk::{Event, IncomingMessage, Message, State};
+//!
+//! const COUNT: Attribute<i64> = Attribute::new("count", &INT);
+//!
+//! let counter = transformer(["clicks"]).transform(|msg: IncomingMessage, mut state: State, out: &mut Output<'_>| {
+//!     let count = state.get(&COUNT)?.unwrap_or(0) + 1;
+//!     state.set(&COUNT, count)?;
+//!     out.send(Message::new("click-counts", msg.key.as_str(), Event::new().with(&COUNT, count)?));
+//!     out.set_state(state);
+//!     Ok(())
+//! });
+//! # let _ = counter;
+//! ```
+
+use std::future::Future;
+
+use crate::configs::ConfigStore;
+use crate::message::{IncomingMessage, Message};
+use crate::observer::Observer;
+use crate::record::{Config, State};
+use crate::wire::{InvalidMessageAction, InvalidMessageError, InvalidMessagePolicy};
+
+/// An error from stage code (`transform`, hooks): any error type.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Where a transform call puts its results: messages to send (in order) and the key's new state.
+///
+/// Everything emitted commits atomically with the batch's input offsets in the task's
+/// transaction, or not at all.
+pub struct Output<'a> {
+    configs: &'a ConfigStore,
+    observer: &'a dyn Observer,
+    messages: Vec<Message>,
+    state: Option<State>,
+}
+
+impl<'a> Output<'a> {
+    pub(crate) fn new(configs: &'a ConfigStore, observer: &'a dyn Observer) -> Self {
+        Output { configs, observer, messages: Vec::new(), state: None }
+    }
+
+    /// Emits a message. Writing to a config topic is just emitting to it: the row rides the
+    /// task's transaction like any other output.
+    pub fn send(&mut self, message: Message) {
+        self.observer.message_out(message.topic());
+        self.messages.push(message);
+    }
+
+    /// Sets the key's state; the last call of a batch wins (one changelog write per key and
+    /// batch). An empty state deletes the key's state (STG-43).
+    pub fn set_state(&mut self, state: State) {
+        self.state = Some(state);
+    }
+
+    /// The config store, read-only: a consistent snapshot for the whole batch (CFG-24).
+    pub fn configs(&self) -> &ConfigStore {
+        self.configs
+    }
+
+    pub(crate) fn into_parts(self) -> (Vec<Message>, Option<State>) {
+        (self.messages, self.state)
+    }
+}
+
+/// A partitioned, keyed stream → stream stage (STG-10..13).
+///
+/// Only [`input_topics`](Transformer::input_topics) and [`transform`](Transformer::transform)
+/// are required; every hook has the Python implementation's default.
+pub trait Transformer: Send + Sync + 'static {
+    /// The partitioned input topics. They must share one partition count; the same partition
+    /// number of every input topic forms one task.
+    fn input_topics(&self) -> Vec<String>;
+
+    /// Config topics read in full into the config store (default: none).
+    fn config_topics(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Processes one record. `state` is a private copy of the key's current state (empty when
+    /// there is none); records of one key run in order, each seeing the state the previous one
+    /// set. An error crashes the stage: the batch's transaction never commits (TRX-15).
+    fn transform(
+        &self,
+        msg: IncomingMessage,
+        state: State,
+        out: &mut Output<'_>,
+    ) -> impl Future<Output = Result<(), BoxError>> + Send;
+
+    /// The state key of a record (default: the wire key, STG-04).
+    fn extract_state_key(&self, msg: &IncomingMessage) -> String {
+        msg.key.clone()
+    }
+
+    /// Return `true` when overriding [`enrich_config`](Transformer::enrich_config). With the
+    /// default (`false`) the config store keeps canonical wire bytes without decoding them,
+    /// which is what makes a large bootstrap cheap; debug builds check that a stage answering
+    /// `false` really leaves its configs unchanged.
+    fn enriches_configs(&self) -> bool {
+        false
+    }
+
+    /// Derives something once per config record on its way into the store (default: the config
+    /// unchanged, STG-03). Runs for every surviving record at every boot, so it must be
+    /// deterministic.
+    fn enrich_config(&self, config: Config) -> impl Future<Output = Result<Config, BoxError>> + Send {
+        async { Ok(config) }
+    }
+
+    /// Decides about an undecodable record (default: raise, STG-05). Synchronous and
+    /// deterministic (INV-43).
+    fn on_invalid_message(&self, error: &InvalidMessageError) -> InvalidMessageAction {
+        let _ = error;
+        InvalidMessageAction::Raise
+    }
+
+    /// Runs once before processing starts (STG-02).
+    fn setup(&self) -> impl Future<Output = Result<(), BoxError>> + Send {
+        async { Ok(()) }
+    }
+
+    /// Runs once on shutdown, including after an error (STG-02).
+    fn teardown(&self) -> impl Future<Output = Result<(), BoxError>> + Send {
+        async { Ok(()) }
+    }
+}
+
+/// Adapts a stage's hook to the [`InvalidMessagePolicy`] the decoders take.
+pub(crate) struct StagePolicy<'a, S>(pub &'a S);
+
+impl<S: Transformer> InvalidMessagePolicy for StagePolicy<'_, S> {
+    fn on_invalid_message(&self, error: &InvalidMessageError) -> InvalidMessageAction {
+        self.0.on_invalid_message(error)
+    }
+}
+
+type TransformFn = dyn Fn(IncomingMessage, State, &mut Output<'_>) -> Result<(), BoxError> + Send + Sync;
+type StateKeyFn = dyn Fn(&IncomingMessage) -> String + Send + Sync;
+type EnrichFn = dyn Fn(Config) -> Result<Config, BoxError> + Send + Sync;
+type InvalidFn = dyn Fn(&InvalidMessageError) -> InvalidMessageAction + Send + Sync;
+
+/// Starts the short form of a transformer (Python's `Transformer.of` / `@transformer`): give
+/// the input topics, then the transform as a closure. Hooks not given keep their defaults.
+///
+/// The closure is synchronous; a stage that awaits I/O implements [`Transformer`] directly.
+pub fn transformer<I, T>(input_topics: I) -> TransformerBuilder
+where
+    I: IntoIterator<Item = T>,
+    T: Into<String>,
+{
+    TransformerBuilder {
+        input_topics: input_topics.into_iter().map(Into::into).collect(),
+        config_topics: Vec::new(),
+        extract_state_key: None,
+        enrich_config: None,
+        on_invalid_message: None,
+    }
+}
+
+/// Builder of a closure-based [`Transformer`] (see [`transformer`]).
+pub struct TransformerBuilder {
+    input_topics: Vec<String>,
+    config_topics: Vec<String>,
+    extract_state_key: Option<Box<StateKeyFn>>,
+    enrich_config: Option<Box<EnrichFn>>,
+    on_invalid_message: Option<Box<InvalidFn>>,
+}
+
+impl TransformerBuilder {
+    /// Declares config topics.
+    pub fn config_topics<I: IntoIterator<Item = T>, T: Into<String>>(mut self, topics: I) -> Self {
+        self.config_topics = topics.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Replaces the default state key (the wire key).
+    pub fn extract_state_key(mut self, f: impl Fn(&IncomingMessage) -> String + Send + Sync + 'static) -> Self {
+        self.extract_state_key = Some(Box::new(f));
+        self
+    }
+
+    /// Enriches every config record on its way into the store.
+    pub fn enrich_config(mut self, f: impl Fn(Config) -> Result<Config, BoxError> + Send + Sync + 'static) -> Self {
+        self.enrich_config = Some(Box::new(f));
+        self
+    }
+
+    /// Replaces the default invalid-message policy (raise).
+    pub fn on_invalid_message(
+        mut self,
+        f: impl Fn(&InvalidMessageError) -> InvalidMessageAction + Send + Sync + 'static,
+    ) -> Self {
+        self.on_invalid_message = Some(Box::new(f));
+        self
+    }
+
+    /// Finishes the stage with its transform.
+    pub fn transform(
+        self,
+        f: impl Fn(IncomingMessage, State, &mut Output<'_>) -> Result<(), BoxError> + Send + Sync + 'static,
+    ) -> FnTransformer {
+        FnTransformer { builder: self, transform: Box::new(f) }
+    }
+}
+
+/// A [`Transformer`] made of closures (see [`transformer`]).
+pub struct FnTransformer {
+    builder: TransformerBuilder,
+    transform: Box<TransformFn>,
+}
+
+impl Transformer for FnTransformer {
+    fn input_topics(&self) -> Vec<String> {
+        self.builder.input_topics.clone()
+    }
+
+    fn config_topics(&self) -> Vec<String> {
+        self.builder.config_topics.clone()
+    }
+
+    async fn transform(&self, msg: IncomingMessage, state: State, out: &mut Output<'_>) -> Result<(), BoxError> {
+        (self.transform)(msg, state, out)
+    }
+
+    fn extract_state_key(&self, msg: &IncomingMessage) -> String {
+        match &self.builder.extract_state_key {
+            Some(f) => f(msg),
+            None => msg.key.clone(),
+        }
+    }
+
+    fn enriches_configs(&self) -> bool {
+        self.builder.enrich_config.is_some()
+    }
+
+    async fn enrich_config(&self, config: Config) -> Result<Config, BoxError> {
+        match &self.builder.enrich_config {
+            Some(f) => f(config),
+            None => Ok(config),
+        }
+    }
+
+    fn on_invalid_message(&self, error: &InvalidMessageError) -> InvalidMessageAction {
+        match &self.builder.on_invalid_message {
+            Some(f) => f(error),
+            None => InvalidMessageAction::Raise,
+        }
+    }
+}

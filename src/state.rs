@@ -1,0 +1,112 @@
+//! The StateStore port: a task's local key → state bytes table (STO-01..17).
+//!
+//! A transformer task owns one store for its partition. The store is a cache of the task's
+//! changelog partition: it is restored from the changelog when the task starts, written in the
+//! task's transaction (the changelog record rides the same transaction as the outputs and the
+//! input offsets), and wiped when the task is torn down. Nothing in it outlives the task, so a
+//! store never has to be trusted across a rebalance.
+//!
+//! Values are canonical JSON bytes; decoding them is the engine's job (a corrupt value is an
+//! unrecoverable data error, never a policy question: STO-03).
+
+use std::collections::BTreeMap;
+
+/// A failed local state operation.
+#[derive(Debug, thiserror::Error)]
+#[error("state store of task {partition}: {message}")]
+pub struct StateError {
+    partition: i32,
+    message: String,
+    #[source]
+    source: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
+
+impl StateError {
+    /// An error in the store of task `partition`.
+    pub fn new(partition: i32, message: impl Into<String>) -> Self {
+        StateError { partition, message: message.into(), source: None }
+    }
+
+    /// Attaches the underlying error.
+    pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.source = Some(Box::new(source));
+        self
+    }
+}
+
+/// One task's local state: key → canonical JSON bytes.
+///
+/// Operations are synchronous: local key-value operations take microseconds, and the engine
+/// calls them outside any transform, before and after a batch's concurrent part.
+pub trait StateStore: Send {
+    /// The bytes stored under `key`.
+    fn get(&mut self, key: &str) -> Result<Option<Vec<u8>>, StateError>;
+    /// Stores `value` under `key`.
+    fn put(&mut self, key: &str, value: &[u8]) -> Result<(), StateError>;
+    /// Removes `key`; removing an absent key is a no-op.
+    fn delete(&mut self, key: &str) -> Result<(), StateError>;
+    /// Drops everything (and any files): the store is empty afterwards and can be reused.
+    fn wipe(&mut self) -> Result<(), StateError>;
+}
+
+/// Opens a task's store.
+pub trait StateStores: Send + Sync {
+    /// The (empty) store of task `partition` of `application_id`.
+    fn open(&self, application_id: &str, partition: i32) -> Result<Box<dyn StateStore>, StateError>;
+}
+
+/// Stores in memory: the simulation adapter, and a fine choice for small state.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct InMemoryStores;
+
+impl StateStores for InMemoryStores {
+    fn open(&self, _application_id: &str, _partition: i32) -> Result<Box<dyn StateStore>, StateError> {
+        Ok(Box::new(InMemoryStateStore::default()))
+    }
+}
+
+/// A [`StateStore`] in a sorted map of bytes (so round trips exercise real serialization,
+/// STO-15).
+#[derive(Clone, Debug, Default)]
+pub struct InMemoryStateStore {
+    entries: BTreeMap<String, Vec<u8>>,
+}
+
+impl StateStore for InMemoryStateStore {
+    fn get(&mut self, key: &str) -> Result<Option<Vec<u8>>, StateError> {
+        Ok(self.entries.get(key).cloned())
+    }
+
+    fn put(&mut self, key: &str, value: &[u8]) -> Result<(), StateError> {
+        self.entries.insert(key.to_owned(), value.to_vec());
+        Ok(())
+    }
+
+    fn delete(&mut self, key: &str) -> Result<(), StateError> {
+        self.entries.remove(key);
+        Ok(())
+    }
+
+    fn wipe(&mut self) -> Result<(), StateError> {
+        self.entries.clear();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sto_06_07_wipe_and_absent_keys() {
+        let mut store = InMemoryStores.open("app", 3).unwrap();
+        assert_eq!(store.get("k1").unwrap(), None);
+        store.delete("absent").unwrap();
+        store.put("k1", b"{\"a\":1}").unwrap();
+        assert_eq!(store.get("k1").unwrap().as_deref(), Some(&b"{\"a\":1}"[..]));
+        store.wipe().unwrap();
+        assert_eq!(store.get("k1").unwrap(), None);
+        store.put("k2", b"{}").unwrap();
+        assert!(store.get("k2").unwrap().is_some());
+    }
+}
