@@ -96,6 +96,7 @@ impl ConfigTopics {
         };
         observer.config_store_restored(store.len());
         observer.config_store_entries(store.len());
+        observer.config_store_updated(&store);
         Ok(ConfigTopics { consumer: Some(consumer), store })
     }
 
@@ -148,6 +149,7 @@ impl ConfigTopics {
         }
         if applied > 0 {
             observer.config_store_entries(self.store.len());
+            observer.config_store_updated(&self.store);
         }
         Ok(applied)
     }

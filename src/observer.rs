@@ -61,6 +61,9 @@ pub trait Observer: Send + Sync {
     fn config_store_entries(&self, count: usize) {}
     /// Entries the bootstrap loaded.
     fn config_store_restored(&self, count: usize) {}
+    /// The config store after the bootstrap and after every drain that applied records: a
+    /// read-only view for observers that check or digest the table (simulations do).
+    fn config_store_updated(&self, store: &crate::configs::ConfigStore) {}
     /// Changelog records replayed into a transformer task's store.
     fn state_restored(&self, partition: i32, count: usize) {}
     /// Size of a changelog record written for a state put (not deletes, not restore).
