@@ -31,7 +31,7 @@ use crate::kafka::{Compression, Kafka};
 use crate::observer::{NoopObserver, Observer};
 use crate::stage::Transformer;
 use crate::state::{InMemoryStores, StateStores};
-use crate::transformer::{Runner, Settings};
+use crate::transformer::{Guarantee, Runner, Settings};
 
 /// Default cap of records per fetched batch (KNOB `max_poll_records`).
 pub const MAX_POLL_RECORDS_DEFAULT: usize = 500;
@@ -51,6 +51,7 @@ pub struct FlechtwerkBuilder {
     compression: Compression,
     replication_factor: i16,
     session_timeout: Duration,
+    guarantee: Guarantee,
     observer: Arc<dyn Observer>,
     stores: Arc<dyn StateStores>,
     metrics_labels: BTreeMap<String, String>,
@@ -67,6 +68,7 @@ impl Flechtwerk<()> {
             compression: Compression::Zstd,
             replication_factor: -1,
             session_timeout: Duration::from_secs(10),
+            guarantee: Guarantee::ExactlyOnce,
             observer: Arc::new(NoopObserver),
             stores: Arc::new(InMemoryStores),
             metrics_labels: BTreeMap::new(),
@@ -121,6 +123,12 @@ impl FlechtwerkBuilder {
         self
     }
 
+    /// The processing guarantee (default: exactly-once).
+    pub fn guarantee(mut self, guarantee: Guarantee) -> Self {
+        self.guarantee = guarantee;
+        self
+    }
+
     /// The observer receiving every metric event (default: none).
     pub fn observer(mut self, observer: Arc<dyn Observer>) -> Self {
         self.observer = observer;
@@ -164,6 +172,7 @@ impl FlechtwerkBuilder {
                     compression: self.compression,
                     replication_factor: self.replication_factor,
                     session_timeout: self.session_timeout,
+                    guarantee: self.guarantee,
                 },
                 kafka,
                 observer: self.observer,

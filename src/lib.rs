@@ -47,6 +47,7 @@ pub use message::{IncomingMessage, IntoPayload, Message, Payload};
 pub use record::{Config, Event, Record, State};
 pub use stage::{transformer, Output, Transformer};
 pub use token::{murmur2, token_for};
+pub use transformer::Guarantee;
 pub use wire::{InvalidMessageAction, InvalidMessageError};
 
 /// Canonical JSON bytes of a record: what every Flechtwerk writer puts on the wire (ATTR-43).

@@ -45,6 +45,21 @@ pub(crate) struct Settings {
     pub compression: crate::kafka::Compression,
     pub replication_factor: i16,
     pub session_timeout: Duration,
+    pub guarantee: Guarantee,
+}
+
+/// The processing guarantee of a transformer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Guarantee {
+    /// One Kafka transaction per task per batch: outputs, state and input offsets commit
+    /// together or not at all (the default, and the point of this library).
+    #[default]
+    ExactlyOnce,
+    /// No transactions: outputs and changelog records are sent idempotently, and the input
+    /// offsets are committed once every record of the batch is acknowledged. A crash replays
+    /// the uncommitted tail, so outputs may repeat. Meant for measuring what exactly-once costs,
+    /// and for stages whose outputs are idempotent anyway.
+    AtLeastOnce,
 }
 
 impl Settings {
@@ -230,7 +245,10 @@ impl<S: Transformer> Runner<S> {
                 let metadata = consumer.group_metadata().ok_or_else(|| {
                     Error::Invalid("the main consumer holds partitions but has no group metadata".into())
                 })?;
-                self.process_batch(records, &mut state.tasks, configs.store(), &metadata, inputs).await?;
+                let offsets = self.process_batch(records, &mut state.tasks, configs.store(), &metadata, inputs).await?;
+                if self.settings.guarantee == Guarantee::AtLeastOnce {
+                    consumer.commit_offsets(&offsets).await?;
+                }
             }
         }
     }
@@ -256,15 +274,20 @@ impl<S: Transformer> Runner<S> {
 
     async fn start_task(&self, partition: i32) -> Result<Task, Error> {
         let settings = &self.settings;
-        let mut config = ProducerConfig::transactional(
-            format!("{}-{partition}", settings.client_id),
-            format!("{}-{partition}", settings.application_id),
-        );
+        let client_id = format!("{}-{partition}", settings.client_id);
+        let mut config = match settings.guarantee {
+            Guarantee::ExactlyOnce => {
+                ProducerConfig::transactional(client_id, format!("{}-{partition}", settings.application_id))
+            }
+            Guarantee::AtLeastOnce => ProducerConfig::idempotent(client_id),
+        };
         config.compression = settings.compression;
         let producer = self.kafka.producer(config)?;
-        // Fences the previous owner and aborts its open transaction before the restore reads
-        // the changelog, so the restore can never see a zombie's half-written batch.
-        producer.init_transactions().await?;
+        if settings.guarantee == Guarantee::ExactlyOnce {
+            // Fences the previous owner and aborts its open transaction before the restore
+            // reads the changelog, so the restore can never see a zombie's half-written batch.
+            producer.init_transactions().await?;
+        }
         let mut store = self.stores.open(&settings.application_id, partition)?;
         let restored = self.restore(partition, store.as_mut()).await?;
         self.observer.state_restored(partition, restored);
@@ -312,7 +335,8 @@ impl<S: Transformer> Runner<S> {
         Ok(())
     }
 
-    /// Decodes, processes and commits one fetched batch (TRX-10..23).
+    /// Decodes, processes and commits one fetched batch (TRX-10..23); returns the next offset of
+    /// every input partition it covered.
     async fn process_batch(
         &self,
         records: Vec<RawRecord>,
@@ -320,7 +344,7 @@ impl<S: Transformer> Runner<S> {
         configs: &ConfigStore,
         metadata: &GroupMetadata,
         inputs: &[String],
-    ) -> Result<(), Error> {
+    ) -> Result<Vec<(TopicPartition, i64)>, Error> {
         let started = tokio::time::Instant::now();
         let batch = self.parse(records, inputs)?;
         let size = batch.values().map(|b| b.messages.len()).sum();
@@ -330,7 +354,7 @@ impl<S: Transformer> Runner<S> {
             .map(|(task, task_batch)| self.run_task_batch(task, task_batch, configs, metadata));
         try_join_all(work).await?;
         self.observer.batch_processed(size, started.elapsed());
-        Ok(())
+        Ok(batch.values().flat_map(|b| b.offsets.iter().map(|(tp, o)| (tp.clone(), *o))).collect())
     }
 
     /// The parse loop, before any transaction (TRX-14): every record through the policy, grouped
@@ -441,7 +465,10 @@ impl<S: Transformer> Runner<S> {
         metadata: &GroupMetadata,
     ) -> Result<(), Error> {
         let producer = &*task.producer;
-        producer.begin_transaction().await?;
+        let transactional = self.settings.guarantee == Guarantee::ExactlyOnce;
+        if transactional {
+            producer.begin_transaction().await?;
+        }
         let mut deliveries: Vec<DeliveryFuture> = Vec::with_capacity(outputs.len() + changes.len());
         for message in outputs {
             let record = self.output_record(&message)?;
@@ -475,14 +502,19 @@ impl<S: Transformer> Runner<S> {
             };
             deliveries.push(producer.send(record).await?);
         }
-        let offsets: Vec<(TopicPartition, i64)> = offsets.iter().map(|(tp, o)| (tp.clone(), *o)).collect();
-        producer.send_offsets_to_transaction(&offsets, metadata).await?;
-        // Every delivery before the commit: a failed one aborts instead of committing a hole.
+        if transactional {
+            let offsets: Vec<(TopicPartition, i64)> = offsets.iter().map(|(tp, o)| (tp.clone(), *o)).collect();
+            producer.send_offsets_to_transaction(&offsets, metadata).await?;
+        }
+        // Every delivery before the commit: a failed one aborts instead of committing a hole
+        // (at-least-once: before the offsets are committed).
         for delivery in deliveries {
             delivery.await?;
         }
-        producer.commit_transaction().await?;
-        self.observer.transaction_committed();
+        if transactional {
+            producer.commit_transaction().await?;
+            self.observer.transaction_committed();
+        }
         Ok(())
     }
 

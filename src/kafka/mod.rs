@@ -309,6 +309,13 @@ pub trait Consumer: Send {
     /// The offset of the next record the consumer will return for an assigned partition.
     async fn position(&mut self, partition: &TopicPartition) -> KafkaResult<i64>;
 
+    /// Commits offsets for the group outside any transaction (at-least-once processing only;
+    /// exactly-once commits offsets through [`Producer::send_offsets_to_transaction`]).
+    async fn commit_offsets(&mut self, offsets: &[(TopicPartition, i64)]) -> KafkaResult<()> {
+        let _ = offsets;
+        Err(KafkaError::new(KafkaErrorKind::Other, "commit_offsets", "not supported by this adapter"))
+    }
+
     /// The group's committed offsets (`None`: nothing committed). Needs a group id.
     async fn committed(&mut self, partitions: &[TopicPartition]) -> KafkaResult<Vec<Option<i64>>>;
 
