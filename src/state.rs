@@ -11,6 +11,11 @@
 
 use std::collections::BTreeMap;
 
+#[cfg(all(feature = "rocksdb", not(madsim)))]
+mod rocksdb;
+#[cfg(all(feature = "rocksdb", not(madsim)))]
+pub use self::rocksdb::{RocksDbStateStore, RocksDbStores};
+
 /// A failed local state operation.
 #[derive(Debug, thiserror::Error)]
 #[error("state store of task {partition}: {message}")]
