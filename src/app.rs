@@ -30,7 +30,7 @@ use crate::error::Error;
 use crate::kafka::{Compression, Kafka};
 use crate::observer::{NoopObserver, Observer};
 use crate::stage::Transformer;
-use crate::state::{InMemoryStores, StateStores};
+use crate::state::StateStores;
 use crate::transformer::{Guarantee, Runner, Settings};
 
 /// Default cap of records per fetched batch (KNOB `max_poll_records`).
@@ -70,9 +70,31 @@ impl Flechtwerk<()> {
             session_timeout: Duration::from_secs(10),
             guarantee: Guarantee::ExactlyOnce,
             observer: Arc::new(NoopObserver),
-            stores: Arc::new(InMemoryStores),
+            stores: default_stores(),
             metrics_labels: BTreeMap::new(),
         }
+    }
+}
+
+/// RocksDB in a fresh directory under the system temp dir when the `rocksdb` feature is on
+/// (production), memory otherwise (and always in simulations). Task state is ephemeral by
+/// design: it is a cache of the changelog, rebuilt whenever a task starts.
+fn default_stores() -> Arc<dyn StateStores> {
+    #[cfg(all(feature = "rocksdb", not(madsim)))]
+    {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static INSTANCE: AtomicU64 = AtomicU64::new(0);
+        let unique = format!(
+            "flechtwerk-{}-{}-{}",
+            std::process::id(),
+            INSTANCE.fetch_add(1, Ordering::Relaxed),
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos())
+        );
+        Arc::new(crate::state::RocksDbStores::new(std::env::temp_dir().join(unique)))
+    }
+    #[cfg(not(all(feature = "rocksdb", not(madsim))))]
+    {
+        Arc::new(crate::state::InMemoryStores)
     }
 }
 
@@ -135,7 +157,8 @@ impl FlechtwerkBuilder {
         self
     }
 
-    /// Where task state lives (default: in memory).
+    /// Where task state lives (default: RocksDB under a fresh temp directory with the `rocksdb`
+    /// feature, else memory).
     pub fn state_stores(mut self, stores: Arc<dyn StateStores>) -> Self {
         self.stores = stores;
         self
