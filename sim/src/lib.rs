@@ -8,6 +8,7 @@
 
 #![warn(missing_docs)]
 
+pub mod cluster;
 pub mod report;
 pub mod stages;
 pub mod trace;

@@ -1,0 +1,408 @@
+//! One partition's log: data and control records at offsets, the high watermark, the last
+//! stable offset, idempotent-producer sequence state, the aborted-transaction index, the
+//! `read_committed` fetch, and compaction.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use flechtwerk::wire::RawRecord;
+
+use crate::cluster::protocol::{BrokerError, ErrorCode, NewRecord, ProducerIdentity};
+
+/// Batches per producer and partition remembered for duplicate detection (Kafka keeps 5).
+pub const PRODUCER_BATCHES_MAX: usize = 5;
+
+/// A data record as stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DataRecord {
+    /// Producer id that wrote it.
+    pub producer_id: i64,
+    /// Written inside a transaction.
+    pub transactional: bool,
+    /// Key.
+    pub key: Option<Bytes>,
+    /// Value (`None`: tombstone).
+    pub value: Option<Bytes>,
+    /// Headers.
+    pub headers: Vec<flechtwerk::wire::Header>,
+    /// CreateTime, epoch milliseconds.
+    pub timestamp_ms: i64,
+}
+
+/// What sits at an offset.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Body {
+    /// A data record.
+    Data(DataRecord),
+    /// A transaction marker (control record).
+    Marker {
+        /// Producer id whose transaction it ends.
+        producer_id: i64,
+        /// COMMIT (`true`) or ABORT.
+        commit: bool,
+    },
+}
+
+/// One stored entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// Its offset (never renumbered).
+    pub offset: i64,
+    /// Data or marker.
+    pub body: Body,
+    /// When it was appended (broker time).
+    pub appended_at: Duration,
+    /// For a tombstone the cleaner has seen: when it may be removed.
+    pub delete_horizon: Option<Duration>,
+}
+
+#[derive(Clone, Debug)]
+struct SequenceState {
+    epoch: i16,
+    next_sequence: i32,
+    /// (first sequence, record count, base offset) of the latest batches.
+    recent: VecDeque<(i32, usize, i64)>,
+}
+
+/// Compaction settings of one topic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CompactionSettings {
+    /// `segment.ms`: the active segment (never cleaned) rolls when older than this.
+    pub segment: Duration,
+    /// `min.compaction.lag.ms`: records younger than this are not cleaned.
+    pub min_lag: Duration,
+    /// `delete.retention.ms`: a tombstone survives this long after the cleaner first saw it.
+    pub delete_retention: Duration,
+}
+
+/// What one compaction pass did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CompactionReport {
+    /// The cleaned range ended here (exclusive).
+    pub cleanable_end: i64,
+    /// Superseded records removed.
+    pub superseded: usize,
+    /// Aborted records removed.
+    pub aborted: usize,
+    /// Tombstones removed past their delete horizon.
+    pub tombstones: usize,
+}
+
+impl CompactionReport {
+    /// Records removed in total.
+    pub fn removed(&self) -> usize {
+        self.superseded + self.aborted + self.tombstones
+    }
+}
+
+/// A producer's batch for one partition.
+#[derive(Clone, Debug)]
+pub struct Batch {
+    /// Producer id and epoch.
+    pub producer: ProducerIdentity,
+    /// Written inside a transaction.
+    pub transactional: bool,
+    /// Sequence number of the first record.
+    pub base_sequence: i32,
+    /// The records.
+    pub records: Vec<NewRecord>,
+}
+
+/// When an append happens: broker time, wall-clock milliseconds for records without a
+/// timestamp, and the topic's `segment.ms`.
+#[derive(Clone, Copy, Debug)]
+pub struct Stamp {
+    /// Broker time.
+    pub now: Duration,
+    /// Wall clock, epoch milliseconds.
+    pub now_ms: i64,
+    /// `segment.ms` of the topic.
+    pub segment: Duration,
+}
+
+/// Outcome of an append.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Appended {
+    /// Offset of the batch's first record.
+    pub base_offset: i64,
+    /// The batch was a retry of one already appended: nothing was written.
+    pub duplicate: bool,
+}
+
+/// One partition's log.
+#[derive(Clone, Debug)]
+pub struct PartitionLog {
+    topic: Arc<str>,
+    partition: i32,
+    entries: Vec<Entry>,
+    next_offset: i64,
+    /// Producer id -> first offset of its open transaction on this partition.
+    open: BTreeMap<i64, i64>,
+    /// Producer id -> aborted ranges `[first, marker]`, in offset order.
+    aborted: BTreeMap<i64, Vec<(i64, i64)>>,
+    sequences: BTreeMap<i64, SequenceState>,
+    segment_base: i64,
+    segment_created: Duration,
+}
+
+impl PartitionLog {
+    /// An empty log.
+    pub fn new(topic: Arc<str>, partition: i32) -> Self {
+        PartitionLog {
+            topic,
+            partition,
+            entries: Vec::new(),
+            next_offset: 0,
+            open: BTreeMap::new(),
+            aborted: BTreeMap::new(),
+            sequences: BTreeMap::new(),
+            segment_base: 0,
+            segment_created: Duration::ZERO,
+        }
+    }
+
+    /// The log start offset (compaction never moves it; there is no retention).
+    pub fn log_start(&self) -> i64 {
+        0
+    }
+
+    /// The high watermark: the next offset (a single broker: every append is replicated).
+    pub fn high_watermark(&self) -> i64 {
+        self.next_offset
+    }
+
+    /// The last stable offset: the first offset of the earliest open transaction, else the
+    /// high watermark.
+    pub fn last_stable_offset(&self) -> i64 {
+        self.open.values().copied().min().unwrap_or(self.next_offset)
+    }
+
+    /// The stored entries (compaction leaves gaps).
+    pub fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+
+    /// Producer ids with an open transaction here, with its first offset.
+    pub fn open_transactions(&self) -> &BTreeMap<i64, i64> {
+        &self.open
+    }
+
+    fn is_aborted(&self, producer_id: i64, offset: i64) -> bool {
+        let Some(ranges) = self.aborted.get(&producer_id) else { return false };
+        let i = ranges.partition_point(|(_, last)| *last < offset);
+        ranges.get(i).is_some_and(|(first, _)| *first <= offset)
+    }
+
+    /// Whether the entry at `offset` (if data) is part of an aborted transaction.
+    pub fn entry_aborted(&self, entry: &Entry) -> bool {
+        match &entry.body {
+            Body::Data(data) => data.transactional && self.is_aborted(data.producer_id, entry.offset),
+            Body::Marker { .. } => false,
+        }
+    }
+
+    fn roll_segment_if_due(&mut self, now: Duration, segment: Duration) {
+        if self.next_offset == self.segment_base {
+            self.segment_created = now;
+        } else if now >= self.segment_created + segment {
+            self.segment_base = self.next_offset;
+            self.segment_created = now;
+        }
+    }
+
+    fn push(&mut self, body: Body, now: Duration) -> i64 {
+        let offset = self.next_offset;
+        self.entries.push(Entry { offset, body, appended_at: now, delete_horizon: None });
+        self.next_offset += 1;
+        offset
+    }
+
+    /// Checks an idempotent batch's sequence: `Ok(Some(base))` for a duplicate of an appended
+    /// batch, `Ok(None)` to append.
+    fn check_sequence(
+        &self,
+        producer: ProducerIdentity,
+        base_sequence: i32,
+        count: usize,
+    ) -> Result<Option<i64>, BrokerError> {
+        let context = format!("{}/{} producer {} epoch {}", self.topic, self.partition, producer.id, producer.epoch);
+        let expected = match self.sequences.get(&producer.id) {
+            None => 0,
+            Some(state) if producer.epoch < state.epoch => {
+                return Err(BrokerError::new(
+                    ErrorCode::InvalidProducerEpoch,
+                    format!("{context}: epoch {} is current here", state.epoch),
+                ))
+            }
+            Some(state) if producer.epoch > state.epoch => 0,
+            Some(state) => {
+                if let Some(&(_, _, base)) =
+                    state.recent.iter().find(|(first, n, _)| *first == base_sequence && *n == count)
+                {
+                    return Ok(Some(base));
+                }
+                state.next_sequence
+            }
+        };
+        if base_sequence != expected {
+            return Err(BrokerError::new(
+                ErrorCode::OutOfOrderSequenceNumber,
+                format!("{context}: sequence {base_sequence}, expected {expected}"),
+            ));
+        }
+        Ok(None)
+    }
+
+    /// Appends a producer's batch. Transactional records join the producer's open transaction
+    /// on this partition (opening one at the first record if none is open).
+    pub fn append(&mut self, batch: Batch, at: Stamp) -> Result<Appended, BrokerError> {
+        let Batch { producer, transactional, base_sequence, records } = batch;
+        let Stamp { now, now_ms, segment } = at;
+        assert!(!records.is_empty(), "an empty batch is never sent");
+        let count = records.len();
+        if let Some(base_offset) = self.check_sequence(producer, base_sequence, count)? {
+            return Ok(Appended { base_offset, duplicate: true });
+        }
+        self.roll_segment_if_due(now, segment);
+        let base_offset = self.next_offset;
+        if transactional {
+            self.open.entry(producer.id).or_insert(base_offset);
+        }
+        for record in records {
+            let data = DataRecord {
+                producer_id: producer.id,
+                transactional,
+                key: record.key,
+                value: record.value,
+                headers: record.headers,
+                timestamp_ms: record.timestamp_ms.unwrap_or(now_ms),
+            };
+            self.push(Body::Data(data), now);
+        }
+        let state = self.sequences.entry(producer.id).or_insert(SequenceState {
+            epoch: producer.epoch,
+            next_sequence: 0,
+            recent: VecDeque::new(),
+        });
+        if state.epoch != producer.epoch {
+            *state = SequenceState { epoch: producer.epoch, next_sequence: 0, recent: VecDeque::new() };
+        }
+        state.next_sequence = base_sequence + count as i32;
+        state.recent.push_back((base_sequence, count, base_offset));
+        if state.recent.len() > PRODUCER_BATCHES_MAX {
+            state.recent.pop_front();
+        }
+        Ok(Appended { base_offset, duplicate: false })
+    }
+
+    /// Writes a COMMIT or ABORT marker for `producer_id`: it closes the producer's open
+    /// transaction here (whatever records it holds), and an ABORT makes them invisible.
+    /// Returns the marker's offset.
+    pub fn write_marker(&mut self, producer_id: i64, commit: bool, now: Duration, segment: Duration) -> i64 {
+        self.roll_segment_if_due(now, segment);
+        let offset = self.push(Body::Marker { producer_id, commit }, now);
+        if let Some(first) = self.open.remove(&producer_id) {
+            if !commit {
+                self.aborted.entry(producer_id).or_default().push((first, offset));
+            }
+        }
+        offset
+    }
+
+    /// `read_committed` fetch of at most `max_records` from `position`: committed data records
+    /// below the LSO, and the position after them (past skipped markers and aborted records).
+    pub fn fetch(&self, position: i64, max_records: usize) -> Result<(Vec<RawRecord>, i64), BrokerError> {
+        if position < self.log_start() || position > self.next_offset {
+            return Err(BrokerError::new(
+                ErrorCode::OffsetOutOfRange,
+                format!(
+                    "{}/{}: offset {position} outside [{}, {}]",
+                    self.topic,
+                    self.partition,
+                    self.log_start(),
+                    self.next_offset
+                ),
+            ));
+        }
+        let stable = self.last_stable_offset();
+        let mut records = Vec::new();
+        let start = self.entries.partition_point(|e| e.offset < position);
+        for entry in self.entries[start..].iter().take_while(|e| e.offset < stable) {
+            if records.len() == max_records {
+                return Ok((records, entry.offset));
+            }
+            let Body::Data(data) = &entry.body else { continue };
+            if self.entry_aborted(entry) {
+                continue;
+            }
+            records.push(RawRecord {
+                topic: self.topic.clone(),
+                partition: self.partition,
+                offset: entry.offset,
+                timestamp_ms: Some(data.timestamp_ms),
+                key: data.key.clone(),
+                value: data.value.clone(),
+                headers: data.headers.clone(),
+            });
+        }
+        Ok((records, position.max(stable)))
+    }
+
+    /// One cleaner pass (`cleanup.policy=compact`): below the cleanable end (the LSO, the
+    /// active segment, the minimum compaction lag), only the last committed record per key
+    /// survives; aborted records go; a surviving tombstone gets a delete horizon when first
+    /// seen and goes once the horizon has passed. Markers stay. Offsets never change.
+    pub fn compact(&mut self, now: Duration, settings: CompactionSettings) -> CompactionReport {
+        // Kafka rolls a segment only on append: an idle active segment is never cleaned.
+        let lag_end =
+            self.entries.iter().find(|e| e.appended_at + settings.min_lag > now).map_or(self.next_offset, |e| e.offset);
+        let cleanable_end = self.last_stable_offset().min(self.segment_base).min(lag_end);
+        let mut report = CompactionReport { cleanable_end, ..CompactionReport::default() };
+        let mut last: BTreeMap<Bytes, i64> = BTreeMap::new();
+        for entry in self.entries.iter().take_while(|e| e.offset < cleanable_end) {
+            if let Body::Data(DataRecord { key: Some(key), .. }) = &entry.body {
+                if !self.entry_aborted(entry) {
+                    last.insert(key.clone(), entry.offset);
+                }
+            }
+        }
+        let mut kept = Vec::with_capacity(self.entries.len());
+        for mut entry in std::mem::take(&mut self.entries) {
+            if entry.offset >= cleanable_end {
+                kept.push(entry);
+                continue;
+            }
+            let Body::Data(data) = &entry.body else {
+                kept.push(entry);
+                continue;
+            };
+            if self.entry_aborted(&entry) {
+                report.aborted += 1;
+                continue;
+            }
+            let Some(key) = &data.key else {
+                kept.push(entry);
+                continue;
+            };
+            if last.get(key) != Some(&entry.offset) {
+                report.superseded += 1;
+                continue;
+            }
+            if data.value.is_none() {
+                match entry.delete_horizon {
+                    Some(horizon) if now >= horizon => {
+                        report.tombstones += 1;
+                        continue;
+                    }
+                    Some(_) => {}
+                    None => entry.delete_horizon = Some(now + settings.delete_retention),
+                }
+            }
+            kept.push(entry);
+        }
+        self.entries = kept;
+        report
+    }
+}

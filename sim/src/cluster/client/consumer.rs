@@ -1,0 +1,357 @@
+//! The consumer: group member after `subscribe`, group-less after `assign`; always
+//! `read_committed`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use flechtwerk::kafka::{
+    Consumer, ConsumerConfig, GroupMetadata, KafkaError, KafkaErrorKind, KafkaResult, OffsetReset, Polled, Rebalance,
+    StartOffset, TopicPartition,
+};
+use flechtwerk::wire::RawRecord;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::admin::partition_count;
+use super::membership::{spawn_heartbeat, GroupProtocol, SharedMember, Step};
+use super::{unexpected, Conn, API_TIMEOUT};
+use crate::cluster::protocol::{ErrorCode, FetchedPartition, OffsetSpec, Reply, Request};
+
+/// Pause between empty fetches while `poll` waits (the broker answers fetches at once instead
+/// of holding them up to `fetch.max.wait.ms`).
+pub const FETCH_BACKOFF: Duration = Duration::from_millis(50);
+
+/// Budget of the LeaveGroup sent by `close`, including retries.
+pub const LEAVE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Group protocol requests one `poll` sends back to back at most (join, sync, offsets).
+const GROUP_STEPS_PER_POLL_MAX: usize = 4;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Idle,
+    Subscribed,
+    Assigned,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    position: i64,
+    paused: bool,
+}
+
+/// The consumer handed to the engine.
+pub(crate) struct SimConsumer {
+    conn: Conn,
+    config: ConsumerConfig,
+    mode: Mode,
+    assignment: BTreeMap<TopicPartition, Slot>,
+    group: Option<GroupProtocol>,
+    member: SharedMember,
+    heartbeat: Option<JoinHandle<()>>,
+    rotation: usize,
+    closed: bool,
+}
+
+fn usage(operation: &'static str, message: impl Into<String>) -> KafkaError {
+    KafkaError::new(KafkaErrorKind::Fatal, operation, message)
+}
+
+impl SimConsumer {
+    pub(crate) fn new(conn: Conn, config: ConsumerConfig) -> Self {
+        SimConsumer {
+            conn,
+            config,
+            mode: Mode::Idle,
+            assignment: BTreeMap::new(),
+            group: None,
+            member: SharedMember::new(),
+            heartbeat: None,
+            rotation: 0,
+            closed: false,
+        }
+    }
+
+    fn context(&self) -> String {
+        match &self.config.group_id {
+            Some(group) => format!("group {group}, client {}", self.conn.client_id()),
+            None => format!("client {}", self.conn.client_id()),
+        }
+    }
+
+    fn check_open(&self, operation: &'static str) -> KafkaResult<()> {
+        if self.closed {
+            return Err(usage(operation, "the consumer is closed").with_context(self.context()));
+        }
+        Ok(())
+    }
+
+    fn slot(&mut self, operation: &'static str, partition: &TopicPartition) -> KafkaResult<&mut Slot> {
+        self.assignment.get_mut(partition).ok_or_else(|| {
+            usage(operation, "no current assignment for the partition").with_context(partition.to_string())
+        })
+    }
+
+    async fn list_offset(
+        &self,
+        operation: &'static str,
+        partition: &TopicPartition,
+        spec: OffsetSpec,
+    ) -> KafkaResult<i64> {
+        let request = Request::ListOffsets { partition: partition.clone(), spec };
+        match self.conn.call(operation, &partition.to_string(), request, API_TIMEOUT).await? {
+            Reply::Offset(offset) => Ok(offset),
+            other => Err(unexpected(operation, &other)),
+        }
+    }
+
+    fn reset_spec(&self) -> OffsetSpec {
+        match self.config.offset_reset {
+            OffsetReset::Earliest => OffsetSpec::Earliest,
+            OffsetReset::Latest => OffsetSpec::LastStable,
+        }
+    }
+
+    /// Advances the group protocol; returns rebalance events (a revocation alone, so the
+    /// engine sees it before the member rejoins; or an assignment).
+    async fn drive_group(&mut self) -> KafkaResult<Vec<Rebalance>> {
+        let Some(group) = self.group.as_mut() else { return Ok(Vec::new()) };
+        if group.take_rejoin() && !self.assignment.is_empty() {
+            let partitions: Vec<TopicPartition> = std::mem::take(&mut self.assignment).into_keys().collect();
+            return Ok(vec![Rebalance::Revoked { partitions }]);
+        }
+        for _ in 0..GROUP_STEPS_PER_POLL_MAX {
+            match group.step().await? {
+                Step::Progressed => continue,
+                Step::Wait => break,
+                Step::Assigned { generation, positions } => {
+                    let partitions = positions.iter().map(|(tp, _)| tp.clone()).collect();
+                    self.assignment =
+                        positions.into_iter().map(|(tp, position)| (tp, Slot { position, paused: true })).collect();
+                    return Ok(vec![Rebalance::Assigned { partitions, generation }]);
+                }
+            }
+        }
+        Ok(Vec::new())
+    }
+
+    /// One fetch from every assigned, resumed partition.
+    async fn fetch(&mut self, max_records: usize) -> KafkaResult<Vec<RawRecord>> {
+        let mut wanted: Vec<(TopicPartition, i64)> =
+            self.assignment.iter().filter(|(_, s)| !s.paused).map(|(tp, s)| (tp.clone(), s.position)).collect();
+        if wanted.is_empty() || max_records == 0 {
+            return Ok(Vec::new());
+        }
+        let turn = self.rotation % wanted.len();
+        wanted.rotate_left(turn);
+        self.rotation = self.rotation.wrapping_add(1);
+        let request = Request::Fetch { partitions: wanted.clone(), max_records };
+        let fetched = match self.conn.once(request).await {
+            None => return Ok(Vec::new()),
+            Some(Ok(Reply::Fetched(fetched))) => fetched,
+            Some(Ok(other)) => return Err(unexpected("poll", &other)),
+            Some(Err(error)) if error.kind == KafkaErrorKind::Retriable => return Ok(Vec::new()),
+            Some(Err(error)) => return Err(error.into_kafka("poll", self.context())),
+        };
+        let mut records = Vec::new();
+        let mut out_of_range = Vec::new();
+        for (FetchedPartition { partition, records: got, next_offset, error }, (_, requested)) in
+            fetched.into_iter().zip(wanted)
+        {
+            let Some(slot) = self.assignment.get_mut(&partition) else { continue };
+            if slot.paused || slot.position != requested {
+                continue;
+            }
+            match error {
+                Some(e) if e.code == ErrorCode::OffsetOutOfRange => out_of_range.push(partition),
+                Some(_) => {}
+                None => {
+                    records.extend(got);
+                    slot.position = next_offset;
+                }
+            }
+        }
+        for partition in out_of_range {
+            let position = self.list_offset("poll", &partition, self.reset_spec()).await?;
+            if let Some(slot) = self.assignment.get_mut(&partition) {
+                slot.position = position;
+            }
+        }
+        Ok(records)
+    }
+}
+
+impl Drop for SimConsumer {
+    fn drop(&mut self) {
+        self.member.lock().closed = true;
+        if let Some(heartbeat) = self.heartbeat.take() {
+            heartbeat.abort();
+        }
+    }
+}
+
+#[async_trait]
+impl Consumer for SimConsumer {
+    async fn subscribe(&mut self, topics: &[String]) -> KafkaResult<()> {
+        self.check_open("subscribe")?;
+        let Some(group) = self.config.group_id.clone() else {
+            return Err(
+                usage("subscribe", "a consumer without a group id cannot subscribe").with_context(self.context())
+            );
+        };
+        if self.mode == Mode::Assigned {
+            return Err(
+                usage("subscribe", "manual assignment and subscription are exclusive").with_context(self.context())
+            );
+        }
+        self.mode = Mode::Subscribed;
+        let protocol = self.group.get_or_insert_with(|| {
+            GroupProtocol::new(self.conn.clone(), group.clone(), self.config.clone(), self.member.clone())
+        });
+        protocol.set_topics(topics);
+        if self.heartbeat.is_none() {
+            self.heartbeat = Some(spawn_heartbeat(self.conn.clone(), group, &self.config, self.member.clone()));
+        }
+        Ok(())
+    }
+
+    async fn assign(&mut self, partitions: &[(TopicPartition, StartOffset)]) -> KafkaResult<()> {
+        self.check_open("assign")?;
+        if self.mode == Mode::Subscribed {
+            return Err(
+                usage("assign", "manual assignment and subscription are exclusive").with_context(self.context())
+            );
+        }
+        let mut assignment = BTreeMap::new();
+        for (partition, start) in partitions {
+            let position = match start {
+                StartOffset::Beginning => self.list_offset("assign", partition, OffsetSpec::Earliest).await?,
+                StartOffset::End => self.list_offset("assign", partition, OffsetSpec::LastStable).await?,
+                StartOffset::At(offset) => *offset,
+            };
+            assignment.insert(partition.clone(), Slot { position, paused: false });
+        }
+        self.assignment = assignment;
+        self.mode = Mode::Assigned;
+        Ok(())
+    }
+
+    async fn poll(&mut self, max_records: usize, timeout: Duration) -> KafkaResult<Polled> {
+        self.check_open("poll")?;
+        if self.mode == Mode::Idle {
+            return Err(usage("poll", "neither subscribed nor assigned").with_context(self.context()));
+        }
+        let deadline = Instant::now() + timeout;
+        loop {
+            self.member.lock().last_poll = Instant::now();
+            let rebalances = self.drive_group().await?;
+            if !rebalances.is_empty() {
+                return Ok(Polled { rebalances, records: Vec::new() });
+            }
+            let records = self.fetch(max_records).await?;
+            if !records.is_empty() {
+                return Ok(Polled { rebalances: Vec::new(), records });
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(Polled::default());
+            }
+            tokio::time::sleep(FETCH_BACKOFF.min(deadline - now)).await;
+        }
+    }
+
+    fn pause(&mut self, partitions: &[TopicPartition]) -> KafkaResult<()> {
+        for partition in partitions {
+            self.slot("pause", partition)?.paused = true;
+        }
+        Ok(())
+    }
+
+    fn resume(&mut self, partitions: &[TopicPartition]) -> KafkaResult<()> {
+        for partition in partitions {
+            self.slot("resume", partition)?.paused = false;
+        }
+        Ok(())
+    }
+
+    async fn seek(&mut self, partition: &TopicPartition, offset: i64) -> KafkaResult<()> {
+        self.slot("seek", partition)?.position = offset;
+        Ok(())
+    }
+
+    async fn position(&mut self, partition: &TopicPartition) -> KafkaResult<i64> {
+        Ok(self.slot("position", partition)?.position)
+    }
+
+    async fn commit_offsets(&mut self, offsets: &[(TopicPartition, i64)]) -> KafkaResult<()> {
+        self.check_open("commit_offsets")?;
+        let Some(group) = self.config.group_id.clone() else {
+            return Err(usage("commit_offsets", "a consumer without a group id cannot commit"));
+        };
+        let (generation, member_id) = {
+            let member = self.member.lock();
+            (member.generation, member.member_id.clone().unwrap_or_default())
+        };
+        let request = Request::OffsetCommit { group: group.clone(), generation, member_id, offsets: offsets.to_vec() };
+        self.conn.call("commit_offsets", &format!("group {group}"), request, API_TIMEOUT).await.map(|_| ())
+    }
+
+    async fn committed(&mut self, partitions: &[TopicPartition]) -> KafkaResult<Vec<Option<i64>>> {
+        self.check_open("committed")?;
+        let Some(group) = self.config.group_id.clone() else {
+            return Err(usage("committed", "a consumer without a group id has no committed offsets"));
+        };
+        let request = Request::OffsetFetch { group: group.clone(), partitions: partitions.to_vec() };
+        match self.conn.call("committed", &format!("group {group}"), request, API_TIMEOUT).await? {
+            Reply::Committed(offsets) => Ok(offsets),
+            other => Err(unexpected("committed", &other)),
+        }
+    }
+
+    async fn end_offset(&mut self, partition: &TopicPartition) -> KafkaResult<i64> {
+        self.check_open("end_offset")?;
+        self.list_offset("end_offset", partition, OffsetSpec::LastStable).await
+    }
+
+    async fn partition_count(&mut self, topic: &str) -> KafkaResult<Option<u32>> {
+        self.check_open("partition_count")?;
+        partition_count(&self.conn, "partition_count", topic).await
+    }
+
+    fn group_metadata(&self) -> Option<GroupMetadata> {
+        let group_id = self.config.group_id.clone()?;
+        let member = self.member.lock();
+        if member.generation < 0 {
+            return None;
+        }
+        Some(GroupMetadata {
+            group_id,
+            generation: member.generation,
+            member_id: member.member_id.clone()?,
+            native: None,
+        })
+    }
+
+    async fn close(&mut self) -> KafkaResult<()> {
+        if self.closed {
+            return Ok(());
+        }
+        self.closed = true;
+        let member_id = {
+            let mut member = self.member.lock();
+            member.closed = true;
+            member.member_id.take()
+        };
+        if let Some(heartbeat) = self.heartbeat.take() {
+            heartbeat.abort();
+        }
+        if let (Some(group), Some(member_id)) = (self.config.group_id.clone(), member_id) {
+            // Best effort, like Kafka's: a member whose leave is lost is evicted by its session.
+            let context = format!("group {group}");
+            let _ = self.conn.call("close", &context, Request::LeaveGroup { group, member_id }, LEAVE_TIMEOUT).await;
+        }
+        self.assignment.clear();
+        Ok(())
+    }
+}

@@ -1,0 +1,242 @@
+//! Fault knobs of the simulated cluster: a [`FaultPlan`] a scenario sets up and may change while
+//! the run goes on.
+//!
+//! Every decision draws from `madsim::rand` (seeded under simulation), so a seed replays its
+//! faults exactly. Request faults are applied by the broker node's server (the network path);
+//! marker faults by the broker state machine through [`BrokerFaults`]. Node-level faults (kill,
+//! restart, pause, network partitions, broker restarts) are the scenario's, through madsim's
+//! `Handle` / `NetSim` and the helpers on `Cluster`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use flechtwerk::kafka::KafkaErrorKind;
+use madsim::rand::{thread_rng, Rng};
+
+use super::protocol::RequestKind;
+
+/// A request delay never exceeds this: a delayed request is still handled before the client's
+/// request timeout ([`REQUEST_TIMEOUT`](super::client::REQUEST_TIMEOUT)) runs out, as over
+/// Kafka's ordered TCP connections, where a request cannot overtake its own retry. Response
+/// delays are not bounded: a late response is simply ignored by a client that gave up.
+pub const REQUEST_DELAY_MAX: Duration = Duration::from_millis(2_000);
+
+/// Faults of one request kind. Probabilities are per request, in `0.0..=1.0`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RequestFaults {
+    /// The request is lost before the broker sees it.
+    pub drop_request: f64,
+    /// The broker handles the request, but the response is lost.
+    pub drop_response: f64,
+    /// The request reaches the broker late (uniform in `0..=delay_max`, capped at
+    /// [`REQUEST_DELAY_MAX`]).
+    pub delay_request: f64,
+    /// The response leaves the broker late (uniform in `0..=delay_max`).
+    pub delay_response: f64,
+    /// Upper bound of an injected delay.
+    pub delay_max: Duration,
+    /// The broker answers with a retriable error (NOT_COORDINATOR / NOT_LEADER_OR_FOLLOWER)
+    /// without handling the request.
+    pub retriable_error: f64,
+    /// The broker answers with a fatal error (UNKNOWN_SERVER_ERROR, kind `Fatal`) without
+    /// handling the request.
+    pub fatal_error: f64,
+}
+
+/// Faults of transaction markers (the coordinator's writes of COMMIT/ABORT to each partition
+/// and to the group offsets).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MarkerFaults {
+    /// A marker lands late (uniform in `0..=delay_max`); the transaction stays completing (and
+    /// its id gets CONCURRENT_TRANSACTIONS) until every marker has landed.
+    pub delay: f64,
+    /// Upper bound of a marker delay.
+    pub delay_max: Duration,
+    /// **Deliberate broker-bug mode**, off by default: with this probability per ending
+    /// transaction, the coordinator considers the transaction complete as soon as it has
+    /// decided, without waiting for its (possibly delayed) markers. The producer's next
+    /// transaction may then write to a partition before the late marker lands, and the late
+    /// marker decides those new records too: the lost-write / aborted-read anomaly Jepsen
+    /// reported against Kafka in 2024 (KAFKA-17754). Use it to check that a property checker
+    /// catches the anomaly, never to test the engine.
+    pub complete_before_markers: f64,
+}
+
+/// The whole plan: request faults (a default plus per-kind overrides) and marker faults.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Faults {
+    /// Faults of every request kind without an override.
+    pub requests: RequestFaults,
+    /// Per-kind overrides.
+    pub by_kind: BTreeMap<RequestKind, RequestFaults>,
+    /// Marker faults.
+    pub markers: MarkerFaults,
+}
+
+impl Faults {
+    /// No faults at all (the default).
+    pub fn none() -> Self {
+        Faults::default()
+    }
+
+    /// The faults that apply to `kind`.
+    pub fn for_kind(&self, kind: RequestKind) -> &RequestFaults {
+        self.by_kind.get(&kind).unwrap_or(&self.requests)
+    }
+}
+
+/// What the network does to one request, decided when it arrives at the broker node.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RequestFate {
+    /// Lost before handling.
+    pub drop_request: bool,
+    /// Handled this late.
+    pub delay_request: Duration,
+    /// Answered with this error instead of being handled.
+    pub inject: Option<KafkaErrorKind>,
+    /// Handled, response lost.
+    pub drop_response: bool,
+    /// Response sent this late.
+    pub delay_response: Duration,
+}
+
+/// Records an injected fault (kind, description): the madsim cluster counts it in the run's
+/// report and writes it to the trace.
+pub type FaultRecorder = Arc<dyn Fn(&str, String) + Send + Sync>;
+
+/// A shared, changeable fault plan. Cloning shares it.
+#[derive(Clone, Default)]
+pub struct FaultPlan {
+    faults: Arc<Mutex<Faults>>,
+    recorder: Option<FaultRecorder>,
+}
+
+impl fmt::Debug for FaultPlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FaultPlan").field("faults", &self.get()).finish_non_exhaustive()
+    }
+}
+
+fn chance(probability: f64) -> bool {
+    probability > 0.0 && thread_rng().gen_bool(probability.min(1.0))
+}
+
+fn delay_up_to(max: Duration) -> Duration {
+    if max.is_zero() {
+        return Duration::ZERO;
+    }
+    Duration::from_micros(thread_rng().gen_range(0..=max.as_micros() as u64))
+}
+
+impl FaultPlan {
+    /// A plan without faults.
+    pub fn new() -> Self {
+        FaultPlan::default()
+    }
+
+    /// Sets where injected faults are recorded.
+    pub fn with_recorder(mut self, recorder: FaultRecorder) -> Self {
+        self.recorder = Some(recorder);
+        self
+    }
+
+    /// A copy of the current faults.
+    pub fn get(&self) -> Faults {
+        self.faults.lock().expect("fault plan lock").clone()
+    }
+
+    /// Replaces the faults.
+    pub fn set(&self, faults: Faults) {
+        *self.faults.lock().expect("fault plan lock") = faults;
+    }
+
+    /// Changes the faults in place.
+    pub fn update(&self, change: impl FnOnce(&mut Faults)) {
+        change(&mut self.faults.lock().expect("fault plan lock"));
+    }
+
+    pub(crate) fn record(&self, kind: &str, what: String) {
+        if let Some(recorder) = &self.recorder {
+            recorder(kind, what);
+        }
+    }
+
+    /// Decides the fate of one request of `kind` from `client`, and records what was injected.
+    pub fn decide(&self, kind: RequestKind, client: &str) -> RequestFate {
+        let faults = self.get().for_kind(kind).clone();
+        let mut fate = RequestFate::default();
+        if chance(faults.drop_request) {
+            fate.drop_request = true;
+            self.record("kafka-drop-request", format!("{kind} from {client}"));
+            return fate;
+        }
+        if chance(faults.delay_request) {
+            fate.delay_request = delay_up_to(faults.delay_max.min(REQUEST_DELAY_MAX));
+            self.record("kafka-delay-request", format!("{kind} from {client} by {:?}", fate.delay_request));
+        }
+        if chance(faults.fatal_error) {
+            fate.inject = Some(KafkaErrorKind::Fatal);
+        } else if chance(faults.retriable_error) {
+            fate.inject = Some(KafkaErrorKind::Retriable);
+        }
+        if let Some(kind_injected) = fate.inject {
+            self.record("kafka-error", format!("{kind} from {client}: {kind_injected:?}"));
+        }
+        if chance(faults.drop_response) {
+            fate.drop_response = true;
+            self.record("kafka-drop-response", format!("{kind} to {client}"));
+        } else if chance(faults.delay_response) {
+            fate.delay_response = delay_up_to(faults.delay_max);
+            self.record("kafka-delay-response", format!("{kind} to {client} by {:?}", fate.delay_response));
+        }
+        fate
+    }
+}
+
+/// The faults the broker state machine itself consults. Randomness reaches the state machine
+/// only through this trait, so the state machine stays deterministic given its inputs.
+pub trait BrokerFaults {
+    /// How late the marker of `transactional_id`'s transaction lands on `target` (a
+    /// `topic/partition`, or `group <id>` for its offsets).
+    fn marker_delay(&mut self, transactional_id: &str, target: &str) -> Duration;
+
+    /// Whether the coordinator (deliberately buggy) completes this transaction before its
+    /// markers land. See [`MarkerFaults::complete_before_markers`].
+    fn complete_before_markers(&mut self, transactional_id: &str) -> bool;
+}
+
+/// A broker without marker faults.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoFaults;
+
+impl BrokerFaults for NoFaults {
+    fn marker_delay(&mut self, _: &str, _: &str) -> Duration {
+        Duration::ZERO
+    }
+
+    fn complete_before_markers(&mut self, _: &str) -> bool {
+        false
+    }
+}
+
+impl BrokerFaults for FaultPlan {
+    fn marker_delay(&mut self, transactional_id: &str, target: &str) -> Duration {
+        let markers = self.get().markers;
+        if !chance(markers.delay) {
+            return Duration::ZERO;
+        }
+        let delay = delay_up_to(markers.delay_max);
+        self.record("kafka-marker-delay", format!("{transactional_id} on {target} by {delay:?}"));
+        delay
+    }
+
+    fn complete_before_markers(&mut self, transactional_id: &str) -> bool {
+        let buggy = chance(self.get().markers.complete_before_markers);
+        if buggy {
+            self.record("kafka-jepsen-early-complete", transactional_id.to_owned());
+        }
+        buggy
+    }
+}
