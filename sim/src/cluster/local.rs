@@ -65,17 +65,17 @@ impl Connector for LocalConnector {
 /// timeouts, compaction) run whenever a request arrives or [`tick`](LocalCluster::tick) is
 /// called.
 ///
-/// ```
+/// ```no_run
 /// use flechtwerk::kafka::{Kafka, NewTopic, TopicCreation};
 /// use flechtwerk_sim::cluster::LocalCluster;
 ///
-/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
-/// let cluster = LocalCluster::new();
-/// let admin = cluster.admin()?;
-/// assert_eq!(admin.create_topic(&NewTopic::new("input", 3)).await?, TopicCreation::Created);
-/// assert_eq!(admin.partition_count("input").await?, Some(3));
-/// # Ok::<(), flechtwerk::kafka::KafkaError>(())
-/// # }).unwrap();
+/// async fn example() -> Result<(), flechtwerk::kafka::KafkaError> {
+///     let cluster = LocalCluster::new();
+///     let admin = cluster.admin()?;
+///     assert_eq!(admin.create_topic(&NewTopic::new("input", 3)).await?, TopicCreation::Created);
+///     assert_eq!(admin.partition_count("input").await?, Some(3));
+///     Ok(())
+/// }
 /// ```
 #[derive(Clone)]
 pub struct LocalCluster {
