@@ -1,0 +1,155 @@
+//! A counting transformer: for every input it increments its key's state and emits the count,
+//! joined with the key's config (if any). Exactly once, through crashes and rebalances.
+//!
+//! ```text
+//! cargo run --example counter                       # in-process simulated cluster, no setup
+//! cargo run --example counter --features rdkafka -- --bootstrap 127.0.0.1:9092
+//! cargo run --example counter --features rdkafka -- --bootstrap 127.0.0.1:9092 --serve --client pod-1
+//! ```
+//!
+//! Without `--serve` it creates the topics, writes `--inputs` records over `--keys` keys, runs
+//! until every count is out, prints the final count per key and stops. With `--serve` it only
+//! runs the application until it is killed (the kill -9 test starts it that way, over and over).
+//! Configuration comes from the command line here: the library itself reads none.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use flechtwerk::kafka::read::read_to_end;
+use flechtwerk::kafka::{ConsumerConfig, Kafka, NewTopic, ProducerConfig, ProducerRecord, TopicPartition};
+use flechtwerk::wire::RawRecord;
+use flechtwerk::Flechtwerk;
+use flechtwerk_sim::stages::{check_counts, counter};
+
+struct Args {
+    bootstrap: Option<String>,
+    serve: bool,
+    app: String,
+    client: String,
+    input: String,
+    output: String,
+    configs: String,
+    partitions: u32,
+    inputs: usize,
+    keys: usize,
+}
+
+fn parse() -> Args {
+    let mut args = Args {
+        bootstrap: None,
+        serve: false,
+        app: "counter".into(),
+        client: "pod-0".into(),
+        input: "counter-input".into(),
+        output: "counter-output".into(),
+        configs: "counter-configs".into(),
+        partitions: 4,
+        inputs: 1_000,
+        keys: 20,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
+        match flag.as_str() {
+            "--bootstrap" => args.bootstrap = Some(value()),
+            "--serve" => args.serve = true,
+            "--app" => args.app = value(),
+            "--client" => args.client = value(),
+            "--input" => args.input = value(),
+            "--output" => args.output = value(),
+            "--configs" => args.configs = value(),
+            "--partitions" => args.partitions = value().parse().expect("a partition count"),
+            "--inputs" => args.inputs = value().parse().expect("an input count"),
+            "--keys" => args.keys = value().parse().expect("a key count"),
+            other => panic!("unknown argument {other:?}"),
+        }
+    }
+    args
+}
+
+fn kafka(args: &Args) -> Arc<dyn Kafka> {
+    match &args.bootstrap {
+        None => Arc::new(flechtwerk_sim::cluster::LocalCluster::new()),
+        #[cfg(feature = "rdkafka")]
+        Some(servers) => Arc::new(flechtwerk::kafka::rdkafka::RdKafka::new(servers.clone())),
+        #[cfg(not(feature = "rdkafka"))]
+        Some(_) => panic!("--bootstrap needs the rdkafka feature: cargo run --example counter --features rdkafka"),
+    }
+}
+
+async fn read_all(kafka: &dyn Kafka, topic: &str) -> Vec<RawRecord> {
+    let mut consumer = kafka.consumer(ConsumerConfig::groupless("counter-reader")).expect("consumer");
+    let count = consumer.partition_count(topic).await.expect("metadata").unwrap_or(0);
+    let partitions: Vec<TopicPartition> = (0..count as i32).map(|p| TopicPartition::new(topic, p)).collect();
+    let mut records = Vec::new();
+    read_to_end(consumer.as_mut(), &partitions, |r| {
+        records.push(r);
+        Ok::<(), std::convert::Infallible>(())
+    })
+    .await
+    .expect("read outputs");
+    consumer.close().await.expect("close");
+    records.sort_by_key(|r| (r.partition, r.offset));
+    records
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = parse();
+    let kafka = kafka(&args);
+    let replication = if args.bootstrap.is_some() { 1 } else { -1 };
+    let app = Flechtwerk::builder()
+        .application_id(&args.app)
+        .client_id(&args.client)
+        .kafka(kafka.clone())
+        .replication_factor(replication)
+        .build(counter(&args.input, &args.output, Some(&args.configs)))?;
+    if args.serve {
+        app.run().await?;
+        return Ok(());
+    }
+
+    let admin = kafka.admin()?;
+    for (topic, compact) in [(&args.input, false), (&args.output, false), (&args.configs, true)] {
+        let mut spec = NewTopic::new(topic.as_str(), args.partitions).replication(replication);
+        if compact {
+            spec = spec.compacted();
+        }
+        admin.create_topic(&spec).await?;
+    }
+    let producer = kafka.producer(ProducerConfig::idempotent(format!("{}-feeder", args.client)))?;
+    let mut per_key: BTreeMap<String, i64> = BTreeMap::new();
+    let mut deliveries = Vec::new();
+    for i in 0..args.inputs {
+        let key = format!("key-{}", i % args.keys);
+        *per_key.entry(key.clone()).or_default() += 1;
+        deliveries.push(producer.send(ProducerRecord::new(&args.input, key, format!(r#"{{"i":{i}}}"#))).await?);
+    }
+    for delivery in deliveries {
+        delivery.await?;
+    }
+    producer.close().await;
+
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(async move { app.run_until(async { stopped.await.unwrap_or(()) }).await });
+    let outputs = loop {
+        let outputs = read_all(&*kafka, &args.output).await;
+        if outputs.len() >= args.inputs {
+            break outputs;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let _ = stop.send(());
+    running.await??;
+    let (violations, finals) = check_counts(&per_key, &outputs);
+    for (key, count) in &finals {
+        println!("{key}: {count}");
+    }
+    if violations.is_empty() {
+        println!("{} outputs for {} inputs: every count exactly once", outputs.len(), args.inputs);
+        Ok(())
+    } else {
+        Err(format!("exactly-once violated: {violations:?}").into())
+    }
+}

@@ -1,0 +1,393 @@
+//! Engine acceptance scenarios, written once against the Kafka port and run on the in-process
+//! simulated cluster (every `cargo test`) and on the real broker through librdkafka
+//! (`--features rdkafka`, the broker from `scripts/kafka`). Each scenario names the behaviour
+//! IDs it pins (spec §15).
+
+#![allow(dead_code)] // each test binary uses a subset
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use flechtwerk::attribute::{Attribute, INT, STR};
+use flechtwerk::kafka::read::read_to_end;
+use flechtwerk::kafka::{ConsumerConfig, Kafka, NewTopic, ProducerConfig, ProducerRecord, TopicPartition};
+use flechtwerk::observer::{InvalidOutcome, Observed, Observer, RecordingObserver};
+use flechtwerk::stage::transformer;
+use flechtwerk::wire::{InvalidMessageAction, RawRecord};
+use flechtwerk::{ConfigStore, Error, Event, Flechtwerk, Message, Transformer};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// How long a scenario waits for the engine to produce what it expects.
+pub const SETTLE_MAX: Duration = Duration::from_secs(90);
+
+/// A scenario's view of one cluster: unique names and client helpers.
+pub struct Harness {
+    pub kafka: Arc<dyn Kafka>,
+    pub prefix: String,
+    pub replication: i16,
+}
+
+/// A record to seed a topic with: explicit partition (or by key), key, value (or a tombstone).
+pub type Seed<'a> = (Option<i32>, &'a str, Option<&'a [u8]>);
+
+/// A running application: stop it with [`Running::stop`].
+pub struct Running {
+    shutdown: Option<oneshot::Sender<()>>,
+    handle: JoinHandle<Result<(), Error>>,
+}
+
+impl Running {
+    /// Asks for a clean shutdown and waits for it.
+    pub async fn stop(mut self) -> Result<(), Error> {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        self.handle.await.expect("the app task panicked")
+    }
+
+    /// Waits for the app to end by itself (an error).
+    pub async fn ended(self) -> Result<(), Error> {
+        self.handle.await.expect("the app task panicked")
+    }
+}
+
+/// Observer that records events and tracks the live task count and the config store.
+#[derive(Default)]
+pub struct Probe {
+    pub recording: RecordingObserver,
+    pub tasks: AtomicUsize,
+    pub configs: Mutex<BTreeMap<String, Vec<u8>>>,
+}
+
+impl Observer for Probe {
+    fn message_invalid(&self, topic: &str, outcome: InvalidOutcome) {
+        self.recording.message_invalid(topic, outcome);
+    }
+    fn tasks_assigned(&self, count: usize) {
+        self.tasks.store(count, Ordering::SeqCst);
+        self.recording.tasks_assigned(count);
+    }
+    fn transaction_committed(&self) {
+        self.recording.transaction_committed();
+    }
+    fn config_store_updated(&self, store: &ConfigStore) {
+        *self.configs.lock().unwrap() =
+            store.keys().into_iter().map(|k| (k.clone(), store.get_bytes(&k).unwrap().to_vec())).collect();
+    }
+}
+
+impl Harness {
+    pub fn new(kafka: Arc<dyn Kafka>, prefix: impl Into<String>, replication: i16) -> Self {
+        Harness { kafka, prefix: prefix.into(), replication }
+    }
+
+    pub fn name(&self, what: &str) -> String {
+        format!("{}-{what}", self.prefix)
+    }
+
+    /// Creates topic `what` (prefixed) and returns its name.
+    pub async fn topic(&self, what: &str, partitions: u32, compact: bool) -> String {
+        let name = self.name(what);
+        let mut spec = NewTopic::new(&name, partitions).replication(self.replication);
+        if compact {
+            spec = spec.compacted();
+        }
+        self.kafka.admin().unwrap().create_topic(&spec).await.unwrap();
+        name
+    }
+
+    /// Produces records (committed, idempotent) and waits for their delivery.
+    pub async fn produce(&self, topic: &str, records: &[Seed<'_>]) {
+        let producer = self.kafka.producer(ProducerConfig::idempotent(self.name("seed"))).unwrap();
+        for (partition, key, value) in records {
+            let record = ProducerRecord {
+                topic: topic.to_owned(),
+                partition: *partition,
+                key: Some(Bytes::copy_from_slice(key.as_bytes())),
+                value: value.map(Bytes::copy_from_slice),
+                headers: Vec::new(),
+                timestamp_ms: None,
+            };
+            producer.send(record).await.unwrap().await.unwrap();
+        }
+        producer.close().await;
+    }
+
+    /// Every committed record of `topic`, sorted by (partition, offset).
+    pub async fn read(&self, topic: &str) -> Vec<RawRecord> {
+        let mut consumer = self.kafka.consumer(ConsumerConfig::groupless(self.name("reader"))).unwrap();
+        let partitions = consumer.partition_count(topic).await.unwrap().expect("topic exists");
+        let tps: Vec<TopicPartition> = (0..partitions as i32).map(|p| TopicPartition::new(topic, p)).collect();
+        let mut records = Vec::new();
+        read_to_end(consumer.as_mut(), &tps, |r| {
+            records.push(r);
+            Ok::<(), std::convert::Infallible>(())
+        })
+        .await
+        .unwrap();
+        consumer.close().await.unwrap();
+        records.sort_by_key(|r| (r.partition, r.offset));
+        records
+    }
+
+    /// Reads `topic` until `done` holds, or fails after [`SETTLE_MAX`].
+    pub async fn read_until(&self, topic: &str, done: impl Fn(&[RawRecord]) -> bool) -> Vec<RawRecord> {
+        let deadline = tokio::time::Instant::now() + SETTLE_MAX;
+        loop {
+            let records = self.read(topic).await;
+            if done(&records) {
+                return records;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{topic}: condition not met within {SETTLE_MAX:?}: {records:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// The group's committed offsets.
+    pub async fn committed(&self, group: &str, partitions: &[TopicPartition]) -> Vec<Option<i64>> {
+        let mut consumer = self.kafka.consumer(ConsumerConfig::member(self.name("offsets"), group)).unwrap();
+        let committed = consumer.committed(partitions).await.unwrap();
+        consumer.close().await.unwrap();
+        committed
+    }
+
+    /// Builds and starts an application.
+    pub fn start<S: Transformer>(
+        &self,
+        app_id: &str,
+        client_id: &str,
+        stage: S,
+        observer: Arc<dyn Observer>,
+    ) -> Running {
+        let app = Flechtwerk::builder()
+            .application_id(app_id)
+            .client_id(client_id)
+            .kafka(self.kafka.clone())
+            .replication_factor(self.replication)
+            .session_timeout(Duration::from_secs(6))
+            .observer(observer)
+            .build(stage)
+            .unwrap();
+        let (tx, rx) = oneshot::channel::<()>();
+        let handle = tokio::spawn(async move {
+            app.run_until(async {
+                let _ = rx.await;
+            })
+            .await
+        });
+        Running { shutdown: Some(tx), handle }
+    }
+}
+
+pub async fn wait_for(what: &str, condition: impl Fn() -> bool) {
+    let deadline = tokio::time::Instant::now() + SETTLE_MAX;
+    while !condition() {
+        assert!(tokio::time::Instant::now() < deadline, "{what}: not reached within {SETTLE_MAX:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+const N: Attribute<i64> = Attribute::new("n", &INT);
+const CURSOR: Attribute<String> = Attribute::new("cursor", &STR);
+
+fn value(record: &RawRecord) -> &[u8] {
+    record.value.as_deref().unwrap_or_default()
+}
+
+/// IT-EOS-1 (engine level): one batch commits its output, its state change (changelog) and its
+/// input offset together.
+pub async fn eos_commit_makes_all_three_sides_visible(h: &Harness) {
+    let input = h.topic("input", 1, false).await;
+    let output = h.topic("output", 1, false).await;
+    let app = h.name("eos1");
+    h.produce(&input, &[(None, "k", Some(br#"{"n":1}"#))]).await;
+    let out = output.clone();
+    let stage = transformer([input.as_str()]).transform(move |_msg, mut state, o| {
+        o.send(Message::new(
+            out.as_str(),
+            "out-key",
+            Event::new().with(&Attribute::new("derived", &STR), "yes".to_owned())?,
+        ));
+        state.set(&CURSOR, "done".to_owned())?;
+        o.set_state(state);
+        Ok(())
+    });
+    let running = h.start(&app, "pod-0", stage, Arc::new(Probe::default()));
+    let outputs = h.read_until(&output, |r| !r.is_empty()).await;
+    running.stop().await.unwrap();
+    assert_eq!(outputs.len(), 1);
+    assert_eq!(outputs[0].key.as_deref(), Some(&b"out-key"[..]));
+    assert_eq!(value(&outputs[0]), br#"{"derived":"yes"}"#);
+    let changelog = h.read(&format!("{app}-changelog")).await;
+    assert_eq!(changelog.len(), 1);
+    assert_eq!(changelog[0].key.as_deref(), Some(&b"k"[..]));
+    assert_eq!(value(&changelog[0]), br#"{"cursor":"done"}"#);
+    assert_eq!(h.committed(&app, &[TopicPartition::new(&input, 0)]).await, vec![Some(1)]);
+}
+
+/// IT-EOS-2 (engine level), TRX-15: a transform error ends the run and nothing of the batch is
+/// visible — no output, no state, no offset.
+pub async fn eos_failed_batch_makes_nothing_visible(h: &Harness) {
+    let input = h.topic("input", 1, false).await;
+    let output = h.topic("output", 1, false).await;
+    let app = h.name("eos2");
+    h.produce(&input, &[(None, "k", Some(br#"{"n":1}"#))]).await;
+    let out = output.clone();
+    let stage = transformer([input.as_str()]).transform(move |msg, mut state, o| {
+        o.send(Message::new(out.as_str(), msg.key.as_str(), msg.value));
+        state.set(&CURSOR, "half".to_owned())?;
+        o.set_state(state);
+        Err("boom".into())
+    });
+    let result = h.start(&app, "pod-0", stage, Arc::new(Probe::default())).ended().await;
+    let error = result.expect_err("a failing transform ends the run");
+    assert!(matches!(error, Error::Transform { offset: 0, .. }), "{error:?}");
+    assert!(h.read(&output).await.is_empty());
+    assert!(h.read(&format!("{app}-changelog")).await.is_empty());
+    assert_eq!(h.committed(&app, &[TopicPartition::new(&input, 0)]).await, vec![None]);
+}
+
+/// IT-INV-1, INV-12, TRX-11: a skipped record never reaches `transform`, its offset commits
+/// with the batch, and the decision is counted.
+pub async fn invalid_skipped_offset_commits(h: &Harness) {
+    let input = h.topic("input", 1, false).await;
+    let output = h.topic("output", 1, false).await;
+    let app = h.name("inv1");
+    h.produce(&input, &[(None, "k", Some(b"{not json")), (None, "k", Some(br#"{"n":1}"#))]).await;
+    let out = output.clone();
+    let stage = transformer([input.as_str()]).on_invalid_message(|_| InvalidMessageAction::Skip).transform(
+        move |msg, _state, o| {
+            o.send(Message::new(out.as_str(), msg.key.as_str(), msg.value));
+            Ok(())
+        },
+    );
+    let probe = Arc::new(Probe::default());
+    let running = h.start(&app, "pod-0", stage, probe.clone());
+    let outputs = h.read_until(&output, |r| !r.is_empty()).await;
+    let deadline = tokio::time::Instant::now() + SETTLE_MAX;
+    while h.committed(&app, &[TopicPartition::new(&input, 0)]).await != vec![Some(2)] {
+        assert!(tokio::time::Instant::now() < deadline, "offset 2 never committed");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    running.stop().await.unwrap();
+    assert_eq!(outputs.iter().map(value).collect::<Vec<_>>(), vec![&br#"{"n":1}"#[..]]);
+    let invalid: Vec<Observed> =
+        probe.recording.events().into_iter().filter(|e| matches!(e, Observed::MessageInvalid { .. })).collect();
+    assert_eq!(invalid, vec![Observed::MessageInvalid { topic: input.clone(), outcome: InvalidOutcome::Skipped }]);
+}
+
+/// IT-CFG-1, CFG-01, CFG-12: the bootstrap reads several config topics of different sizes into
+/// one key space; a tombstone deletes across partitions.
+pub async fn config_bootstrap_across_topics(h: &Harness) {
+    let a = h.topic("cfg-a", 2, true).await;
+    let b = h.topic("cfg-b", 3, true).await;
+    let input = h.topic("input", 1, false).await;
+    h.produce(
+        &a,
+        &[(Some(0), "gone", Some(br#"{"n":1}"#)), (Some(1), "kept", Some(br#"{"n":2}"#)), (Some(0), "gone", None)],
+    )
+    .await;
+    h.produce(&b, &[(Some(2), "far", Some(br#"{"n":3}"#))]).await;
+    let stage = transformer([input.as_str()]).config_topics([a.as_str(), b.as_str()]).transform(|_, _, _| Ok(()));
+    let probe = Arc::new(Probe::default());
+    let running = h.start(&h.name("cfg1"), "pod-0", stage, probe.clone());
+    wait_for("bootstrap", || !probe.configs.lock().unwrap().is_empty()).await;
+    running.stop().await.unwrap();
+    let store = probe.configs.lock().unwrap().clone();
+    let want: BTreeMap<String, Vec<u8>> =
+        [("far".to_owned(), br#"{"n":3}"#.to_vec()), ("kept".to_owned(), br#"{"n":2}"#.to_vec())].into();
+    assert_eq!(store, want);
+}
+
+/// IT-CFG-2, CFG-24: a lookup finds a config wherever it was written (no co-partitioning), and
+/// a config written after startup reaches a later request.
+pub async fn config_join_and_live_update(h: &Harness) {
+    let configs = h.topic("configs", 2, true).await;
+    let requests = h.topic("requests", 4, false).await;
+    let output = h.topic("output", 1, false).await;
+    h.produce(&configs, &[(Some(0), "k1", Some(br#"{"secret":"s1"}"#))]).await;
+    h.produce(&requests, &[(Some(3), "k1", Some(b"{}"))]).await;
+    let out = output.clone();
+    let stage = transformer([requests.as_str()]).config_topics([configs.as_str()]).transform(move |msg, _state, o| {
+        if let Some(config) = o.configs().get(&msg.key)? {
+            o.send(Message::new(out.as_str(), msg.key.as_str(), Event::from(config.into_record())));
+        }
+        Ok(())
+    });
+    let running = h.start(&h.name("cfg2"), "pod-0", stage, Arc::new(Probe::default()));
+    let first = h.read_until(&output, |r| !r.is_empty()).await;
+    assert_eq!(first[0].key.as_deref(), Some(&b"k1"[..]));
+    assert_eq!(value(&first[0]), br#"{"secret":"s1"}"#);
+    h.produce(&configs, &[(Some(1), "k2", Some(br#"{"secret":"s2"}"#))]).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    h.produce(&requests, &[(Some(0), "k2", Some(b"{}"))]).await;
+    let both = h.read_until(&output, |r| r.iter().any(|x| x.key.as_deref() == Some(b"k2"))).await;
+    running.stop().await.unwrap();
+    let k2 = both.iter().find(|x| x.key.as_deref() == Some(b"k2")).unwrap();
+    assert_eq!(value(k2), br#"{"secret":"s2"}"#);
+}
+
+const COUNT: Attribute<i64> = Attribute::new("count", &INT);
+
+/// A counter for IT-LB-3: state `count`, output `{count, key}`.
+fn counter(input: &str, output: &str) -> impl Transformer {
+    let output = output.to_owned();
+    transformer([input]).transform(move |msg, mut state, o| {
+        let count = state.get(&COUNT)?.unwrap_or(0) + 1;
+        state.set(&COUNT, count)?;
+        o.send(Message::new(output.as_str(), msg.key.as_str(), Event::new().with(&COUNT, count)?));
+        o.set_state(state);
+        Ok(())
+    })
+}
+
+fn counts_by_key(records: &[RawRecord]) -> BTreeMap<String, Vec<i64>> {
+    let mut counts: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+    for r in records {
+        let event = Event::wrap(flechtwerk::wire::decode_value(r.value.as_deref()).unwrap());
+        counts
+            .entry(String::from_utf8_lossy(r.key.as_deref().unwrap()).into_owned())
+            .or_default()
+            .push(event.require(&COUNT).unwrap());
+    }
+    counts
+}
+
+/// Produces one record per partition and waits until `n` rounds of outputs are visible.
+async fn round(h: &Harness, input: &str, output: &str, n: usize) -> Vec<RawRecord> {
+    h.produce(input, &[(Some(0), "p0", Some(b"{}")), (Some(1), "p1", Some(b"{}"))]).await;
+    h.read_until(output, |r| r.len() >= 2 * n).await
+}
+
+/// IT-LB-3, TRX-31..33: two instances split the tasks and hand the state over both ways; per
+/// key the counts are exactly [1, 2, 3].
+pub async fn two_instances_hand_over_state(h: &Harness) {
+    let input = h.topic("input", 2, false).await;
+    let output = h.topic("output", 2, false).await;
+    let app = h.name("lb3");
+    let probe_a = Arc::new(Probe::default());
+    let a = h.start(&app, "pod-a", counter(&input, &output), probe_a.clone());
+    wait_for("A owns both tasks", || probe_a.tasks.load(Ordering::SeqCst) == 2).await;
+    round(h, &input, &output, 1).await;
+    let probe_b = Arc::new(Probe::default());
+    let b = h.start(&app, "pod-b", counter(&input, &output), probe_b.clone());
+    wait_for("tasks split 1/1", || {
+        probe_a.tasks.load(Ordering::SeqCst) == 1 && probe_b.tasks.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    round(h, &input, &output, 2).await;
+    a.stop().await.unwrap();
+    wait_for("B owns both tasks", || probe_b.tasks.load(Ordering::SeqCst) == 2).await;
+    let outputs = round(h, &input, &output, 3).await;
+    b.stop().await.unwrap();
+    let counts = counts_by_key(&outputs);
+    assert_eq!(counts.get("p0"), Some(&vec![1, 2, 3]), "{counts:?}");
+    assert_eq!(counts.get("p1"), Some(&vec![1, 2, 3]), "{counts:?}");
+}

@@ -1,0 +1,43 @@
+//! Engine acceptance scenarios on the in-process simulated cluster (no broker needed). The same
+//! scenarios run against a real broker in `tests/engine_rdkafka.rs`.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::Harness;
+use flechtwerk_sim::cluster::LocalCluster;
+
+fn harness(test: &str) -> Harness {
+    Harness::new(Arc::new(LocalCluster::new()), format!("local-{test}"), 1)
+}
+
+#[tokio::test]
+async fn it_eos_1_commit_makes_all_three_sides_visible() {
+    common::eos_commit_makes_all_three_sides_visible(&harness("eos1")).await;
+}
+
+#[tokio::test]
+async fn it_eos_2_failed_batch_makes_nothing_visible() {
+    common::eos_failed_batch_makes_nothing_visible(&harness("eos2")).await;
+}
+
+#[tokio::test]
+async fn it_inv_1_skipped_offset_commits() {
+    common::invalid_skipped_offset_commits(&harness("inv1")).await;
+}
+
+#[tokio::test]
+async fn it_cfg_1_bootstrap_across_topics() {
+    common::config_bootstrap_across_topics(&harness("cfg1")).await;
+}
+
+#[tokio::test]
+async fn it_cfg_2_join_and_live_update() {
+    common::config_join_and_live_update(&harness("cfg2")).await;
+}
+
+#[tokio::test]
+async fn it_lb_3_two_instances_hand_over_state() {
+    common::two_instances_hand_over_state(&harness("lb3")).await;
+}
