@@ -240,6 +240,24 @@ impl Cluster {
         Handle::current().restart(self.node);
     }
 
+    /// Crashes a client node and starts it again (its `init` runs anew).
+    pub fn crash_restart(&self, node: NodeId, name: &str) {
+        self.ctx.fault("crash-restart", name.to_owned());
+        let handle = Handle::current();
+        handle.kill(node);
+        handle.restart(node);
+    }
+
+    /// Pauses a node for `duration` (like a long GC pause or SIGSTOP: timers keep running,
+    /// messages queue up), then resumes it.
+    pub async fn pause_for(&self, node: NodeId, name: &str, duration: Duration) {
+        self.ctx.fault("pause", format!("{name} for {duration:?}"));
+        let handle = Handle::current();
+        handle.pause(node);
+        madsim::time::sleep(duration).await;
+        handle.resume(node);
+    }
+
     /// Cuts `node` off the network (both directions) until [`heal`](Cluster::heal).
     pub fn isolate(&self, node: NodeId, name: &str) {
         self.ctx.fault("network-partition", name.to_owned());
