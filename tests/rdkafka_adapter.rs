@@ -1,0 +1,173 @@
+//! Behaviours of the librdkafka adapter beyond the conformance suite, against a real broker at
+//! `KAFKA_BOOTSTRAP` (see tests/conformance_rdkafka.rs): deliveries fail instead of hanging when
+//! their transaction fails, and a cancelled poll loses no record.
+
+#![cfg(all(feature = "rdkafka", not(madsim)))]
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use flechtwerk::kafka::rdkafka::RdKafka;
+use flechtwerk::kafka::{
+    Consumer, ConsumerConfig, Kafka, KafkaErrorKind, NewTopic, ProducerConfig, ProducerRecord, StartOffset,
+    TopicPartition,
+};
+
+fn kafka() -> RdKafka {
+    let bootstrap = std::env::var("KAFKA_BOOTSTRAP").unwrap_or_default();
+    assert!(
+        !bootstrap.is_empty(),
+        "KAFKA_BOOTSTRAP is not set: run this test through scripts/test, or start a broker with \
+         `scripts/kafka start` and export the KAFKA_BOOTSTRAP=host:port it prints"
+    );
+    RdKafka::new(bootstrap)
+}
+
+fn unique(what: &str) -> String {
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).expect("clock after 1970").as_nanos();
+    format!("adapter-{what}-{}-{nanos:x}", std::process::id())
+}
+
+async fn topic(kafka: &RdKafka, what: &str) -> String {
+    let name = unique(what);
+    kafka.admin().expect("admin").create_topic(&NewTopic::new(&name, 1).replication(1)).await.expect("create topic");
+    name
+}
+
+#[tokio::test]
+async fn deliveries_fail_instead_of_hanging_when_the_transaction_fails() {
+    let kafka = kafka();
+    let topic = topic(&kafka, "deliveries").await;
+    let id = unique("txn");
+    let zombie = kafka.producer(ProducerConfig::transactional("zombie", &id)).expect("producer");
+    zombie.init_transactions().await.expect("init");
+    zombie.begin_transaction().await.expect("begin");
+    zombie.send(ProducerRecord::new(&topic, "k", b"1".to_vec())).await.expect("send").await.expect("delivered");
+    let successor = kafka.producer(ProducerConfig::transactional("successor", &id)).expect("producer");
+    successor.init_transactions().await.expect("init");
+
+    // The zombie's next record is refused as fenced, and so is its commit.
+    let late = zombie.send(ProducerRecord::new(&topic, "k", b"2".to_vec())).await;
+    let late = match late {
+        Ok(delivery) => tokio::time::timeout(Duration::from_secs(60), delivery).await.expect("no hang"),
+        Err(e) => Err(e),
+    };
+    let error = late.expect_err("a fenced producer's record");
+    assert_eq!(error.kind(), KafkaErrorKind::Fenced, "{error}");
+    let commit = zombie.commit_transaction().await.expect_err("a fenced commit");
+    assert_eq!(commit.kind(), KafkaErrorKind::Fenced, "{commit}");
+    assert!(commit.context().is_some_and(|c| c.contains(&id)), "{commit}");
+    zombie.close().await;
+
+    // Aborting fails every record not yet delivered.
+    successor.begin_transaction().await.expect("begin");
+    let mut deliveries = Vec::new();
+    for i in 0..500 {
+        deliveries
+            .push(successor.send(ProducerRecord::new(&topic, format!("k{i}"), vec![7u8; 64])).await.expect("send"));
+    }
+    successor.abort_transaction().await.expect("abort");
+    for delivery in deliveries {
+        match tokio::time::timeout(Duration::from_secs(30), delivery).await.expect("no hang") {
+            Ok(_) => {}
+            Err(e) => assert_eq!(e.kind(), KafkaErrorKind::Abortable, "{e}"),
+        }
+    }
+
+    // Closing with a record in flight resolves its delivery too.
+    successor.begin_transaction().await.expect("begin");
+    let pending = successor.send(ProducerRecord::new(&topic, "k", b"3".to_vec())).await.expect("send");
+    successor.close().await;
+    let _ = tokio::time::timeout(Duration::from_secs(30), pending).await.expect("no hang");
+}
+
+async fn produce(kafka: &RdKafka, topic: &str, from: usize, count: usize) {
+    let producer = kafka.producer(ProducerConfig::idempotent(unique("seed"))).expect("producer");
+    let mut deliveries = Vec::new();
+    for i in from..from + count {
+        deliveries
+            .push(producer.send(ProducerRecord::new(topic, "k", i.to_string().into_bytes())).await.expect("send"));
+    }
+    for delivery in deliveries {
+        delivery.await.expect("delivered");
+    }
+    producer.close().await;
+}
+
+/// Reads until `count` records arrived; returns their values.
+async fn read(consumer: &mut dyn Consumer, count: usize) -> Vec<String> {
+    let mut values = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while values.len() < count {
+        let polled = consumer.poll(count - values.len(), Duration::from_millis(500)).await.expect("poll");
+        values.extend(polled.records.iter().map(|r| String::from_utf8_lossy(r.value.as_deref().unwrap()).into_owned()));
+        assert!(tokio::time::Instant::now() < deadline, "only {values:?} within 30 s");
+    }
+    values
+}
+
+#[tokio::test]
+async fn a_cancelled_poll_loses_no_record() {
+    let kafka = kafka();
+    let topic = topic(&kafka, "cancel").await;
+    let tp = TopicPartition::new(&topic, 0);
+    let mut consumer = kafka.consumer(ConsumerConfig::groupless(unique("reader"))).expect("consumer");
+    consumer.assign(&[(tp.clone(), StartOffset::Beginning)]).await.expect("assign");
+    assert_eq!(consumer.position(&tp).await.expect("position"), 0);
+
+    // The poll is cancelled while its blocking half still waits; the records it then takes
+    // must come out of the next poll.
+    let cancelled = tokio::time::timeout(Duration::from_millis(50), consumer.poll(100, Duration::from_secs(10))).await;
+    assert!(cancelled.is_err(), "the poll was cancelled");
+    produce(&kafka, &topic, 0, 10).await;
+    let want: Vec<String> = (0..10).map(|i| i.to_string()).collect();
+    assert_eq!(read(consumer.as_mut(), 10).await, want);
+    assert_eq!(consumer.position(&tp).await.expect("position"), 10);
+
+    // Records buffered by a cancelled poll of a partition paused meanwhile are rewound: the
+    // position stays at the first of them and they come out after the resume.
+    let cancelled = tokio::time::timeout(Duration::from_millis(50), consumer.poll(100, Duration::from_secs(10))).await;
+    assert!(cancelled.is_err(), "the poll was cancelled");
+    produce(&kafka, &topic, 10, 5).await;
+    // Let the cancelled poll take them, then pause before they are handed out.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    consumer.pause(std::slice::from_ref(&tp)).expect("pause");
+    let polled = consumer.poll(100, Duration::from_millis(500)).await.expect("poll");
+    assert!(polled.records.is_empty(), "a paused partition's records: {:?}", polled.records);
+    assert_eq!(consumer.position(&tp).await.expect("position"), 10);
+    consumer.resume(std::slice::from_ref(&tp)).expect("resume");
+    let want: Vec<String> = (10..15).map(|i| i.to_string()).collect();
+    assert_eq!(read(consumer.as_mut(), 5).await, want);
+
+    // A seek moves the position back; reading repeats from there.
+    consumer.seek(&tp, 12).await.expect("seek");
+    assert_eq!(consumer.position(&tp).await.expect("position"), 12);
+    let want: Vec<String> = (12..15).map(|i| i.to_string()).collect();
+    assert_eq!(read(consumer.as_mut(), 3).await, want);
+    consumer.close().await.expect("close");
+}
+
+#[tokio::test]
+async fn a_member_commits_offsets_outside_transactions() {
+    let kafka = kafka();
+    let topic = topic(&kafka, "commit").await;
+    let tp = TopicPartition::new(&topic, 0);
+    produce(&kafka, &topic, 0, 3).await;
+    let group = unique("group");
+    let mut member = kafka.consumer(ConsumerConfig::member(unique("member"), &group)).expect("consumer");
+    member.subscribe(std::slice::from_ref(&topic)).await.expect("subscribe");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let polled = member.poll(10, Duration::from_millis(200)).await.expect("poll");
+        assert!(polled.records.is_empty(), "records of a partition that starts paused");
+        if polled.rebalances.iter().any(|r| matches!(r, flechtwerk::kafka::Rebalance::Assigned { .. })) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no assignment within 60 s");
+    }
+    let metadata = member.group_metadata().expect("group metadata after the assignment");
+    assert!(metadata.generation >= 0 && !metadata.member_id.is_empty(), "{metadata:?}");
+    assert_eq!(member.position(&tp).await.expect("position"), 0, "no committed offset: earliest");
+    member.commit_offsets(&[(tp.clone(), 2)]).await.expect("commit");
+    assert_eq!(member.committed(std::slice::from_ref(&tp)).await.expect("committed"), vec![Some(2)]);
+    member.close().await.expect("close");
+}
