@@ -26,6 +26,7 @@
 
 mod app;
 pub mod attribute;
+mod buggify;
 mod config_topics;
 pub mod configs;
 mod error;

@@ -236,15 +236,21 @@ impl<S: Transformer> Runner<S> {
                     }
                 }
             }
+            crate::buggify::point("loop.after_poll").await;
             configs.drain(&hooks, &*self.observer).await?;
             // Records of partitions without a live task are dropped uncommitted: their next
             // owner processes them (TRX-02, TRX-35).
             let records: Vec<RawRecord> =
                 polled.records.into_iter().filter(|r| state.tasks.contains_key(&r.partition)).collect();
             if !records.is_empty() {
-                let metadata = consumer.group_metadata().ok_or_else(|| {
-                    Error::Invalid("the main consumer holds partitions but has no group metadata".into())
-                })?;
+                let Some(metadata) = consumer.group_metadata() else {
+                    // The member lost its membership (evicted after a pause or a partition) and
+                    // has not been told yet: nothing it holds may commit. Drop the batch and the
+                    // tasks; the rejoin brings a fresh assignment from the committed offsets.
+                    tracing::warn!("group membership lost: dropping the batch and every task");
+                    self.teardown(&mut state.tasks).await?;
+                    continue;
+                };
                 let offsets = self.process_batch(records, &mut state.tasks, configs.store(), &metadata, inputs).await?;
                 if self.settings.guarantee == Guarantee::AtLeastOnce {
                     consumer.commit_offsets(&offsets).await?;
@@ -265,6 +271,16 @@ impl<S: Transformer> Runner<S> {
         for task in started {
             let partitions: Vec<TopicPartition> =
                 inputs.iter().map(|t| TopicPartition::new(t, task.partition)).collect();
+            // Position from the offsets committed *now*, after the fence: a zombie that
+            // committed between the assignment and the fence moved them, and its changes are
+            // in the restored state, so its records must not be processed again. (A client
+            // that looked the offsets up at assignment time would be behind.)
+            let committed = consumer.committed(&partitions).await?;
+            for (partition, offset) in partitions.iter().zip(committed) {
+                if let Some(offset) = offset {
+                    consumer.seek(partition, offset).await?;
+                }
+            }
             tasks.insert(task.partition, task);
             consumer.resume(&partitions)?;
         }
@@ -283,11 +299,13 @@ impl<S: Transformer> Runner<S> {
         };
         config.compression = settings.compression;
         let producer = self.kafka.producer(config)?;
+        crate::buggify::point("task.before_fence").await;
         if settings.guarantee == Guarantee::ExactlyOnce {
             // Fences the previous owner and aborts its open transaction before the restore
             // reads the changelog, so the restore can never see a zombie's half-written batch.
             producer.init_transactions().await?;
         }
+        crate::buggify::point("task.before_restore").await;
         let mut store = self.stores.open(&settings.application_id, partition)?;
         let restored = self.restore(partition, store.as_mut()).await?;
         self.observer.state_restored(partition, restored);
@@ -511,6 +529,7 @@ impl<S: Transformer> Runner<S> {
         for delivery in deliveries {
             delivery.await?;
         }
+        crate::buggify::point("task.before_commit").await;
         if transactional {
             producer.commit_transaction().await?;
             self.observer.transaction_committed();
