@@ -1,0 +1,53 @@
+//! Engine acceptance scenarios against a real Kafka-protocol broker through librdkafka: the
+//! same scenarios as `tests/engine_local.rs` (see `tests/common`). Needs `--features rdkafka`
+//! and a broker at `KAFKA_BOOTSTRAP` (`scripts/test` starts one).
+
+#![cfg(all(feature = "rdkafka", not(madsim)))]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use common::Harness;
+use flechtwerk::kafka::rdkafka::RdKafka;
+
+fn harness(test: &str) -> Harness {
+    let bootstrap = std::env::var("KAFKA_BOOTSTRAP").unwrap_or_default();
+    assert!(
+        !bootstrap.is_empty(),
+        "KAFKA_BOOTSTRAP is not set: run through scripts/test, or `scripts/kafka start` and export what it prints"
+    );
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).expect("clock after 1970").as_nanos();
+    Harness::new(Arc::new(RdKafka::new(bootstrap)), format!("engine-{test}-{nanos:x}"), 1)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn it_eos_1_commit_makes_all_three_sides_visible() {
+    common::eos_commit_makes_all_three_sides_visible(&harness("eos1")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn it_eos_2_failed_batch_makes_nothing_visible() {
+    common::eos_failed_batch_makes_nothing_visible(&harness("eos2")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn it_inv_1_skipped_offset_commits() {
+    common::invalid_skipped_offset_commits(&harness("inv1")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn it_cfg_1_bootstrap_across_topics() {
+    common::config_bootstrap_across_topics(&harness("cfg1")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn it_cfg_2_join_and_live_update() {
+    common::config_join_and_live_update(&harness("cfg2")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn it_lb_3_two_instances_hand_over_state() {
+    common::two_instances_hand_over_state(&harness("lb3")).await;
+}
