@@ -130,7 +130,11 @@ impl Kafka for RdKafka {
         // librdkafka can only assign partitions with a group handle. A group-less consumer gets a
         // private group id it never joins and never commits to.
         let group_id = config.group_id.clone().unwrap_or_else(|| groupless_group_id(&config.client_id));
-        let heartbeat = (config.session_timeout / 3).min(Duration::from_secs(3)).max(Duration::from_millis(100));
+        if !self.settings.contains_key("heartbeat.interval.ms") {
+            // librdkafka's 3 s default must stay below the session timeout.
+            let heartbeat = (config.session_timeout / 3).min(Duration::from_secs(3)).max(Duration::from_millis(100));
+            rd.set("heartbeat.interval.ms", millis(heartbeat));
+        }
         rd.set("group.id", &group_id)
             .set("group.protocol", "classic")
             .set("partition.assignment.strategy", "range")
@@ -147,7 +151,6 @@ impl Kafka for RdKafka {
                 },
             )
             .set("session.timeout.ms", millis(config.session_timeout))
-            .set("heartbeat.interval.ms", millis(heartbeat))
             .set("max.poll.interval.ms", millis(config.max_poll_interval));
         let context = ConsumerCtx { log: LogContext::new(&config.client_id), events: Mutex::new(Vec::new()) };
         let consumer: BaseConsumer<ConsumerCtx> = rd
