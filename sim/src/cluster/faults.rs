@@ -165,7 +165,7 @@ impl FaultPlan {
 
     /// Decides the fate of one request of `kind` from `client`, and records what was injected.
     pub fn decide(&self, kind: RequestKind, client: &str) -> RequestFate {
-        let faults = self.get().for_kind(kind).clone();
+        let faults = self.faults.lock().expect("fault plan lock").for_kind(kind).clone();
         let mut fate = RequestFate::default();
         if chance(faults.drop_request) {
             fate.drop_request = true;
@@ -223,7 +223,7 @@ impl BrokerFaults for NoFaults {
 
 impl BrokerFaults for FaultPlan {
     fn marker_delay(&mut self, transactional_id: &str, target: &str) -> Duration {
-        let markers = self.get().markers;
+        let markers = self.faults.lock().expect("fault plan lock").markers.clone();
         if !chance(markers.delay) {
             return Duration::ZERO;
         }
@@ -233,7 +233,8 @@ impl BrokerFaults for FaultPlan {
     }
 
     fn complete_before_markers(&mut self, transactional_id: &str) -> bool {
-        let buggy = chance(self.get().markers.complete_before_markers);
+        let probability = self.faults.lock().expect("fault plan lock").markers.complete_before_markers;
+        let buggy = chance(probability);
         if buggy {
             self.record("kafka-jepsen-early-complete", transactional_id.to_owned());
         }

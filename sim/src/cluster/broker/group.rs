@@ -365,7 +365,8 @@ impl Broker {
 
     /// Session timeouts (evict silent members) and due rebalances.
     pub(super) fn run_group_timers(&mut self) {
-        let (now, delay, counts) = (self.now, self.config.initial_rebalance_delay, self.partition_counts());
+        let (now, delay) = (self.now, self.config.initial_rebalance_delay);
+        let mut counts = None;
         let mut all_events = Vec::new();
         for (name, group) in &mut self.groups.groups {
             let mut events = Vec::new();
@@ -380,8 +381,13 @@ impl Broker {
                 events.push(format!("member {id} evicted: session timeout {:?} expired", member.session_timeout));
                 group.start_rebalance(now, delay, &mut events, "member evicted");
             }
-            group.try_complete(now, &counts, &mut events);
-            all_events.push((name.clone(), events));
+            if group.state == GroupState::PreparingRebalance && group.ready(now) {
+                let counts = counts.get_or_insert_with(|| super::partition_counts(&self.topics));
+                group.try_complete(now, counts, &mut events);
+            }
+            if !events.is_empty() {
+                all_events.push((name.clone(), events));
+            }
         }
         for (name, events) in all_events {
             self.group_events(&name, events);

@@ -109,6 +109,10 @@ fn duration_config(configs: &BTreeMap<String, String>, name: &str, default: Dura
     }
 }
 
+fn partition_counts(topics: &BTreeMap<String, Topic>) -> BTreeMap<String, u32> {
+    topics.iter().map(|(name, t)| (name.clone(), t.partitions.len() as u32)).collect()
+}
+
 /// The simulated cluster's state.
 #[derive(Debug)]
 pub struct Broker {
@@ -230,7 +234,7 @@ impl Broker {
     }
 
     fn partition_counts(&self) -> BTreeMap<String, u32> {
-        self.topics.iter().map(|(name, t)| (name.clone(), t.partitions.len() as u32)).collect()
+        partition_counts(&self.topics)
     }
 
     /// A topic, by name.

@@ -39,6 +39,8 @@ enum Mode {
 struct Slot {
     position: i64,
     paused: bool,
+    /// The last fetch said the position is outside the log: reset before the next one.
+    out_of_range: bool,
 }
 
 /// The consumer handed to the engine.
@@ -127,8 +129,10 @@ impl SimConsumer {
                 Step::Wait => break,
                 Step::Assigned { generation, positions } => {
                     let partitions = positions.iter().map(|(tp, _)| tp.clone()).collect();
-                    self.assignment =
-                        positions.into_iter().map(|(tp, position)| (tp, Slot { position, paused: true })).collect();
+                    self.assignment = positions
+                        .into_iter()
+                        .map(|(tp, position)| (tp, Slot { position, paused: true, out_of_range: false }))
+                        .collect();
                     return Ok(vec![Rebalance::Assigned { partitions, generation }]);
                 }
             }
@@ -136,26 +140,41 @@ impl SimConsumer {
         Ok(Vec::new())
     }
 
-    /// One fetch from every assigned, resumed partition.
-    async fn fetch(&mut self, max_records: usize) -> KafkaResult<Vec<RawRecord>> {
+    /// Moves partitions whose position fell out of the log to where `offset_reset` says.
+    async fn reset_out_of_range(&mut self) -> KafkaResult<()> {
+        let stale: Vec<TopicPartition> =
+            self.assignment.iter().filter(|(_, s)| s.out_of_range).map(|(tp, _)| tp.clone()).collect();
+        for partition in stale {
+            let position = self.list_offset("poll", &partition, self.reset_spec()).await?;
+            if let Some(slot) = self.assignment.get_mut(&partition) {
+                *slot = Slot { position, out_of_range: false, ..*slot };
+            }
+        }
+        Ok(())
+    }
+
+    /// One fetch from every assigned, resumed partition: the records, and whether a position
+    /// moved (past markers or aborted records, too). Cancellation-safe: positions move only
+    /// after the last await, together with the records handed back.
+    async fn fetch(&mut self, max_records: usize) -> KafkaResult<(Vec<RawRecord>, bool)> {
+        self.reset_out_of_range().await?;
         let mut wanted: Vec<(TopicPartition, i64)> =
             self.assignment.iter().filter(|(_, s)| !s.paused).map(|(tp, s)| (tp.clone(), s.position)).collect();
         if wanted.is_empty() || max_records == 0 {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), false));
         }
         let turn = self.rotation % wanted.len();
         wanted.rotate_left(turn);
         self.rotation = self.rotation.wrapping_add(1);
         let request = Request::Fetch { partitions: wanted.clone(), max_records };
         let fetched = match self.conn.once(request).await {
-            None => return Ok(Vec::new()),
+            None => return Ok((Vec::new(), false)),
             Some(Ok(Reply::Fetched(fetched))) => fetched,
             Some(Ok(other)) => return Err(unexpected("poll", &other)),
-            Some(Err(error)) if error.kind == KafkaErrorKind::Retriable => return Ok(Vec::new()),
+            Some(Err(error)) if error.kind == KafkaErrorKind::Retriable => return Ok((Vec::new(), false)),
             Some(Err(error)) => return Err(error.into_kafka("poll", self.context())),
         };
-        let mut records = Vec::new();
-        let mut out_of_range = Vec::new();
+        let (mut records, mut moved) = (Vec::new(), false);
         for (FetchedPartition { partition, records: got, next_offset, error }, (_, requested)) in
             fetched.into_iter().zip(wanted)
         {
@@ -164,21 +183,16 @@ impl SimConsumer {
                 continue;
             }
             match error {
-                Some(e) if e.code == ErrorCode::OffsetOutOfRange => out_of_range.push(partition),
+                Some(e) if e.code == ErrorCode::OffsetOutOfRange => slot.out_of_range = true,
                 Some(_) => {}
                 None => {
+                    moved |= next_offset != slot.position;
                     records.extend(got);
                     slot.position = next_offset;
                 }
             }
         }
-        for partition in out_of_range {
-            let position = self.list_offset("poll", &partition, self.reset_spec()).await?;
-            if let Some(slot) = self.assignment.get_mut(&partition) {
-                slot.position = position;
-            }
-        }
-        Ok(records)
+        Ok((records, moved))
     }
 }
 
@@ -230,7 +244,7 @@ impl Consumer for SimConsumer {
                 StartOffset::End => self.list_offset("assign", partition, OffsetSpec::LastStable).await?,
                 StartOffset::At(offset) => *offset,
             };
-            assignment.insert(partition.clone(), Slot { position, paused: false });
+            assignment.insert(partition.clone(), Slot { position, paused: false, out_of_range: false });
         }
         self.assignment = assignment;
         self.mode = Mode::Assigned;
@@ -249,8 +263,8 @@ impl Consumer for SimConsumer {
             if !rebalances.is_empty() {
                 return Ok(Polled { rebalances, records: Vec::new() });
             }
-            let records = self.fetch(max_records).await?;
-            if !records.is_empty() {
+            let (records, moved) = self.fetch(max_records).await?;
+            if !records.is_empty() || moved {
                 return Ok(Polled { rebalances: Vec::new(), records });
             }
             let now = Instant::now();
@@ -276,7 +290,8 @@ impl Consumer for SimConsumer {
     }
 
     async fn seek(&mut self, partition: &TopicPartition, offset: i64) -> KafkaResult<()> {
-        self.slot("seek", partition)?.position = offset;
+        let slot = self.slot("seek", partition)?;
+        *slot = Slot { position: offset, out_of_range: false, ..*slot };
         Ok(())
     }
 
