@@ -128,6 +128,64 @@ impl Group {
         events.push(format!("generation {} completed: {}", self.generation, listed.join(" ")));
     }
 
+    /// A new member: it starts a rebalance (and extends its deadline to its own timeout).
+    fn add_member(
+        &mut self,
+        member_id: &str,
+        join: &JoinRequest,
+        now: Duration,
+        delay: Duration,
+        events: &mut Vec<String>,
+    ) {
+        let member = Member {
+            topics: join.topics.clone(),
+            session_timeout: join.session_timeout,
+            rebalance_timeout: join.rebalance_timeout,
+            last_seen: now,
+            joined: false,
+            generation: -1,
+            assignment: Vec::new(),
+        };
+        self.members.insert(member_id.to_owned(), member);
+        events.push(format!("member {member_id} joined, subscribed to [{}]", join.topics.join(",")));
+        self.start_rebalance(now, delay, events, "member joined");
+        self.rebalance_deadline = self.rebalance_deadline.max(now + join.rebalance_timeout);
+    }
+
+    /// A known member's (re-sent) join: it counts as rejoined for the running rebalance (or
+    /// starts one if its subscription changed), which may complete the rebalance.
+    fn rejoin(
+        &mut self,
+        member_id: &str,
+        join: &JoinRequest,
+        now: Duration,
+        delay: Duration,
+        counts: &BTreeMap<String, u32>,
+        events: &mut Vec<String>,
+    ) -> Result<JoinOutcome, BrokerError> {
+        let member = self.member_mut(&join.group, member_id)?;
+        member.last_seen = now;
+        let changed = member.topics != join.topics;
+        member.topics = join.topics.clone();
+        member.session_timeout = join.session_timeout;
+        member.rebalance_timeout = join.rebalance_timeout;
+        let stale = member.generation != self.generation;
+        if self.state != GroupState::PreparingRebalance && (changed || stale) {
+            self.start_rebalance(now, delay, events, "subscription changed or member rejoined");
+        }
+        if self.state == GroupState::PreparingRebalance {
+            self.members.get_mut(member_id).expect("present").joined = true;
+            self.try_complete(now, counts, events);
+        }
+        match self.members.get(member_id) {
+            Some(m) if self.state == GroupState::Stable && m.generation == self.generation => {
+                Ok(JoinOutcome::Joined { member_id: member_id.to_owned(), generation: self.generation })
+            }
+            Some(_) => Ok(JoinOutcome::Pending { member_id: member_id.to_owned() }),
+            None => Err(unknown_member(&join.group, member_id)),
+        }
+    }
+
     fn member_mut(&mut self, group: &str, member_id: &str) -> Result<&mut Member, BrokerError> {
         self.members.get_mut(member_id).ok_or_else(|| unknown_member(group, member_id))
     }
@@ -210,50 +268,9 @@ impl Broker {
         let group = self.groups.groups.entry(join.group.clone()).or_insert_with(Group::new);
         let mut events = Vec::new();
         if join.member_id.is_none() {
-            let member = Member {
-                topics: join.topics.clone(),
-                session_timeout: join.session_timeout,
-                rebalance_timeout: join.rebalance_timeout,
-                last_seen: now,
-                joined: false,
-                generation: -1,
-                assignment: Vec::new(),
-            };
-            group.members.insert(member_id.clone(), member);
-            events.push(format!("member {member_id} joined, subscribed to [{}]", join.topics.join(",")));
-            group.start_rebalance(now, delay, &mut events, "member joined");
-            let deadline = now + join.rebalance_timeout;
-            group.rebalance_deadline = group.rebalance_deadline.max(deadline);
+            group.add_member(&member_id, &join, now, delay, &mut events);
         }
-        let member = group.member_mut(&join.group, &member_id);
-        let outcome = member.map(|member| {
-            member.last_seen = now;
-            let changed = member.topics != join.topics;
-            member.topics = join.topics.clone();
-            member.session_timeout = join.session_timeout;
-            member.rebalance_timeout = join.rebalance_timeout;
-            changed
-        });
-        let result = match outcome {
-            Err(error) => Err(error),
-            Ok(changed) => {
-                let stale = group.members[&member_id].generation != group.generation;
-                if group.state != GroupState::PreparingRebalance && (changed || stale) {
-                    group.start_rebalance(now, delay, &mut events, "subscription changed or member rejoined");
-                }
-                if group.state == GroupState::PreparingRebalance {
-                    group.members.get_mut(&member_id).expect("present").joined = true;
-                    group.try_complete(now, &counts, &mut events);
-                }
-                match group.members.get(&member_id) {
-                    Some(m) if group.state == GroupState::Stable && m.generation == group.generation => {
-                        Ok(JoinOutcome::Joined { member_id: member_id.clone(), generation: group.generation })
-                    }
-                    Some(_) => Ok(JoinOutcome::Pending { member_id: member_id.clone() }),
-                    None => Err(unknown_member(&join.group, &member_id)),
-                }
-            }
-        };
+        let result = group.rejoin(&member_id, &join, now, delay, &counts, &mut events);
         self.group_events(&join.group, events);
         result
     }
