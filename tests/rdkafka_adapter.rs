@@ -171,3 +171,40 @@ async fn a_member_commits_offsets_outside_transactions() {
     assert_eq!(member.committed(std::slice::from_ref(&tp)).await.expect("committed"), vec![Some(2)]);
     member.close().await.expect("close");
 }
+
+/// The config drain polls with a zero timeout (CFG-20): such a poll must still hand out what
+/// librdkafka has fetched meanwhile, also on a partition paused and resumed by `read_to_end`.
+#[tokio::test]
+async fn a_zero_timeout_poll_returns_what_was_fetched() {
+    let kafka = kafka();
+    let topic = unique("drain");
+    kafka.admin().unwrap().create_topic(&NewTopic::new(&topic, 2).replication(1).compacted()).await.unwrap();
+    let producer = kafka.producer(ProducerConfig::idempotent(unique("p"))).unwrap();
+    producer.send(ProducerRecord::new(&topic, "k1", b"{}".to_vec()).to_partition(0)).await.unwrap().await.unwrap();
+    let mut consumer = kafka.consumer(ConsumerConfig::groupless(unique("c"))).unwrap();
+    let partitions = [TopicPartition::new(&topic, 0), TopicPartition::new(&topic, 1)];
+    let read =
+        flechtwerk::kafka::read::read_to_end(
+            consumer.as_mut(),
+            &partitions,
+            |_| Ok::<(), std::convert::Infallible>(()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(read.records, 1);
+    // Partition 1 was empty at the read: paused at once, resumed at the end.
+    producer.send(ProducerRecord::new(&topic, "k2", b"{}".to_vec()).to_partition(1)).await.unwrap().await.unwrap();
+    producer.close().await;
+    let mut drained = Vec::new();
+    // The engine drains once per main-loop iteration, about once a second.
+    for _ in 0..20 {
+        let polled = consumer.poll(100, Duration::ZERO).await.unwrap();
+        drained.extend(polled.records.into_iter().map(|r| r.key));
+        if !drained.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(drained, vec![Some(bytes::Bytes::from_static(b"k2"))], "zero-timeout polls never returned the record");
+    consumer.close().await.unwrap();
+}

@@ -52,6 +52,8 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// marker moved a position (markers are consumed silently and would otherwise let a poll sleep
 /// its whole timeout at the end of a partition).
 const POLL_SLICE: Duration = Duration::from_millis(100);
+/// Shortest wait of a poll's first call into librdkafka (see `Shared::fill`).
+const POLL_MIN: Duration = Duration::from_millis(1);
 
 /// How long a created topic may take to show up in metadata with a leader for every partition.
 const TOPIC_VISIBLE_MAX: Duration = Duration::from_secs(30);
@@ -639,11 +641,11 @@ impl Shared {
         let before = if watched.count() > 0 { rd_positions(&self.consumer, watched) } else { Vec::new() };
         buffer.take_events(self.ctx());
         while buffer.items.is_empty() {
+            // A zero timeout still takes what librdkafka already fetched: one short poll. (Not a
+            // zero one: rd_kafka_consumer_poll(0) was measured to return nothing, call after call,
+            // for a record already in a resumed partition's fetch queue; 1 ms returns it.)
             let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Ok(());
-            }
-            let got = self.consumer.poll(left.min(POLL_SLICE));
+            let got = self.consumer.poll(left.min(POLL_SLICE).max(POLL_MIN));
             buffer.take_events(self.ctx());
             match got {
                 Some(Ok(message)) => buffer.push_record(&message),
@@ -656,6 +658,9 @@ impl Shared {
                         return Ok(());
                     }
                 }
+            }
+            if left.is_zero() {
+                break;
             }
         }
         while !buffer.settled(max) {

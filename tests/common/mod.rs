@@ -321,12 +321,13 @@ pub async fn config_join_and_live_update(h: &Harness) {
         }
         Ok(())
     });
-    let running = h.start(&h.name("cfg2"), "pod-0", stage, Arc::new(Probe::default()));
+    let probe = Arc::new(Probe::default());
+    let running = h.start(&h.name("cfg2"), "pod-0", stage, probe.clone());
     let first = h.read_until(&output, |r| !r.is_empty()).await;
     assert_eq!(first[0].key.as_deref(), Some(&b"k1"[..]));
     assert_eq!(value(&first[0]), br#"{"secret":"s1"}"#);
     h.produce(&configs, &[(Some(1), "k2", Some(br#"{"secret":"s2"}"#))]).await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    wait_for("k2 drained into the config store", || probe.configs.lock().unwrap().contains_key("k2")).await;
     h.produce(&requests, &[(Some(0), "k2", Some(b"{}"))]).await;
     let both = h.read_until(&output, |r| r.iter().any(|x| x.key.as_deref() == Some(b"k2"))).await;
     running.stop().await.unwrap();
