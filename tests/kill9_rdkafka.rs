@@ -23,6 +23,8 @@ const KEYS: usize = 100;
 const PARTITIONS: u32 = 4;
 /// Children alive at once.
 const CHILDREN: usize = 2;
+/// The test is void unless the children were killed at least this often mid-stream.
+const KILLS_MIN: usize = 5;
 /// Upper bound for the last child to finish the backlog once the killing stops.
 const DRAIN_MAX: Duration = Duration::from_secs(600);
 
@@ -92,7 +94,8 @@ async fn parent() {
         tokio::spawn(async move {
             let producer = kafka.producer(ProducerConfig::idempotent("kill9-feeder")).expect("producer");
             let mut per_key: BTreeMap<String, i64> = BTreeMap::new();
-            for chunk in (0..INPUTS).collect::<Vec<_>>().chunks(500) {
+            // Paced (about 25 s in all) so that the children are killed many times mid-stream.
+            for chunk in (0..INPUTS).collect::<Vec<_>>().chunks(250) {
                 let mut deliveries = Vec::new();
                 for &i in chunk {
                     let key = format!("key-{}", i % KEYS);
@@ -104,7 +107,7 @@ async fn parent() {
                 for d in deliveries {
                     d.await.expect("delivered");
                 }
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                tokio::time::sleep(Duration::from_millis(300)).await;
             }
             producer.close().await;
             per_key
@@ -127,6 +130,7 @@ async fn parent() {
         started += 1;
     }
     let per_key = feeder.await.expect("feeder");
+    assert!(kills >= KILLS_MIN, "only {kills} kills happened while the inputs flowed");
     println!("kill9: {kills} children killed with SIGKILL while {INPUTS} inputs were written");
 
     // Let the survivors finish the backlog.
