@@ -8,7 +8,8 @@ pub mod kafka_chaos;
 use crate::runner::Scenario;
 
 /// Every scenario, by CLI name.
-pub static ALL: &[&Scenario] = &[&counter::SCENARIO, &config_topics::SCENARIO, &conformance::SCENARIO, &kafka_chaos::SCENARIO];
+pub static ALL: &[&Scenario] =
+    &[&counter::SCENARIO, &config_topics::SCENARIO, &conformance::SCENARIO, &kafka_chaos::SCENARIO];
 
 /// Looks a scenario up by name.
 pub fn by_name(name: &str) -> Option<&'static Scenario> {
