@@ -95,7 +95,7 @@ async fn read_all(kafka: &dyn Kafka, topic: &str) -> Vec<RawRecord> {
 }
 
 #[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let args = parse();
     let kafka = kafka(&args);
     let replication = if args.bootstrap.is_some() { 1 } else { -1 };
