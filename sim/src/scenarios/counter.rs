@@ -54,6 +54,8 @@ const SESSION_TIMEOUT: Duration = Duration::from_secs(6);
 const REPLICAS_MAX: usize = 4;
 /// How long the replicas get to finish everything once the faults stop.
 const QUIESCENCE_MAX: Duration = Duration::from_secs(300);
+/// How long the live replicas get to converge on the config topic after quiescence.
+const CONFIG_CONVERGENCE_MAX: Duration = Duration::from_secs(60);
 /// How long a crashed application waits before its supervisor starts it again.
 const RESTART_DELAY_MAX_MS: u64 = 1_000;
 
@@ -62,6 +64,12 @@ const RESTART_DELAY_MAX_MS: u64 = 1_000;
 struct ReplicaView {
     /// The replica's config store, as of its last bootstrap or drain.
     configs: Mutex<Option<BTreeMap<String, Vec<u8>>>>,
+}
+
+impl ReplicaView {
+    fn matches(&self, want: &BTreeMap<String, Vec<u8>>) -> bool {
+        self.configs.lock().expect("view lock").as_ref() == Some(want)
+    }
 }
 
 struct ReplicaObserver {
@@ -380,8 +388,6 @@ async fn run(ctx: Ctx) {
             break observed;
         }
     };
-    // Let every replica drain the config topic once more.
-    sleep(Duration::from_secs(3)).await;
     let observed = match observed {
         Ok(observed) => observed,
         Err(e) => {
@@ -389,6 +395,13 @@ async fn run(ctx: Ctx) {
             return;
         }
     };
+    // Config stores are eventually consistent: give every live replica (one may just have come
+    // back from a partition and be rejoining) a bounded time to drain to the topic's end.
+    let want = config_compaction(&observed.configs);
+    let deadline = ctx.now() + CONFIG_CONVERGENCE_MAX;
+    while ctx.now() < deadline && !replicas.iter().filter(|r| r.alive).all(|r| r.view.matches(&want)) {
+        sleep(Duration::from_millis(500)).await;
+    }
     check(&ctx, &observed, &replicas);
 }
 
