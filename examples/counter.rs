@@ -16,9 +16,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use flechtwerk::kafka::read::read_to_end;
-use flechtwerk::kafka::{ConsumerConfig, Kafka, NewTopic, ProducerConfig, ProducerRecord, TopicPartition};
-use flechtwerk::wire::RawRecord;
+use flechtwerk::kafka::read::read_topic;
+use flechtwerk::kafka::{Kafka, NewTopic, ProducerConfig, ProducerRecord};
 use flechtwerk::Flechtwerk;
 use flechtwerk_sim::stages::{check_counts, counter};
 
@@ -78,22 +77,6 @@ fn kafka(args: &Args) -> Arc<dyn Kafka> {
     }
 }
 
-async fn read_all(kafka: &dyn Kafka, topic: &str) -> Vec<RawRecord> {
-    let mut consumer = kafka.consumer(ConsumerConfig::groupless("counter-reader")).expect("consumer");
-    let count = consumer.partition_count(topic).await.expect("metadata").unwrap_or(0);
-    let partitions: Vec<TopicPartition> = (0..count as i32).map(|p| TopicPartition::new(topic, p)).collect();
-    let mut records = Vec::new();
-    read_to_end(consumer.as_mut(), &partitions, |r| {
-        records.push(r);
-        Ok::<(), std::convert::Infallible>(())
-    })
-    .await
-    .expect("read outputs");
-    consumer.close().await.expect("close");
-    records.sort_by_key(|r| (r.partition, r.offset));
-    records
-}
-
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let args = parse();
@@ -134,7 +117,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let running = tokio::spawn(async move { app.run_until(async { stopped.await.unwrap_or(()) }).await });
     let outputs = loop {
-        let outputs = read_all(&*kafka, &args.output).await;
+        let outputs = read_topic(&*kafka, "counter-reader", &args.output).await?;
         if outputs.len() >= args.inputs {
             break outputs;
         }

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use flechtwerk::kafka::rdkafka::RdKafka;
-use flechtwerk::kafka::read::read_to_end;
-use flechtwerk::kafka::{ConsumerConfig, Kafka, NewTopic, ProducerConfig, ProducerRecord, TopicPartition};
+use flechtwerk::kafka::read::read_topic;
+use flechtwerk::kafka::{Kafka, NewTopic, ProducerConfig, ProducerRecord};
 use flechtwerk::wire::RawRecord;
 use flechtwerk::Flechtwerk;
 use flechtwerk_sim::stages::{check_changelog, check_counts, counter};
@@ -63,19 +63,7 @@ fn spawn_child(prefix: &str, n: usize) -> Child {
 }
 
 async fn read_all(kafka: &dyn Kafka, topic: &str) -> Vec<RawRecord> {
-    let mut consumer = kafka.consumer(ConsumerConfig::groupless("kill9-reader")).expect("consumer");
-    let count = consumer.partition_count(topic).await.expect("metadata").unwrap_or(0);
-    let partitions: Vec<TopicPartition> = (0..count as i32).map(|p| TopicPartition::new(topic, p)).collect();
-    let mut records = Vec::new();
-    read_to_end(consumer.as_mut(), &partitions, |r| {
-        records.push(r);
-        Ok::<(), std::convert::Infallible>(())
-    })
-    .await
-    .expect("read");
-    consumer.close().await.expect("close");
-    records.sort_by_key(|r| (r.partition, r.offset));
-    records
+    read_topic(kafka, "kill9-reader", topic).await.expect("read")
 }
 
 async fn parent() {

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::read::read_to_end;
+use super::read::read_topic;
 use super::{
     ConsumerConfig, Kafka, KafkaError, NewTopic, ProducerConfig, ProducerRecord, Rebalance, TopicCreation,
     TopicPartition,
@@ -152,29 +152,10 @@ async fn create(kafka: &dyn Kafka, env: &Env, topic: &str, partitions: u32, comp
 
 /// Reads every committed record of `topic` (all partitions) to the end captured now.
 async fn read_all(kafka: &dyn Kafka, env: &Env, topic: &str) -> Result<Vec<RawRecord>, Failure> {
-    let mut consumer = kafka.consumer(ConsumerConfig::groupless(env.name("reader")))?;
-    let partitions = consumer
-        .partition_count(topic)
-        .await?
-        .ok_or_else(|| Failure::Verdict(format!("topic {topic} does not exist")))?;
-    let tps: Vec<TopicPartition> = (0..partitions as i32).map(|p| TopicPartition::new(topic, p)).collect();
-    let mut records = Vec::new();
-    let read = tokio::time::timeout(
-        env.read_max,
-        read_to_end(consumer.as_mut(), &tps, |r| {
-            records.push(r);
-            Ok::<(), std::convert::Infallible>(())
-        }),
-    )
-    .await
-    .map_err(|_| Failure::Verdict(format!("reading {topic} to its end took longer than {:?}", env.read_max)))?;
-    read.map_err(|e| match e {
-        super::read::ReadError::Kafka(k) => Failure::Kafka(k),
-        super::read::ReadError::Callback(never) => match never {},
-    })?;
-    consumer.close().await?;
-    records.sort_by_key(|r| (r.partition, r.offset));
-    Ok(records)
+    tokio::time::timeout(env.read_max, read_topic(kafka, &env.name("reader"), topic))
+        .await
+        .map_err(|_| Failure::Verdict(format!("reading {topic} to its end took longer than {:?}", env.read_max)))?
+        .map_err(Failure::Kafka)
 }
 
 fn values(records: &[RawRecord]) -> Vec<Option<Bytes>> {

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use flechtwerk::attribute::{Attribute, INT, STR};
-use flechtwerk::kafka::read::read_to_end;
+use flechtwerk::kafka::read::read_topic;
 use flechtwerk::kafka::{ConsumerConfig, Kafka, NewTopic, ProducerConfig, ProducerRecord, TopicPartition};
 use flechtwerk::observer::{InvalidOutcome, Observed, Observer, RecordingObserver};
 use flechtwerk::stage::transformer;
@@ -119,19 +119,7 @@ impl Harness {
 
     /// Every committed record of `topic`, sorted by (partition, offset).
     pub async fn read(&self, topic: &str) -> Vec<RawRecord> {
-        let mut consumer = self.kafka.consumer(ConsumerConfig::groupless(self.name("reader"))).unwrap();
-        let partitions = consumer.partition_count(topic).await.unwrap().expect("topic exists");
-        let tps: Vec<TopicPartition> = (0..partitions as i32).map(|p| TopicPartition::new(topic, p)).collect();
-        let mut records = Vec::new();
-        read_to_end(consumer.as_mut(), &tps, |r| {
-            records.push(r);
-            Ok::<(), std::convert::Infallible>(())
-        })
-        .await
-        .unwrap();
-        consumer.close().await.unwrap();
-        records.sort_by_key(|r| (r.partition, r.offset));
-        records
+        read_topic(&*self.kafka, &self.name("reader"), topic).await.unwrap()
     }
 
     /// Reads `topic` until `done` holds, or fails after [`SETTLE_MAX`].

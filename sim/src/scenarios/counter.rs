@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use flechtwerk::kafka::read::read_to_end;
+use flechtwerk::kafka::read::read_topic;
 use flechtwerk::kafka::{ConsumerConfig, Kafka, NewTopic, ProducerConfig, ProducerRecord, TopicPartition};
 use flechtwerk::observer::Observer;
 use flechtwerk::wire::RawRecord;
@@ -243,19 +243,7 @@ async fn inject(cluster: &Cluster, ctx: &Ctx, replicas: &mut Vec<Replica>, max_p
 
 /// Reads `topic` to its end from a group-less consumer.
 async fn read_all(kafka: &KafkaClient, topic: &str) -> Result<Vec<RawRecord>, String> {
-    let mut consumer = kafka.consumer(ConsumerConfig::groupless("checker")).map_err(|e| e.to_string())?;
-    let count = consumer.partition_count(topic).await.map_err(|e| e.to_string())?.unwrap_or(0);
-    let partitions: Vec<TopicPartition> = (0..count as i32).map(|p| TopicPartition::new(topic, p)).collect();
-    let mut records = Vec::new();
-    read_to_end(consumer.as_mut(), &partitions, |r| {
-        records.push(r);
-        Ok::<(), std::convert::Infallible>(())
-    })
-    .await
-    .map_err(|e| e.to_string())?;
-    consumer.close().await.map_err(|e| e.to_string())?;
-    records.sort_by_key(|r| (r.partition, r.offset));
-    Ok(records)
+    read_topic(kafka, "checker", topic).await.map_err(|e| e.to_string())
 }
 
 fn per_key(records: &[RawRecord]) -> BTreeMap<String, i64> {
