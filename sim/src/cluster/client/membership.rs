@@ -238,8 +238,11 @@ pub(crate) fn spawn_heartbeat(
     let interval = (config.session_timeout / 3).min(HEARTBEAT_INTERVAL_MAX);
     let max_poll_interval = config.max_poll_interval;
     tokio::spawn(async move {
+        let mut retry_now = false;
         loop {
-            tokio::time::sleep(interval).await;
+            if !std::mem::take(&mut retry_now) {
+                tokio::time::sleep(interval).await;
+            }
             let (member_id, generation, stable, last_poll) = {
                 let m = member.lock();
                 if m.closed {
@@ -257,7 +260,11 @@ pub(crate) fn spawn_heartbeat(
                 member_id: member_id.clone(),
                 generation: if stable { generation } else { -1 },
             };
-            let reply = conn.once(request).await;
+            // A lost heartbeat is retried at once, after half an interval rather than a whole
+            // request timeout: over Kafka's TCP a lost packet is retransmitted within
+            // milliseconds, so one lost datagram must not cost the member its session.
+            let reply = tokio::time::timeout(interval / 2, conn.once(request)).await.ok().flatten();
+            retry_now = reply.is_none();
             let mut m = member.lock();
             if m.member_id.as_deref() != Some(member_id.as_str()) || m.generation != generation || m.stable != stable {
                 continue; // the membership moved on while the heartbeat was out
