@@ -19,8 +19,9 @@ pub const READ_BATCH_RECORDS: usize = 1_000;
 /// Timeout of one poll while reading to the end (KNOB: 2000 ms bootstrap/restore loop).
 pub const READ_POLL_TIMEOUT: Duration = Duration::from_millis(2_000);
 
-/// A read that makes no progress for this long fails instead of hanging: the partition's end
-/// was captured, so the data exists; a client that cannot reach it is broken or cut off.
+/// A read that makes no progress (no record, no position move) for this long fails instead of
+/// hanging: the partition's end was captured, so the data exists; a client that cannot reach it
+/// is broken or cut off.
 pub const READ_STALL_MAX: Duration = Duration::from_secs(300);
 
 /// The end offsets captured at entry, per partition, and how many records were read.
@@ -71,11 +72,13 @@ pub async fn read_to_end<E>(
         }
     }
     let mut records = 0u64;
-    let mut stalled = Duration::ZERO;
+    let mut positions: BTreeMap<TopicPartition, i64> = BTreeMap::new();
+    let mut last_progress = tokio::time::Instant::now();
     while !open.is_empty() {
         let polled = consumer.poll(READ_BATCH_RECORDS, READ_POLL_TIMEOUT).await?;
         debug_assert!(polled.rebalances.is_empty(), "a group-less consumer never rebalances");
-        let progressed = !polled.records.is_empty();
+        // Progress is records, or a position moving past markers and aborted records.
+        let mut progressed = !polled.records.is_empty();
         for record in polled.records {
             let partition = TopicPartition::new(&*record.topic, record.partition);
             let end = ends.get(&partition).copied().unwrap_or(i64::MIN);
@@ -86,15 +89,19 @@ pub async fn read_to_end<E>(
         }
         let mut still_open = Vec::with_capacity(open.len());
         for partition in open {
-            if consumer.position(&partition).await? < ends[&partition] {
+            let position = consumer.position(&partition).await?;
+            progressed |= positions.insert(partition.clone(), position) != Some(position);
+            if position < ends[&partition] {
                 still_open.push(partition);
             } else {
                 consumer.pause(std::slice::from_ref(&partition))?;
             }
         }
         open = still_open;
-        stalled = if progressed { Duration::ZERO } else { stalled + READ_POLL_TIMEOUT };
-        if stalled >= READ_STALL_MAX && !open.is_empty() {
+        if progressed {
+            last_progress = tokio::time::Instant::now();
+        }
+        if last_progress.elapsed() >= READ_STALL_MAX && !open.is_empty() {
             let names: Vec<String> = open.iter().map(ToString::to_string).collect();
             return Err(ReadError::Kafka(
                 KafkaError::new(
