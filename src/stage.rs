@@ -28,7 +28,7 @@ use crate::configs::ConfigStore;
 use crate::message::{IncomingMessage, Message};
 use crate::observer::Observer;
 use crate::record::{Config, State};
-use crate::wire::{InvalidMessageAction, InvalidMessageError, InvalidMessagePolicy};
+use crate::wire::{InvalidMessageAction, InvalidMessageError};
 
 /// An error from stage code (`transform`, hooks): any error type.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
@@ -131,15 +131,6 @@ pub trait Transformer: Send + Sync + 'static {
     /// Runs once on shutdown, including after an error (STG-02).
     fn teardown(&self) -> impl Future<Output = Result<(), BoxError>> + Send {
         async { Ok(()) }
-    }
-}
-
-/// Adapts a stage's hook to the [`InvalidMessagePolicy`] the decoders take.
-pub(crate) struct StagePolicy<'a, S>(pub &'a S);
-
-impl<S: Transformer> InvalidMessagePolicy for StagePolicy<'_, S> {
-    fn on_invalid_message(&self, error: &InvalidMessageError) -> InvalidMessageAction {
-        self.0.on_invalid_message(error)
     }
 }
 

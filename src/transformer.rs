@@ -29,7 +29,7 @@ use crate::kafka::{
 use crate::message::{IncomingMessage, Message};
 use crate::observer::Observer;
 use crate::record::{Config, State};
-use crate::stage::{BoxError, Output, StagePolicy, Transformer};
+use crate::stage::{BoxError, Output, Transformer};
 use crate::state::{StateStore, StateStores};
 use crate::wire::{self, InvalidMessagePolicy, RawRecord};
 
@@ -75,7 +75,7 @@ struct Task {
     store: Box<dyn StateStore>,
 }
 
-/// The stage's config hooks, for the config machinery.
+/// The stage's hooks as the decoders and the config machinery take them.
 struct Hooks<'a, S>(&'a S);
 
 impl<S: Transformer> ConfigHooks for Hooks<'_, S> {
@@ -378,7 +378,7 @@ impl<S: Transformer> Runner<S> {
     /// The parse loop, before any transaction (TRX-14): every record through the policy, grouped
     /// by task; offsets include skipped records (TRX-11).
     fn parse(&self, records: Vec<RawRecord>, inputs: &[String]) -> Result<BTreeMap<i32, TaskBatch>, Error> {
-        let policy = StagePolicy(&*self.stage);
+        let policy = Hooks(&*self.stage);
         let mut batch: BTreeMap<i32, TaskBatch> = BTreeMap::new();
         for record in records {
             self.observer.message_in_bytes(&record.topic, record.size_bytes());
