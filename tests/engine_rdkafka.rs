@@ -51,3 +51,18 @@ async fn it_cfg_2_join_and_live_update() {
 async fn it_lb_3_two_instances_hand_over_state() {
     common::two_instances_hand_over_state(&harness("lb3")).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trx_20_one_state_write_per_key_and_batch() {
+    common::one_state_write_per_key_and_batch(&harness("trx20")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trx_21_empty_state_deletes_only_what_exists() {
+    common::empty_state_deletes_only_what_exists(&harness("trx21")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trx_14_default_policy_raises_before_any_transaction() {
+    common::default_policy_raises_before_any_transaction(&harness("trx14")).await;
+}

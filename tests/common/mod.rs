@@ -380,3 +380,84 @@ pub async fn two_instances_hand_over_state(h: &Harness) {
     assert_eq!(counts.get("p0"), Some(&vec![1, 2, 3]), "{counts:?}");
     assert_eq!(counts.get("p1"), Some(&vec![1, 2, 3]), "{counts:?}");
 }
+
+/// TRX-20, TRX-03: records of one key in one batch run in order, each seeing the state the
+/// previous one set, and only the batch's final state is written to the changelog.
+pub async fn one_state_write_per_key_and_batch(h: &Harness) {
+    let input = h.topic("input", 1, false).await;
+    let output = h.topic("output", 1, false).await;
+    let app = h.name("trx20");
+    // Written before the app starts, so its first fetch holds all three.
+    h.produce(&input, &[(None, "k", Some(b"{}")), (None, "k", Some(b"{}")), (None, "k", Some(b"{}"))]).await;
+    let running = h.start(&app, "pod-0", counter(&input, &output), Arc::new(Probe::default()));
+    let outputs = h.read_until(&output, |r| r.len() >= 3).await;
+    running.stop().await.unwrap();
+    assert_eq!(counts_by_key(&outputs).get("k"), Some(&vec![1, 2, 3]));
+    let changelog = h.read(&format!("{app}-changelog")).await;
+    let values: Vec<&[u8]> = changelog.iter().map(value).collect();
+    assert_eq!(values, vec![&br#"{"count":3}"#[..]], "one changelog write for the batch");
+}
+
+/// TRX-21, STG-43: an empty state over a key without state writes nothing (no tombstone); an
+/// empty state over an existing one deletes it with a tombstone (null value, never `b""`).
+pub async fn empty_state_deletes_only_what_exists(h: &Harness) {
+    let input = h.topic("input", 1, false).await;
+    let output = h.topic("output", 1, false).await;
+    let app = h.name("trx21");
+    let out = output.clone();
+    let stage = transformer([input.as_str()]).transform(move |msg, mut state, o| {
+        if msg.key == "set" {
+            state.set(&N, 1)?;
+        } else {
+            state = flechtwerk::State::new();
+        }
+        o.set_state(state);
+        o.send(Message::new(out.as_str(), msg.key.as_str(), Event::new()));
+        Ok(())
+    });
+    h.produce(&input, &[(None, "absent", Some(b"{}"))]).await;
+    let running = h.start(&app, "pod-0", stage, Arc::new(Probe::default()));
+    h.read_until(&output, |r| !r.is_empty()).await;
+    h.produce(&input, &[(None, "set", Some(b"{}"))]).await;
+    h.read_until(&output, |r| r.len() >= 2).await;
+    // Same key "set", now emptied: a separate record after the first one committed.
+    let out2 = output.clone();
+    running.stop().await.unwrap();
+    let stage = transformer([input.as_str()]).transform(move |msg, _state, o| {
+        o.set_state(flechtwerk::State::new());
+        o.send(Message::new(out2.as_str(), msg.key.as_str(), Event::new()));
+        Ok(())
+    });
+    h.produce(&input, &[(None, "set", Some(b"{}"))]).await;
+    let running = h.start(&app, "pod-0", stage, Arc::new(Probe::default()));
+    h.read_until(&output, |r| r.len() >= 3).await;
+    running.stop().await.unwrap();
+    let changelog = h.read(&format!("{app}-changelog")).await;
+    let entries: Vec<(Option<&[u8]>, Option<&[u8]>)> =
+        changelog.iter().map(|r| (r.key.as_deref(), r.value.as_deref())).collect();
+    assert_eq!(entries, vec![(Some(&b"set"[..]), Some(&br#"{"n":1}"#[..])), (Some(&b"set"[..]), None)]);
+}
+
+/// TRX-14, INV-11: with the default policy an undecodable record ends the run before any
+/// transaction: nothing is output, no offset commits, and the decision is counted as raised.
+pub async fn default_policy_raises_before_any_transaction(h: &Harness) {
+    let input = h.topic("input", 1, false).await;
+    let output = h.topic("output", 1, false).await;
+    let app = h.name("trx14");
+    h.produce(&input, &[(None, "k", Some(br#"{"n":1}"#)), (None, "k", Some(b"[1,2]"))]).await;
+    let out = output.clone();
+    let stage = transformer([input.as_str()]).transform(move |msg, _state, o| {
+        o.send(Message::new(out.as_str(), msg.key.as_str(), msg.value));
+        Ok(())
+    });
+    let probe = Arc::new(Probe::default());
+    let error = h.start(&app, "pod-0", stage, probe.clone()).ended().await.expect_err("the run crashes");
+    let Error::InvalidMessage(policy) = &error else { panic!("not an invalid-message error: {error:?}") };
+    assert!(error.to_string().contains(&format!("{input}/0/1")), "{error}");
+    assert!(matches!(**policy, flechtwerk::wire::PolicyError::Raised(_)));
+    assert!(h.read(&output).await.is_empty(), "the good record of the batch must not be output either");
+    assert_eq!(h.committed(&app, &[TopicPartition::new(&input, 0)]).await, vec![None]);
+    let events = probe.recording.events();
+    assert!(events.contains(&Observed::MessageInvalid { topic: input.clone(), outcome: InvalidOutcome::Raised }));
+    assert!(!events.contains(&Observed::TransactionCommitted));
+}
