@@ -175,7 +175,7 @@ pub enum JsonError {
         offset: usize,
     },
     /// A byte that cannot start or continue a value here.
-    #[error("unexpected character {found:?} at byte {offset}")]
+    #[error("unexpected character at byte {offset}")]
     UnexpectedChar {
         /// Byte position.
         offset: usize,

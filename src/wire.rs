@@ -342,3 +342,49 @@ pub fn decode_input(
         timestamp: timestamp_from_ms(record.timestamp_ms),
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observer::NoopObserver;
+
+    /// INV-30/INV-31: the error carries the bytes but its message (and its source chain) never
+    /// prints them; it names the part and `topic/partition/offset`.
+    #[test]
+    fn inv_31_error_text_names_the_record_not_its_bytes() {
+        let key = b"distinctive-key-\xe2\x98\x83".to_vec();
+        let mut value = b"{\"secret\":\"hunter2".to_vec();
+        value.extend(std::iter::repeat_n(b'x', 4096));
+        let record = RawRecord {
+            topic: Arc::from("my-topic"),
+            partition: 3,
+            offset: 4711,
+            timestamp_ms: None,
+            key: Some(Bytes::from(key.clone())),
+            value: Some(Bytes::from(value.clone())),
+            headers: Vec::new(),
+        };
+        let Err(PolicyError::Raised(error)) = decode_input(&record, &RaisePolicy, &NoopObserver) else {
+            panic!("a truncated value raises")
+        };
+        assert_eq!(
+            (error.part(), error.topic(), error.partition(), error.offset()),
+            (Part::Value, "my-topic", 3, 4711)
+        );
+        assert_eq!(error.key().map(|b| b.to_vec()), Some(key));
+        assert_eq!(error.value().map(|b| b.to_vec()), Some(value));
+        let mut text = error.to_string();
+        let mut source = std::error::Error::source(&error);
+        while let Some(cause) = source {
+            text.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        assert!(
+            text.contains("value") && text.contains("my-topic/3/4711") && text.contains("on_invalid_message"),
+            "{text}"
+        );
+        for leak in ["distinctive", "secret", "hunter2", "xxxx"] {
+            assert!(!text.contains(leak), "{leak:?} leaked into {text:?}");
+        }
+    }
+}
