@@ -433,8 +433,7 @@ pub async fn empty_state_deletes_only_what_exists(h: &Harness) {
     h.read_until(&output, |r| r.len() >= 3).await;
     running.stop().await.unwrap();
     let changelog = h.read(&format!("{app}-changelog")).await;
-    let entries: Vec<(Option<&[u8]>, Option<&[u8]>)> =
-        changelog.iter().map(|r| (r.key.as_deref(), r.value.as_deref())).collect();
+    let entries: Vec<_> = changelog.iter().map(|r| (r.key.as_deref(), r.value.as_deref())).collect();
     assert_eq!(entries, vec![(Some(&b"set"[..]), Some(&br#"{"n":1}"#[..])), (Some(&b"set"[..]), None)]);
 }
 
