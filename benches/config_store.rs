@@ -112,7 +112,8 @@ fn bootstrap<R: std::borrow::Borrow<RawRecord>>(
     records: impl Iterator<Item = R>,
     path: Path,
 ) -> flechtwerk::ConfigStore {
-    let mut bootstrap = ConfigBootstrap::new();
+    let mut bootstrap =
+        if path == Path::Unenriched { ConfigBootstrap::new().without_enrichment() } else { ConfigBootstrap::new() };
     for record in records {
         bootstrap.offer(record.borrow(), &RaisePolicy, &NoopObserver).expect("valid config log");
     }

@@ -80,7 +80,10 @@ impl ConfigTopics {
             let count = consumer.partition_count(topic).await?.unwrap_or(0);
             partitions.extend((0..count as i32).map(|p| TopicPartition::new(topic, p)));
         }
-        let mut bootstrap = ConfigBootstrap::new();
+        // Debug builds take the enriching path for every stage, to check `enriches_configs`.
+        let enriching = hooks.enriches() || cfg!(debug_assertions);
+        let mut bootstrap =
+            if enriching { ConfigBootstrap::new() } else { ConfigBootstrap::new().without_enrichment() };
         let read =
             read_to_end(consumer.as_mut(), &partitions, |record| bootstrap.offer(&record, hooks.policy(), observer))
                 .await;
@@ -89,7 +92,7 @@ impl ConfigTopics {
             Err(ReadError::Kafka(e)) => return Err(e.into()),
             Err(ReadError::Callback(e)) => return Err(e.into()),
         }
-        let store = if hooks.enriches() || cfg!(debug_assertions) {
+        let store = if enriching {
             Self::apply_survivors(bootstrap, hooks, observer).await?
         } else {
             bootstrap.finish_unenriched(hooks.policy(), observer)?

@@ -41,6 +41,10 @@ pub const CHUNK_BYTES: usize = 1 << 20;
 /// `GARBAGE_RATIO_MAX` bytes copied per byte of garbage reclaimed.
 const GARBAGE_RATIO_MAX: usize = 10; // garbage > live / 10
 
+/// Records moved per pass over the index during compaction: the batch's old and new positions
+/// (16 bytes a record) stay cache-sized, and a 1M-entry store takes a handful of passes.
+const COMPACTION_BATCH_RECORDS: usize = 1 << 16;
+
 /// Seed of the index hash. Fixed so that nothing about the table depends on process randomness
 /// (simulations replay byte for byte); nothing observable iterates the table unsorted.
 const INDEX_SEED: u64 = 0x666c_6563_6874_7765;
@@ -119,20 +123,22 @@ fn unzigzag(v: u64) -> i64 {
     ((v >> 1) as i64) ^ -((v & 1) as i64)
 }
 
-/// Encodes a record: `[kind][key len][value len][key][value][origin, if pending]`. The origin
-/// goes last so that reading a key (every hash probe) never parses it.
-fn encode_record(out: &mut Vec<u8>, key: &[u8], value: &[u8], origin: Option<Origin>) {
-    out.push(if origin.is_some() { KIND_PENDING } else { KIND_LIVE });
+/// A record's layout is `[kind][key len][value len][key][value][origin, if pending]`. The
+/// origin goes last so that reading a key (every hash probe) never parses it.
+///
+/// Writes the header (`[kind][key len][value len]`) of a record.
+fn encode_header(out: &mut Vec<u8>, kind: u8, key: &[u8], value: &[u8]) {
+    out.push(kind);
     put_varint(out, key.len() as u64);
     put_varint(out, value.len() as u64);
-    out.extend_from_slice(key);
-    out.extend_from_slice(value);
-    if let Some(o) = origin {
-        put_varint(out, u64::from(o.topic));
-        put_varint(out, zigzag(i64::from(o.partition)));
-        put_varint(out, zigzag(o.offset));
-        put_varint(out, o.timestamp_ms.map_or(0, |t| zigzag(t) + 1));
-    }
+}
+
+/// The trailer of a pending record: its origin.
+fn encode_origin(out: &mut Vec<u8>, o: Origin) {
+    put_varint(out, u64::from(o.topic));
+    put_varint(out, zigzag(i64::from(o.partition)));
+    put_varint(out, zigzag(o.offset));
+    put_varint(out, o.timestamp_ms.map_or(0, |t| zigzag(t) + 1));
 }
 
 /// The key and value of the record at `at`, and where the value ends.
@@ -198,8 +204,11 @@ impl Chunk {
         map[offset] |= DEAD_BIT;
     }
 
+    /// Unmaps the chunk. It reads as empty afterwards, so a walk over it (compaction, the
+    /// bootstrap cursor) steps past it.
     fn free(&mut self) {
         self.map = None;
+        self.filled = 0;
     }
 }
 
@@ -238,33 +247,50 @@ impl Arena {
         key_value_at(self.chunk(pos).data(), (pos & 0xffff_ffff) as usize).0
     }
 
-    /// Appends an encoded record and returns its position.
-    fn append_encoded(&mut self, record: &[u8]) -> Pos {
-        let fits = self.chunks.back().is_some_and(|c| c.room() >= record.len());
+    /// Makes room for a record of `len` bytes in the last chunk and accounts it live; returns
+    /// its position.
+    fn reserve(&mut self, len: usize) -> Pos {
+        let fits = self.chunks.back().is_some_and(|c| c.room() >= len);
         if !fits {
-            self.chunks.push_back(Chunk::new(self.chunk_bytes.max(record.len())));
+            self.chunks.push_back(Chunk::new(self.chunk_bytes.max(len)));
         }
         let number = self.first + self.chunks.len() as u64 - 1;
         let chunk = self.chunks.back_mut().expect("a chunk was just ensured");
-        let pos = pos_of(number, chunk.filled);
-        chunk.push(record);
-        chunk.live_bytes += record.len();
-        self.live_bytes += record.len();
+        chunk.live_bytes += len;
+        self.live_bytes += len;
+        pos_of(number, chunk.filled)
+    }
+
+    /// Appends an encoded record and returns its position.
+    fn append_encoded(&mut self, record: &[u8]) -> Pos {
+        let pos = self.reserve(record.len());
+        self.chunks.back_mut().expect("reserved").push(record);
         pos
     }
 
+    /// Appends a record, written straight into the chunk, and returns its position.
     fn append(&mut self, key: &[u8], value: &[u8], origin: Option<Origin>) -> Pos {
-        let mut scratch = std::mem::take(&mut self.scratch);
-        scratch.clear();
-        encode_record(&mut scratch, key, value, origin);
-        let pos = self.append_encoded(&scratch);
-        self.scratch = scratch;
+        let mut head = std::mem::take(&mut self.scratch);
+        head.clear();
+        encode_header(&mut head, if origin.is_some() { KIND_PENDING } else { KIND_LIVE }, key, value);
+        let header_len = head.len();
+        if let Some(origin) = origin {
+            encode_origin(&mut head, origin);
+        }
+        let pos = self.reserve(head.len() + key.len() + value.len());
+        let chunk = self.chunks.back_mut().expect("reserved");
+        chunk.push(&head[..header_len]);
+        chunk.push(key);
+        chunk.push(value);
+        chunk.push(&head[header_len..]);
+        self.scratch = head;
         pos
     }
 
-    /// Marks the record at `pos` dead; frees its chunk when nothing in it is live any more.
-    fn kill(&mut self, pos: Pos) {
-        let len = self.view(pos).len;
+    /// Marks the record at `pos` dead and returns its kind; frees its chunk when nothing in it
+    /// is live any more.
+    fn kill(&mut self, pos: Pos) -> u8 {
+        let View { kind, len, .. } = self.view(pos);
         let index = ((pos >> 32) - self.first) as usize;
         let chunk = &mut self.chunks[index];
         chunk.mark_dead((pos & 0xffff_ffff) as usize);
@@ -281,6 +307,7 @@ impl Arena {
                 self.first += 1;
             }
         }
+        kind
     }
 
     fn needs_compaction(&self) -> bool {
@@ -444,48 +471,47 @@ impl ConfigStore {
 
     /// Removes `key`; removing a missing key is a no-op (CFG-03). Returns whether it was there.
     pub fn delete(&mut self, key: &str) -> bool {
-        let hash = self.hash(key.as_bytes());
-        let arena = &self.arena;
-        match self.table.find_entry(hash, |&pos| arena.key(pos) == key.as_bytes()) {
-            Ok(entry) => {
-                let (pos, _) = entry.remove();
-                self.arena.kill(pos);
-                self.maybe_compact();
-                true
-            }
-            Err(_) => false,
-        }
+        self.remove(key.as_bytes()).is_some()
     }
 
-    /// Inserts or replaces; returns whether a previous entry was replaced.
-    fn insert(&mut self, key: &[u8], value: &[u8], origin: Option<Origin>) -> bool {
+    /// Removes `key`; returns the kind of the removed record.
+    fn remove(&mut self, key: &[u8]) -> Option<u8> {
+        let hash = self.hash(key);
+        let arena = &self.arena;
+        let (pos, _) = self.table.find_entry(hash, |&pos| arena.key(pos) == key).ok()?.remove();
+        let kind = self.arena.kill(pos);
+        self.maybe_compact();
+        Some(kind)
+    }
+
+    /// Inserts or replaces; returns the kind of the replaced record, if any. One probe.
+    fn insert(&mut self, key: &[u8], value: &[u8], origin: Option<Origin>) -> Option<u8> {
         let new = self.arena.append(key, value, origin);
         let hash = self.hash(key);
         let arena = &self.arena;
         let hasher = &self.hasher;
-        let replaced = match self.table.find_mut(hash, |&pos| arena.key(pos) == key) {
-            Some(slot) => {
-                let old = std::mem::replace(slot, new);
-                self.arena.kill(old);
-                true
-            }
-            None => {
-                self.table.insert_unique(hash, new, |&pos| hasher.hash_one(arena.key(pos)));
-                false
+        let old = match self.table.entry(hash, |&pos| arena.key(pos) == key, |&pos| hasher.hash_one(arena.key(pos))) {
+            hashbrown::hash_table::Entry::Occupied(mut slot) => Some(std::mem::replace(slot.get_mut(), new)),
+            hashbrown::hash_table::Entry::Vacant(slot) => {
+                slot.insert(new);
+                None
             }
         };
+        let replaced = old.map(|old| self.arena.kill(old));
         self.maybe_compact();
         replaced
     }
 
     /// Rewrites the record at `pos` (which the table holds for its key) as a live record with
-    /// the same key and value: a pending bootstrap record becomes a stored entry in place.
+    /// the same key and value: a pending bootstrap record becomes a stored entry.
     fn promote(&mut self, pos: Pos, scratch: &mut Vec<u8>) {
         let view = self.arena.view(pos);
         let hash = self.hash(view.key);
+        let key_len = view.key.len();
         scratch.clear();
-        encode_record(scratch, view.key, view.value, None);
-        let new = self.arena.append_encoded(scratch);
+        scratch.extend_from_slice(view.key);
+        scratch.extend_from_slice(view.value);
+        let new = self.arena.append(&scratch[..key_len], &scratch[key_len..], None);
         *self.table.find_mut(hash, |&p| p == pos).expect("a promoted record is in the table") = new;
         self.arena.kill(pos);
         self.maybe_compact();
@@ -493,6 +519,11 @@ impl ConfigStore {
 
     /// Rewrites live records into fresh chunks once garbage is large, freeing each old chunk as
     /// soon as it has been walked, so the peak stays one chunk above the live size.
+    ///
+    /// Records move in batches of old chunks. A batch is copied in log order, which makes the
+    /// list of old positions sorted; one sequential pass over the index then repoints every slot
+    /// of the batch through a binary search of that (cache-sized) list. Looking each moved key
+    /// up in the index instead costs two cache misses per record, which is what dominated.
     fn maybe_compact(&mut self) {
         if !self.arena.needs_compaction() {
             return;
@@ -502,23 +533,41 @@ impl ConfigStore {
         // Seal the current tail so moved records land in new chunks, after `end`.
         self.arena.chunks.push_back(Chunk { map: None, filled: 0, live_bytes: 0 });
         let mut record = Vec::new();
-        for number in first..end {
-            let mut offset = 0;
-            // A chunk freed and popped meanwhile had nothing live left in it.
-            while let Some(chunk) = self.arena.chunk_by_number(number).filter(|c| offset < c.filled) {
-                let pos = pos_of(number, offset);
-                let view = decode_record(chunk.data(), offset);
-                offset += view.len;
-                if view.kind & DEAD_BIT != 0 {
-                    continue;
+        let mut moved_from: Vec<Pos> = Vec::new();
+        let mut moved_to: Vec<Pos> = Vec::new();
+        let mut number = first;
+        while number < end {
+            let batch_first = number;
+            moved_from.clear();
+            moved_to.clear();
+            while number < end && moved_from.len() < COMPACTION_BATCH_RECORDS {
+                let mut offset = 0;
+                // A chunk freed and popped meanwhile had nothing live left in it.
+                while let Some(chunk) = self.arena.chunk_by_number(number).filter(|c| offset < c.filled) {
+                    let pos = pos_of(number, offset);
+                    let view = decode_record(chunk.data(), offset);
+                    offset += view.len;
+                    if view.kind & DEAD_BIT != 0 {
+                        continue;
+                    }
+                    record.clear();
+                    record.extend_from_slice(&chunk.data()[(pos & 0xffff_ffff) as usize..offset]);
+                    moved_from.push(pos);
+                    moved_to.push(self.arena.append_encoded(&record));
+                    self.arena.kill(pos);
                 }
-                let hash = self.hash(view.key);
-                record.clear();
-                record.extend_from_slice(&chunk.data()[(pos & 0xffff_ffff) as usize..offset]);
-                let moved = self.arena.append_encoded(&record);
-                *self.table.find_mut(hash, |&p| p == pos).expect("live record has a slot") = moved;
-                self.arena.kill(pos);
+                number += 1;
             }
+            let batch = batch_first..number;
+            let mut repointed = 0;
+            for slot in self.table.iter_mut() {
+                if batch.contains(&(*slot >> 32)) {
+                    let i = moved_from.binary_search(slot).expect("every live record of a batch moved");
+                    *slot = moved_to[i];
+                    repointed += 1;
+                }
+            }
+            assert_eq!(repointed, moved_from.len(), "the index holds exactly the live records");
         }
         debug_assert!(self.arena.dead_bytes <= self.arena.chunk_bytes.max(self.arena.live_bytes));
     }
@@ -532,13 +581,21 @@ impl ConfigStore {
 /// being decoded. Then take the survivors one by one with [`next_survivor`](Self::next_survivor),
 /// decide each (decode through the policy, enrich) and store the result with
 /// [`put`](Self::put) / [`put_bytes`](Self::put_bytes); finally [`finish`](Self::finish).
+///
+/// A stage that does not enrich configs stores canonical values as they are, so a bootstrap
+/// made [`without_enrichment`](Self::without_enrichment) settles every canonical value as it
+/// is offered (a cheap scan that never calls the policy, so unobservable) and leaves only the
+/// other values pending: the common case then needs no second pass at all.
 #[derive(Debug, Default)]
 pub struct ConfigBootstrap {
     store: ConfigStore,
     topics: Vec<Arc<str>>,
     /// Walk position of `next_survivor`: absolute chunk number and byte offset.
     cursor: (u64, usize),
+    /// Survivors still to be decided: the pending records the table holds.
     pending: usize,
+    /// Canonical values are settled on offer (no enrichment will see them).
+    settle_canonical: bool,
 }
 
 /// A surviving record of a bootstrap: the latest record of its key, value still undecoded.
@@ -562,8 +619,20 @@ impl ConfigBootstrap {
         ConfigBootstrap { store: ConfigStore::with_chunk_bytes(chunk_bytes), ..Self::default() }
     }
 
+    /// This bootstrap for a stage that does not enrich: canonical values are stored as they
+    /// are offered, and [`next_survivor`](Self::next_survivor) yields only the survivors whose
+    /// values still need a decision (not canonical: parse, re-encode, or the policy).
+    ///
+    /// # Panics
+    /// When records were already offered.
+    pub fn without_enrichment(mut self) -> Self {
+        assert!(self.store.is_empty(), "choose the mode before offering records");
+        self.settle_canonical = true;
+        self
+    }
+
     fn topic_index(&mut self, topic: &Arc<str>) -> u32 {
-        match self.topics.iter().position(|t| t == topic) {
+        match self.topics.iter().position(|t| Arc::ptr_eq(t, topic) || t == topic) {
             Some(i) => i as u32,
             None => {
                 self.topics.push(Arc::clone(topic));
@@ -593,21 +662,24 @@ impl ConfigBootstrap {
                 "config record without a key: applied under the empty key");
         }
         if wire::is_tombstone(record.value.as_deref()) {
-            if self.store.delete(key) {
+            if self.store.remove(key.as_bytes()).is_some_and(|kind| kind == KIND_PENDING) {
                 self.pending -= 1;
             }
             return Ok(());
         }
-        let origin = Origin {
-            topic: self.topic_index(&record.topic),
-            partition: record.partition,
-            offset: record.offset,
-            timestamp_ms: record.timestamp_ms,
-        };
         let value = record.value.as_deref().expect("not a tombstone, so a value is present");
-        if !self.store.insert(key.as_bytes(), value, Some(origin)) {
-            self.pending += 1;
-        }
+        let origin = if self.settle_canonical && json::check_canonical_object(value) == Ok(true) {
+            None
+        } else {
+            Some(Origin {
+                topic: self.topic_index(&record.topic),
+                partition: record.partition,
+                offset: record.offset,
+                timestamp_ms: record.timestamp_ms,
+            })
+        };
+        let was_pending = self.store.insert(key.as_bytes(), value, origin).is_some_and(|kind| kind == KIND_PENDING);
+        self.pending = self.pending + usize::from(origin.is_some()) - usize::from(was_pending);
         Ok(())
     }
 
@@ -659,8 +731,9 @@ impl ConfigBootstrap {
     }
 
     /// Decides every survivor without enrichment and returns the store: canonical values are
-    /// promoted in place without being parsed or copied out (the fast path), others go through
-    /// [`apply_unenriched`](Self::apply_unenriched). Returns the store and the survivor count.
+    /// promoted without being parsed (the fast path; settled on offer already
+    /// [`without_enrichment`](Self::without_enrichment)), others go through
+    /// [`apply_unenriched`](Self::apply_unenriched).
     pub fn finish_unenriched(
         mut self,
         policy: &dyn InvalidMessagePolicy,
@@ -754,7 +827,7 @@ pub fn decode_config_update(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::observer::{InvalidOutcome, Observed, RecordingObserver};
+    use crate::observer::{InvalidOutcome, NoopObserver, Observed, RecordingObserver};
     use crate::wire::{InvalidMessageAction, InvalidMessageError, Part, RaisePolicy};
 
     fn record(topic: &str, offset: i64, key: Option<&[u8]>, value: Option<&[u8]>) -> RawRecord {
@@ -790,9 +863,17 @@ mod tests {
             fast.offer(r, policy, observer)?;
         }
         let fast = fast.finish_unenriched(policy, observer)?;
-        assert_eq!(fast.keys(), store.keys());
-        for k in store.keys() {
-            assert_eq!(fast.get_bytes(&k), store.get_bytes(&k));
+        // And so does a bootstrap that settles canonical values as they are offered.
+        let mut settled = ConfigBootstrap::with_chunk_bytes(64).without_enrichment();
+        for r in records {
+            settled.offer(r, policy, observer)?;
+        }
+        let settled = settled.finish_unenriched(policy, observer)?;
+        for other in [&fast, &settled] {
+            assert_eq!(other.keys(), store.keys());
+            for k in store.keys() {
+                assert_eq!(other.get_bytes(&k), store.get_bytes(&k));
+            }
         }
         Ok((store, survivors))
     }
@@ -857,10 +938,12 @@ mod tests {
         ];
         let (store, _) = bootstrap(&records, &skip, &RecordingObserver::default()).unwrap();
         assert_eq!(store.keys(), ["k"]);
-        // Both bootstrap paths (see `bootstrap`) asked the policy the same questions.
+        // All three bootstrap paths (see `bootstrap`) asked the policy the same questions.
         let seen = seen.lock().unwrap();
         assert_eq!(seen[..3], [(Part::Key, 0), (Part::Key, 2), (Part::Value, 3)]);
-        assert_eq!(seen[3..], seen[..3]);
+        assert_eq!(seen.len(), 9);
+        assert_eq!(seen[3..6], seen[..3]);
+        assert_eq!(seen[6..], seen[..3]);
     }
 
     #[test]
@@ -877,6 +960,32 @@ mod tests {
         let err = bootstrap(&[record("c", 5, Some(b"\xff"), Some(b"{}"))], &substitute, &observer).unwrap_err();
         assert!(matches!(err, PolicyError::KeySubstitution(_)));
         assert!(err.to_string().contains("state identity") && err.to_string().contains("c/0/5"), "{err}");
+    }
+
+    #[test]
+    fn settled_bootstrap_leaves_only_non_canonical_survivors_pending() {
+        let records = [
+            record("c", 0, Some(b"a"), Some(br#"{"v":1}"#)), // canonical, superseded below
+            record("c", 1, Some(b"a"), Some(br#"{ "v": 2 }"#)), // pending survivor
+            record("c", 2, Some(b"b"), Some(br#"{ "v": 3 }"#)), // pending, then settled over
+            record("c", 3, Some(b"b"), Some(br#"{"v":4}"#)),
+            record("c", 4, Some(b"c"), Some(br#"{ "v": 5 }"#)), // pending, then deleted
+            record("c", 5, Some(b"c"), Some(b"")),
+            record("c", 6, Some(b"d"), Some(br#"{"v":6}"#)), // canonical, deleted
+            record("c", 7, Some(b"d"), None),
+        ];
+        let mut b = ConfigBootstrap::with_chunk_bytes(64).without_enrichment();
+        for r in &records {
+            b.offer(r, &RaisePolicy, &NoopObserver).unwrap();
+        }
+        let survivor = b.next_survivor().expect("one undecided survivor");
+        assert_eq!((survivor.key.as_str(), survivor.record.offset), ("a", 1));
+        assert!(b.apply_unenriched(&survivor, &RaisePolicy, &NoopObserver).unwrap());
+        assert!(b.next_survivor().is_none());
+        let store = b.finish();
+        assert_eq!(store.keys(), ["a", "b"]);
+        assert_eq!(store.get_bytes("a"), Some(&br#"{"v":2}"#[..]));
+        assert_eq!(store.get_bytes("b"), Some(&br#"{"v":4}"#[..]));
     }
 
     #[test]

@@ -73,11 +73,16 @@ fn model(records: &[RawRecord], split: usize) -> BTreeMap<String, Vec<u8>> {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&split, rest)) = data.split_first() else { return };
+    let Some((&first, rest)) = data.split_first() else { return };
     let records = records(rest);
-    let split = usize::from(split) % (records.len() + 1);
+    let settle = first & 0x80 != 0;
+    let split = usize::from(first & 0x7f) % (records.len() + 1);
     let skip = |_: &_| InvalidMessageAction::Skip;
     let mut bootstrap = ConfigBootstrap::with_chunk_bytes(128);
+    if settle {
+        // Both modes: every survivor pending, or canonical values settled as they are offered.
+        bootstrap = bootstrap.without_enrichment();
+    }
     for r in &records[..split] {
         bootstrap.offer(r, &skip, &NoopObserver).expect("skip never fails");
     }
