@@ -116,6 +116,12 @@ async fn reader(ctx: Ctx, log: Log, published: Published, boots: Arc<AtomicU64>)
     let end = log.lock().expect("log lock").len();
     ctx.event(format!("reader boot #{boot}: bootstrap to {end}"));
     let mut bootstrap = ConfigBootstrap::with_chunk_bytes(512);
+    // Either mode per boot: every survivor pending (an enriching stage), or canonical values
+    // settled as they are offered (what the runner does for a stage that does not enrich).
+    let settle = thread_rng().gen_bool(0.5);
+    if settle {
+        bootstrap = bootstrap.without_enrichment();
+    }
     let mut position = 0;
     while position < end {
         let batch: Vec<RawRecord> = {
@@ -129,7 +135,7 @@ async fn reader(ctx: Ctx, log: Log, published: Published, boots: Arc<AtomicU64>)
         sleep(Duration::from_millis(1)).await;
     }
     let mut store = bootstrap.finish_unenriched(&RaisePolicy, &NoopObserver).expect("valid config values");
-    ctx.event(format!("reader boot #{boot}: bootstrapped {} entries", store.len()));
+    ctx.event(format!("reader boot #{boot}: bootstrapped {} entries (settled on offer: {settle})", store.len()));
     *published.lock().expect("published lock") = Some((position, contents(&store)));
     loop {
         let pause = Duration::from_millis(thread_rng().gen_range(20..300));
