@@ -1049,6 +1049,20 @@ fn run_bootstrap(case: &Value, policy: &RecordingPolicy, observer: &RecordingObs
     outcome
 }
 
+/// Bootstrap as the runner does it for a stage that does not enrich: canonical values settled
+/// on offer, the rest decided in one call.
+fn run_settled_bootstrap(
+    case: &Value,
+    policy: &RecordingPolicy,
+    observer: &RecordingObserver,
+) -> Result<ConfigStore, PolicyError> {
+    let mut bootstrap = ConfigBootstrap::new().without_enrichment();
+    for record in fetch_order(case) {
+        bootstrap.offer(&record, policy, observer)?;
+    }
+    bootstrap.finish_unenriched(policy, observer)
+}
+
 /// Drain: each record through `decode_config_update`, then delete or enrich-and-put.
 fn run_drain(case: &Value, policy: &RecordingPolicy, observer: &RecordingObserver) -> ScenarioOutcome {
     let mut outcome = ScenarioOutcome::default();
@@ -1092,6 +1106,27 @@ fn cfg_12_cfg_20_inv_19_config_store_scenarios_match_python() {
             other => panic!("{name}: unknown phase {other:?}"),
         };
         let calls = policy.calls();
+
+        if text_of(case, "phase") == "bootstrap" && text_of(case, "enrich") == "identity" {
+            // A stage that does not enrich settles canonical values as they are offered; the
+            // store, the hook calls and the crash are the same as deciding every survivor.
+            let settled_policy = RecordingPolicy::new(text_of(case, "policy"));
+            let settled = run_settled_bootstrap(case, &settled_policy, &RecordingObserver::default());
+            assert_eq!(settled_policy.calls(), calls, "{name}: settled bootstrap, hook calls");
+            match settled {
+                Ok(store) => {
+                    assert!(outcome.error.is_none(), "{name}: settled bootstrap did not crash");
+                    let mut settled_outcome = ScenarioOutcome::default();
+                    finish(&mut settled_outcome, &store);
+                    assert_eq!(settled_outcome.store, outcome.store, "{name}: settled bootstrap, store");
+                }
+                Err(e) => assert_eq!(
+                    Some(e.to_string()),
+                    outcome.error.as_ref().map(ToString::to_string),
+                    "{name}: settled bootstrap, error"
+                ),
+            }
+        }
 
         // Every hook call is counted with its outcome (INV-20).
         let want_outcome = match text_of(case, "policy") {
