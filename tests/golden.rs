@@ -1050,17 +1050,17 @@ fn run_bootstrap(case: &Value, policy: &RecordingPolicy, observer: &RecordingObs
 }
 
 /// Bootstrap as the runner does it for a stage that does not enrich: canonical values settled
-/// on offer, the rest decided in one call.
+/// on offer, the rest decided in one call. The error as its text.
 fn run_settled_bootstrap(
     case: &Value,
     policy: &RecordingPolicy,
     observer: &RecordingObserver,
-) -> Result<ConfigStore, PolicyError> {
+) -> Result<ConfigStore, String> {
     let mut bootstrap = ConfigBootstrap::new().without_enrichment();
     for record in fetch_order(case) {
-        bootstrap.offer(&record, policy, observer)?;
+        bootstrap.offer(&record, policy, observer).map_err(|e| e.to_string())?;
     }
-    bootstrap.finish_unenriched(policy, observer)
+    bootstrap.finish_unenriched(policy, observer).map_err(|e| e.to_string())
 }
 
 /// Drain: each record through `decode_config_update`, then delete or enrich-and-put.
@@ -1121,7 +1121,7 @@ fn cfg_12_cfg_20_inv_19_config_store_scenarios_match_python() {
                     assert_eq!(settled_outcome.store, outcome.store, "{name}: settled bootstrap, store");
                 }
                 Err(e) => assert_eq!(
-                    Some(e.to_string()),
+                    Some(e),
                     outcome.error.as_ref().map(ToString::to_string),
                     "{name}: settled bootstrap, error"
                 ),
