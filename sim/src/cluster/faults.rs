@@ -18,8 +18,10 @@ use madsim::rand::{thread_rng, Rng};
 use super::protocol::RequestKind;
 
 /// A request delay never exceeds this: a delayed request is still handled before the client's
-/// request timeout ([`REQUEST_TIMEOUT`](super::client::REQUEST_TIMEOUT)) runs out, as over
-/// Kafka's ordered TCP connections, where a request cannot overtake its own retry. Response
+/// request timeout ([`REQUEST_TIMEOUT`](super::client::REQUEST_TIMEOUT)) runs out. A request
+/// held *past* the timeout is a knob of its own ([`RequestFaults::hold_past_timeout`]): by then
+/// the client has closed that connection, so the broker discards the request if it has handled
+/// anything on the client's newer connection (as a closed TCP connection's bytes are). Response
 /// delays are not bounded: a late response is simply ignored by a client that gave up.
 pub const REQUEST_DELAY_MAX: Duration = Duration::from_millis(2_000);
 
@@ -35,6 +37,10 @@ pub struct RequestFaults {
     pub delay_request: f64,
     /// The response leaves the broker late (uniform in `0..=delay_max`).
     pub delay_response: f64,
+    /// The request is held in the network until after the client's request timeout
+    /// (`REQUEST_TIMEOUT` plus up to `delay_max`): the client retries on a new connection
+    /// meanwhile, and the late copy reaches the broker after the retry.
+    pub hold_past_timeout: f64,
     /// Upper bound of an injected delay.
     pub delay_max: Duration,
     /// The broker answers with a retriable error (NOT_COORDINATOR / NOT_LEADER_OR_FOLLOWER)
@@ -172,7 +178,10 @@ impl FaultPlan {
             self.record("kafka-drop-request", format!("{kind} from {client}"));
             return fate;
         }
-        if chance(faults.delay_request) {
+        if chance(faults.hold_past_timeout) {
+            fate.delay_request = super::client::REQUEST_TIMEOUT + delay_up_to(faults.delay_max);
+            self.record("kafka-hold-request", format!("{kind} from {client} by {:?}", fate.delay_request));
+        } else if chance(faults.delay_request) {
             fate.delay_request = delay_up_to(faults.delay_max.min(REQUEST_DELAY_MAX));
             self.record("kafka-delay-request", format!("{kind} from {client} by {:?}", fate.delay_request));
         }

@@ -44,13 +44,32 @@ const REQUEST_TAG: u64 = 0x6b61_666b_612d_7271;
 struct Envelope {
     reply_tag: u64,
     client: String,
+    /// The client connection the request travels on.
+    connection: Connection,
     request: Request,
+}
+
+/// A client's connection: the transport's id and how many times it has reconnected.
+///
+/// Requests travel on connections, as over TCP: a client that gets no response in time closes
+/// its connection and sends later requests on a new one (librdkafka and the Java client
+/// disconnect on a request timeout), and the broker never handles a request of a connection
+/// once it has handled one of the same client's newer connection — a closed connection's bytes
+/// are discarded. Without this, a request delayed past its retry (madsim's buggified network
+/// delays add seconds per hop) could land in the producer's *next* transaction: seed 62457 of
+/// `counter` saw a 20 s late `TxnOffsetCommit` rewind the group's offsets that way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Connection {
+    transport: u64,
+    epoch: u64,
 }
 
 struct Server {
     broker: Mutex<Broker>,
     faults: FaultPlan,
     boots: AtomicU64,
+    /// Newest connection epoch handled per transport.
+    connections: Mutex<std::collections::HashMap<u64, u64>>,
 }
 
 fn elapsed() -> Duration {
@@ -74,7 +93,7 @@ fn injected(kind: KafkaErrorKind, request: RequestKind) -> BrokerError {
 }
 
 async fn handle(endpoint: Endpoint, server: Arc<Server>, envelope: Envelope, from: SocketAddr) {
-    let Envelope { reply_tag, client, request } = envelope;
+    let Envelope { reply_tag, client, connection, request } = envelope;
     let kind = request.kind();
     let fate = server.faults.decide(kind, &client);
     if fate.drop_request {
@@ -82,6 +101,15 @@ async fn handle(endpoint: Endpoint, server: Arc<Server>, envelope: Envelope, fro
     }
     if !fate.delay_request.is_zero() {
         madsim::time::sleep(fate.delay_request).await;
+    }
+    {
+        // A request of a connection the client has replaced is discarded (see `Connection`).
+        let mut connections = server.connections.lock().expect("connections lock");
+        let newest = connections.entry(connection.transport).or_insert(connection.epoch);
+        if connection.epoch < *newest {
+            return;
+        }
+        *newest = connection.epoch;
     }
     let response: Response = match fate.inject {
         Some(error_kind) => Err(injected(error_kind, kind)),
@@ -118,6 +146,9 @@ async fn serve(server: Arc<Server>, ctx: Ctx) {
 struct SimTransport {
     endpoint: tokio::sync::OnceCell<Endpoint>,
     client: String,
+    id: u64,
+    /// The current connection's epoch; bumped when a request gets no response in time.
+    epoch: AtomicU64,
 }
 
 impl Transport for SimTransport {
@@ -125,11 +156,20 @@ impl Transport for SimTransport {
         Box::pin(async move {
             let endpoint = self.endpoint.get_or_try_init(|| Endpoint::bind("0.0.0.0:0")).await.ok()?;
             let reply_tag: u64 = madsim::rand::random();
-            let envelope = Envelope { reply_tag, client: self.client.clone(), request };
-            endpoint.send_to_raw(BROKER_ADDR, REQUEST_TAG, Box::new(envelope)).await.ok()?;
-            let (payload, _) =
-                madsim::time::timeout(REQUEST_TIMEOUT, endpoint.recv_from_raw(reply_tag)).await.ok()?.ok()?;
-            payload.downcast::<Response>().ok().map(|response| *response)
+            let connection = Connection { transport: self.id, epoch: self.epoch.load(Ordering::SeqCst) };
+            let envelope = Envelope { reply_tag, client: self.client.clone(), connection, request };
+            let response = async {
+                endpoint.send_to_raw(BROKER_ADDR, REQUEST_TAG, Box::new(envelope)).await.ok()?;
+                let (payload, _) =
+                    madsim::time::timeout(REQUEST_TIMEOUT, endpoint.recv_from_raw(reply_tag)).await.ok()?.ok()?;
+                payload.downcast::<Response>().ok().map(|response| *response)
+            }
+            .await;
+            if response.is_none() {
+                // Timed out: close this connection; the next request opens a new one.
+                self.epoch.fetch_max(connection.epoch + 1, Ordering::SeqCst);
+            }
+            response
         })
     }
 }
@@ -138,7 +178,12 @@ struct SimConnector;
 
 impl Connector for SimConnector {
     fn connect(&self, client_id: &str) -> Arc<dyn Transport> {
-        Arc::new(SimTransport { endpoint: tokio::sync::OnceCell::new(), client: client_id.to_owned() })
+        Arc::new(SimTransport {
+            endpoint: tokio::sync::OnceCell::new(),
+            client: client_id.to_owned(),
+            id: madsim::rand::random(),
+            epoch: AtomicU64::new(0),
+        })
     }
 }
 
@@ -183,6 +228,7 @@ impl Cluster {
             broker: Mutex::new(Broker::new(config, ctx.trace.clone())),
             faults,
             boots: AtomicU64::new(0),
+            connections: Mutex::new(std::collections::HashMap::new()),
         });
         let init = {
             let (server, ctx) = (server.clone(), ctx.clone());

@@ -56,6 +56,7 @@ fn faults() -> Faults {
         drop_request: 0.01,
         drop_response: 0.01,
         delay_request: 0.05,
+        hold_past_timeout: 0.005,
         delay_response: 0.05,
         delay_max: Duration::from_millis(1_500),
         retriable_error: 0.01,

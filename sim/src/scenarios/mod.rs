@@ -4,12 +4,18 @@ pub mod config_topics;
 pub mod conformance;
 pub mod counter;
 pub mod kafka_chaos;
+pub mod late_requests;
 
 use crate::runner::Scenario;
 
 /// Every scenario, by CLI name.
-pub static ALL: &[&Scenario] =
-    &[&counter::SCENARIO, &config_topics::SCENARIO, &conformance::SCENARIO, &kafka_chaos::SCENARIO];
+pub static ALL: &[&Scenario] = &[
+    &counter::SCENARIO,
+    &config_topics::SCENARIO,
+    &conformance::SCENARIO,
+    &kafka_chaos::SCENARIO,
+    &late_requests::SCENARIO,
+];
 
 /// Looks a scenario up by name.
 pub fn by_name(name: &str) -> Option<&'static Scenario> {
