@@ -223,13 +223,28 @@ async fn inject(cluster: &Cluster, ctx: &Ctx, replicas: &mut Vec<Replica>, max_p
             });
         }
         6 => {
-            ctx.fault("delay-markers", "commit/abort markers up to 2 s late for 5 s");
+            // Usually a little late; sometimes later than a whole rebalance takes, so that a
+            // task is handed over while its previous owner's commit is still completing (the
+            // new owner must fence, and wait for that commit, before it restores).
+            // The window runs in the background: later faults (handovers above all) land in it.
+            let late = Duration::from_secs(if thread_rng().gen_bool(0.5) { 12 } else { 2 });
+            ctx.fault("delay-markers", format!("commit/abort markers up to {late:?} late for 5 s"));
             cluster.faults().update(|f| {
-                f.markers.delay = 0.5;
-                f.markers.delay_max = Duration::from_secs(2);
+                f.markers.delay = 0.8;
+                f.markers.delay_max = late;
             });
-            sleep(Duration::from_secs(5)).await;
-            cluster.faults().update(|f| f.markers.delay = 0.0);
+            let faults = cluster.faults().clone();
+            tokio::spawn(async move {
+                sleep(Duration::from_secs(5)).await;
+                faults.update(|f| f.markers.delay = 0.0);
+            });
+            if alive.len() < REPLICAS_MAX && thread_rng().gen_bool(0.5) {
+                // A rebalance right away: tasks change hands while commits are still completing.
+                sleep(Duration::from_millis(thread_rng().gen_range(0..1_000))).await;
+                ctx.fault("add-replica", format!("replica-{}", replicas.len()));
+                let replica = start_replica(cluster, ctx, replicas.len(), max_poll_records);
+                replicas.push(replica);
+            }
         }
         7 => {
             let cut = Duration::from_millis(thread_rng().gen_range(500..8_000));
@@ -364,11 +379,26 @@ async fn run(ctx: Ctx) {
     let deadline = ctx.now() + QUIESCENCE_MAX;
     let observed = loop {
         sleep(Duration::from_secs(2)).await;
+        // The changelog must be stable while it is read: its markers may land later than the
+        // outputs' (delayed markers are delayed per partition), and a read before then ends at
+        // its last stable offset.
+        let changelog_stable = || {
+            cluster.inspect(|broker| {
+                (0..PARTITIONS as i32).all(|p| {
+                    let tp = TopicPartition::new(format!("{APP}-changelog"), p);
+                    broker.log(&tp).map_or(true, |log| log.open_transactions().is_empty())
+                })
+            })
+        };
+        let stable_before = changelog_stable();
         let kafka = cluster.kafka();
         let observed = checker.spawn(observe(kafka)).await.expect("the checker node is never killed");
+        let changelog_stable = stable_before && changelog_stable();
         let done = match &observed {
             Ok(o) => {
-                o.outputs.len() >= o.inputs.len() && o.committed.iter().zip(&o.ends).all(|(c, e)| c.unwrap_or(0) == *e)
+                changelog_stable
+                    && o.outputs.len() >= o.inputs.len()
+                    && o.committed.iter().zip(&o.ends).all(|(c, e)| c.unwrap_or(0) == *e)
             }
             Err(_) => false,
         };
