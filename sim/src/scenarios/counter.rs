@@ -288,6 +288,18 @@ fn config_compaction(records: &[RawRecord]) -> BTreeMap<String, Vec<u8>> {
     model
 }
 
+/// Whether no transaction is open on the changelog: its markers may land later than the
+/// outputs' (markers are delayed per partition), and a read before then ends at its last stable
+/// offset.
+fn changelog_stable(cluster: &Cluster) -> bool {
+    cluster.inspect(|broker| {
+        (0..PARTITIONS as i32).all(|p| {
+            let tp = TopicPartition::new(format!("{APP}-changelog"), p);
+            broker.log(&tp).map_or(true, |log| log.open_transactions().is_empty())
+        })
+    })
+}
+
 /// Everything the checks need, read after quiescence from a checker node.
 struct Observed {
     inputs: Vec<RawRecord>,
@@ -372,6 +384,7 @@ async fn run(ctx: Ctx) {
     writing.await.expect("the writer node is never killed");
     // Quiescence: no more faults, engine stalls included.
     madsim::buggify::disable();
+    cluster.faults().update(|f| f.markers.delay = 0.0);
     ctx.event("faults stop");
 
     // Quiescence: every input counted (or the deadline).
@@ -379,21 +392,10 @@ async fn run(ctx: Ctx) {
     let deadline = ctx.now() + QUIESCENCE_MAX;
     let observed = loop {
         sleep(Duration::from_secs(2)).await;
-        // The changelog must be stable while it is read: its markers may land later than the
-        // outputs' (delayed markers are delayed per partition), and a read before then ends at
-        // its last stable offset.
-        let changelog_stable = || {
-            cluster.inspect(|broker| {
-                (0..PARTITIONS as i32).all(|p| {
-                    let tp = TopicPartition::new(format!("{APP}-changelog"), p);
-                    broker.log(&tp).map_or(true, |log| log.open_transactions().is_empty())
-                })
-            })
-        };
-        let stable_before = changelog_stable();
+        let stable_before = changelog_stable(&cluster);
         let kafka = cluster.kafka();
         let observed = checker.spawn(observe(kafka)).await.expect("the checker node is never killed");
-        let changelog_stable = stable_before && changelog_stable();
+        let changelog_stable = stable_before && changelog_stable(&cluster);
         let done = match &observed {
             Ok(o) => {
                 changelog_stable
@@ -405,6 +407,22 @@ async fn run(ctx: Ctx) {
         if done || ctx.now() > deadline {
             break observed;
         }
+    };
+    // Every input is committed now, so no transaction starts any more; but the last ones may
+    // have committed *while* the topics were read. Read once more, with the changelog stable
+    // before and after, so that the observation is one consistent cut.
+    let observed = match observed {
+        Ok(_) => loop {
+            sleep(Duration::from_secs(1)).await;
+            if !changelog_stable(&cluster) {
+                continue;
+            }
+            let again = checker.spawn(observe(cluster.kafka())).await.expect("the checker node is never killed");
+            if changelog_stable(&cluster) || ctx.now() > deadline {
+                break again;
+            }
+        },
+        failed => failed,
     };
     let observed = match observed {
         Ok(observed) => observed,
