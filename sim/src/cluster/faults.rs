@@ -60,6 +60,10 @@ pub struct MarkerFaults {
     pub delay: f64,
     /// Upper bound of a marker delay.
     pub delay_max: Duration,
+    /// When set, only markers on targets (`topic/partition`, or `group <id>`) containing this
+    /// text are delayed: e.g. a changelog's markers land last, while the outputs and offsets
+    /// of the same transaction are already decided.
+    pub only_targets_containing: Option<String>,
     /// **Deliberate broker-bug mode**, off by default: with this probability per ending
     /// transaction, the coordinator considers the transaction complete as soon as it has
     /// decided, without waiting for its (possibly delayed) markers. The producer's next
@@ -233,6 +237,9 @@ impl BrokerFaults for NoFaults {
 impl BrokerFaults for FaultPlan {
     fn marker_delay(&mut self, transactional_id: &str, target: &str) -> Duration {
         let markers = self.faults.lock().expect("fault plan lock").markers.clone();
+        if markers.only_targets_containing.as_deref().is_some_and(|only| !target.contains(only)) {
+            return Duration::ZERO;
+        }
         if !chance(markers.delay) {
             return Duration::ZERO;
         }

@@ -229,9 +229,14 @@ async fn inject(cluster: &Cluster, ctx: &Ctx, replicas: &mut Vec<Replica>, max_p
             // The window runs in the background: later faults (handovers above all) land in it.
             let late = Duration::from_secs(if thread_rng().gen_bool(0.5) { 12 } else { 2 });
             ctx.fault("delay-markers", format!("commit/abort markers up to {late:?} late for 5 s"));
+            // Sometimes only the changelog's markers: the previous owner's offsets are then
+            // decided while its state is not readable yet, the window in which a new owner that
+            // restored before fencing would miss that state.
+            let only_changelog = thread_rng().gen_bool(0.3);
             cluster.faults().update(|f| {
                 f.markers.delay = 0.8;
                 f.markers.delay_max = late;
+                f.markers.only_targets_containing = only_changelog.then(|| "-changelog/".to_owned());
             });
             let faults = cluster.faults().clone();
             tokio::spawn(async move {

@@ -66,7 +66,12 @@ fn faults() -> Faults {
     Faults {
         requests,
         by_kind: BTreeMap::from([(RequestKind::CreateTopic, create)]),
-        markers: MarkerFaults { delay: 0.3, delay_max: Duration::from_millis(1_000), complete_before_markers: 0.0 },
+        markers: MarkerFaults {
+            delay: 0.3,
+            delay_max: Duration::from_millis(1_000),
+            complete_before_markers: 0.0,
+            only_targets_containing: None,
+        },
     }
 }
 
