@@ -6,7 +6,9 @@ mod common;
 use std::sync::Arc;
 
 use common::Harness;
-use flechtwerk_sim::cluster::LocalCluster;
+use std::time::Duration;
+
+use flechtwerk_sim::cluster::{BrokerConfig, FaultPlan, LocalCluster, MarkerFaults};
 
 fn harness(test: &str) -> Harness {
     Harness::new(Arc::new(LocalCluster::new()), format!("local-{test}"), 1)
@@ -55,4 +57,27 @@ async fn trx_21_empty_state_deletes_only_what_exists() {
 #[tokio::test]
 async fn trx_14_default_policy_raises_before_any_transaction() {
     common::default_policy_raises_before_any_transaction(&harness("trx14")).await;
+}
+
+#[tokio::test]
+async fn trx_31_handover_while_the_changelog_marker_is_late() {
+    let plan = FaultPlan::new();
+    let cluster = LocalCluster::with_config(BrokerConfig::default(), Some(plan.clone()));
+    let h = Harness::new(Arc::new(cluster), "local-trx31", 1);
+    common::handover_while_the_changelog_marker_is_late(&h, |late| {
+        plan.update(|f| {
+            f.markers = if late {
+                MarkerFaults {
+                    delay: 1.0,
+                    delay_min: Duration::from_secs(8),
+                    delay_max: Duration::from_secs(9),
+                    only_targets_containing: Some("-changelog/".to_owned()),
+                    ..MarkerFaults::default()
+                }
+            } else {
+                MarkerFaults::default()
+            }
+        })
+    })
+    .await;
 }

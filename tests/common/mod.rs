@@ -381,6 +381,37 @@ pub async fn two_instances_hand_over_state(h: &Harness) {
     assert_eq!(counts.get("p1"), Some(&vec![1, 2, 3]), "{counts:?}");
 }
 
+/// TRX-31 (start order: fence, then restore): a task handed over while its previous owner's
+/// last commit is still completing — the commit decided, its changelog marker late — continues
+/// from that commit's state. The new owner's fence waits for the commit to complete, and only
+/// then does the restore read the changelog; a restore before the fence would stop at the open
+/// transaction, miss the last count and repeat it. `late_changelog_markers(true)` must make
+/// every changelog marker land seconds late (longer than a handover takes), `false` undo it.
+pub async fn handover_while_the_changelog_marker_is_late(h: &Harness, late_changelog_markers: impl Fn(bool)) {
+    let input = h.topic("input", 1, false).await;
+    let output = h.topic("output", 1, false).await;
+    let app = h.name("trx31");
+    let probe_a = Arc::new(Probe::default());
+    let a = h.start(&app, "pod-a", counter(&input, &output), probe_a.clone());
+    wait_for("A owns the task", || probe_a.tasks.load(Ordering::SeqCst) == 1).await;
+    h.produce(&input, &[(Some(0), "k", Some(b"{}"))]).await;
+    h.read_until(&output, |r| r.len() == 1).await;
+    // A's next commit: output and offset decided at once, the changelog marker late.
+    late_changelog_markers(true);
+    h.produce(&input, &[(Some(0), "k", Some(b"{}"))]).await;
+    h.read_until(&output, |r| r.len() == 2).await;
+    a.stop().await.unwrap();
+    let probe_b = Arc::new(Probe::default());
+    let b = h.start(&app, "pod-b", counter(&input, &output), probe_b.clone());
+    wait_for("B owns the task", || probe_b.tasks.load(Ordering::SeqCst) == 1).await;
+    late_changelog_markers(false);
+    h.produce(&input, &[(Some(0), "k", Some(b"{}"))]).await;
+    let outputs = h.read_until(&output, |r| r.len() == 3).await;
+    b.stop().await.unwrap();
+    let counts = counts_by_key(&outputs);
+    assert_eq!(counts.get("k"), Some(&vec![1, 2, 3]), "{counts:?}");
+}
+
 /// TRX-20, TRX-03: records of one key in one batch run in order, each seeing the state the
 /// previous one set, and only the batch's final state is written to the changelog.
 pub async fn one_state_write_per_key_and_batch(h: &Harness) {

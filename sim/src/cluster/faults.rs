@@ -60,6 +60,9 @@ pub struct MarkerFaults {
     pub delay: f64,
     /// Upper bound of a marker delay.
     pub delay_max: Duration,
+    /// Lower bound of a marker delay (at most `delay_max`), for tests that need a marker to be
+    /// late for sure.
+    pub delay_min: Duration,
     /// When set, only markers on targets (`topic/partition`, or `group <id>`) containing this
     /// text are delayed: e.g. a changelog's markers land last, while the outputs and offsets
     /// of the same transaction are already decided.
@@ -243,7 +246,8 @@ impl BrokerFaults for FaultPlan {
         if !chance(markers.delay) {
             return Duration::ZERO;
         }
-        let delay = delay_up_to(markers.delay_max);
+        let min = markers.delay_min.min(markers.delay_max);
+        let delay = min + delay_up_to(markers.delay_max - min);
         self.record("kafka-marker-delay", format!("{transactional_id} on {target} by {delay:?}"));
         delay
     }

@@ -70,7 +70,7 @@ fn faults() -> Faults {
             delay: 0.3,
             delay_max: Duration::from_millis(1_000),
             complete_before_markers: 0.0,
-            only_targets_containing: None,
+            ..MarkerFaults::default()
         },
     }
 }

@@ -114,9 +114,11 @@ impl Coordinator {
 
     /// Whether offsets of `group` for `partition` wait in an unfinished transaction.
     pub(super) fn offsets_pending(&self, group: &str, partition: &TopicPartition) -> bool {
+        // Ongoing: the offsets wait for the decision. Decided: they wait only for the group's own
+        // marker (in flight below), as on Kafka, where the group coordinator materialises them
+        // when that marker reaches it — whatever the transaction's other markers are doing.
         let in_txn = self.txns.values().any(|t| {
-            matches!(t.status, TxnStatus::Ongoing | TxnStatus::PrepareCommit | TxnStatus::PrepareAbort)
-                && t.offsets.get(group).is_some_and(|o| o.contains_key(partition))
+            t.status == TxnStatus::Ongoing && t.offsets.get(group).is_some_and(|o| o.contains_key(partition))
         });
         let in_flight = self.markers.values().any(|m| {
             matches!(&m.target, MarkerTarget::Group { group: g, offsets } if g == group && offsets.contains_key(partition))
