@@ -117,9 +117,10 @@ impl Coordinator {
         // Ongoing: the offsets wait for the decision. Decided: they wait only for the group's own
         // marker (in flight below), as on Kafka, where the group coordinator materialises them
         // when that marker reaches it — whatever the transaction's other markers are doing.
-        let in_txn = self.txns.values().any(|t| {
-            t.status == TxnStatus::Ongoing && t.offsets.get(group).is_some_and(|o| o.contains_key(partition))
-        });
+        let in_txn = self
+            .txns
+            .values()
+            .any(|t| t.status == TxnStatus::Ongoing && t.offsets.get(group).is_some_and(|o| o.contains_key(partition)));
         let in_flight = self.markers.values().any(|m| {
             matches!(&m.target, MarkerTarget::Group { group: g, offsets } if g == group && offsets.contains_key(partition))
         });
