@@ -17,14 +17,16 @@
 //! `/proc/self/status`; records are generated on the fly there so only the store is resident.
 //! The log holds 20% superseded records and 2% tombstones, as a live config topic does.
 
+mod support;
+
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use flechtwerk::configs::ConfigBootstrap;
 use flechtwerk::observer::NoopObserver;
 use flechtwerk::wire::{self, RaisePolicy, RawRecord};
 use flechtwerk::Config;
+use support::cpu_time;
 
 const KEY_CHARS: usize = 20;
 
@@ -146,17 +148,6 @@ fn status_kib(field: &str) -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").expect("Linux /proc");
     let line = status.lines().find(|l| l.starts_with(field)).expect("field in /proc/self/status");
     line.split_whitespace().nth(1).and_then(|v| v.parse().ok()).expect("a number of kB")
-}
-
-fn cpu_time() -> Duration {
-    let mut usage = std::mem::MaybeUninit::<libc::rusage>::uninit();
-    // SAFETY: getrusage fills the whole struct for RUSAGE_SELF, and we read it only on success.
-    let usage = unsafe {
-        assert_eq!(libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()), 0);
-        usage.assume_init()
-    };
-    let time = |tv: libc::timeval| Duration::from_secs(tv.tv_sec as u64) + Duration::from_micros(tv.tv_usec as u64);
-    time(usage.ru_utime) + time(usage.ru_stime)
 }
 
 /// Child process: bootstrap from a lazily generated log, report RSS and peak deltas in KiB

@@ -14,6 +14,8 @@
 //! included: it runs in its own process; the reader that polls for completion is). The rounds alternate twice so
 //! that a warm-up or a noisy neighbour shows up as a spread, not as a ratio.
 
+mod support;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -21,20 +23,10 @@ use flechtwerk::kafka::rdkafka::RdKafka;
 use flechtwerk::kafka::{ConsumerConfig, Kafka, NewTopic, ProducerConfig, ProducerRecord, TopicPartition};
 use flechtwerk::{Flechtwerk, Guarantee};
 use flechtwerk_sim::stages::counter;
+use support::cpu_time;
 
 const PARTITIONS: u32 = 4;
 const KEYS: usize = 100;
-
-fn cpu_time() -> Duration {
-    let mut usage = std::mem::MaybeUninit::<libc::rusage>::uninit();
-    // SAFETY: getrusage fills the whole struct for RUSAGE_SELF, and we read it only on success.
-    let usage = unsafe {
-        assert_eq!(libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()), 0);
-        usage.assume_init()
-    };
-    let time = |tv: libc::timeval| Duration::from_secs(tv.tv_sec as u64) + Duration::from_micros(tv.tv_usec as u64);
-    time(usage.ru_utime) + time(usage.ru_stime)
-}
 
 /// The committed record count of `topic`, from the partitions' end offsets (non-transactional
 /// outputs) or by reading (transactional outputs hold markers, so count records).
