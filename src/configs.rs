@@ -671,7 +671,8 @@ impl ConfigBootstrap {
     }
 
     fn topic_index(&mut self, topic: &Arc<str>) -> u32 {
-        match self.topics.iter().position(|t| Arc::ptr_eq(t, topic) || t == topic) {
+        // `Arc<str>` equality compares the pointers before the contents.
+        match self.topics.iter().position(|t| t == topic) {
             Some(i) => i as u32,
             None => {
                 self.topics.push(Arc::clone(topic));

@@ -10,6 +10,7 @@
 //! reply tag from the seeded RNG, `Box<dyn Any>` payloads), written out over the raw endpoint
 //! so that requests need no serde implementations.
 
+use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -69,7 +70,7 @@ struct Server {
     faults: FaultPlan,
     boots: AtomicU64,
     /// Newest connection epoch handled per transport.
-    connections: Mutex<std::collections::HashMap<u64, u64>>,
+    connections: Mutex<HashMap<u64, u64>>,
 }
 
 fn elapsed() -> Duration {
@@ -228,7 +229,7 @@ impl Cluster {
             broker: Mutex::new(Broker::new(config, ctx.trace.clone())),
             faults,
             boots: AtomicU64::new(0),
-            connections: Mutex::new(std::collections::HashMap::new()),
+            connections: Mutex::new(HashMap::new()),
         });
         let init = {
             let (server, ctx) = (server.clone(), ctx.clone());

@@ -187,17 +187,20 @@ async fn write_configs(kafka: KafkaClient, ctx: Ctx, writes: usize, keys: u32) {
     ctx.event("config writer: done");
 }
 
+/// Adds a replica (a fault: the group rebalances and tasks change hands).
+fn add_replica(cluster: &Cluster, ctx: &Ctx, replicas: &mut Vec<Replica>, max_poll_records: usize) {
+    ctx.fault("add-replica", format!("replica-{}", replicas.len()));
+    let replica = start_replica(cluster, ctx, replicas.len(), max_poll_records);
+    replicas.push(replica);
+}
+
 /// One fault from the schedule.
 async fn inject(cluster: &Cluster, ctx: &Ctx, replicas: &mut Vec<Replica>, max_poll_records: usize) {
     let alive: Vec<usize> = (0..replicas.len()).filter(|&i| replicas[i].alive).collect();
     let pick = alive[thread_rng().gen_range(0..alive.len())];
     match thread_rng().gen_range(0..9) {
         0 | 1 => cluster.crash_restart(replicas[pick].node, &replicas[pick].name),
-        2 if alive.len() < REPLICAS_MAX => {
-            ctx.fault("add-replica", format!("replica-{}", replicas.len()));
-            let replica = start_replica(cluster, ctx, replicas.len(), max_poll_records);
-            replicas.push(replica);
-        }
+        2 if alive.len() < REPLICAS_MAX => add_replica(cluster, ctx, replicas, max_poll_records),
         3 if alive.len() > 1 => {
             ctx.fault("remove-replica", replicas[pick].name.clone());
             Handle::current().kill(replicas[pick].node);
@@ -225,8 +228,8 @@ async fn inject(cluster: &Cluster, ctx: &Ctx, replicas: &mut Vec<Replica>, max_p
         6 => {
             // Usually a little late; sometimes later than a whole rebalance takes, so that a
             // task is handed over while its previous owner's commit is still completing (the
-            // new owner must fence, and wait for that commit, before it restores).
-            // The window runs in the background: later faults (handovers above all) land in it.
+            // new owner must fence, and wait for that commit, before it restores). The window
+            // runs in the background: later faults (handovers above all) land in it.
             let late = Duration::from_secs(if thread_rng().gen_bool(0.5) { 12 } else { 2 });
             ctx.fault("delay-markers", format!("commit/abort markers up to {late:?} late for 5 s"));
             // Sometimes only the changelog's markers: the previous owner's offsets are then
@@ -246,9 +249,7 @@ async fn inject(cluster: &Cluster, ctx: &Ctx, replicas: &mut Vec<Replica>, max_p
             if alive.len() < REPLICAS_MAX && thread_rng().gen_bool(0.5) {
                 // A rebalance right away: tasks change hands while commits are still completing.
                 sleep(Duration::from_millis(thread_rng().gen_range(0..1_000))).await;
-                ctx.fault("add-replica", format!("replica-{}", replicas.len()));
-                let replica = start_replica(cluster, ctx, replicas.len(), max_poll_records);
-                replicas.push(replica);
+                add_replica(cluster, ctx, replicas, max_poll_records);
             }
         }
         7 => {
@@ -397,15 +398,10 @@ async fn run(ctx: Ctx) {
     let deadline = ctx.now() + QUIESCENCE_MAX;
     let observed = loop {
         sleep(Duration::from_secs(2)).await;
-        let stable_before = changelog_stable(&cluster);
-        let kafka = cluster.kafka();
-        let observed = checker.spawn(observe(kafka)).await.expect("the checker node is never killed");
-        let changelog_stable = stable_before && changelog_stable(&cluster);
+        let observed = checker.spawn(observe(cluster.kafka())).await.expect("the checker node is never killed");
         let done = match &observed {
             Ok(o) => {
-                changelog_stable
-                    && o.outputs.len() >= o.inputs.len()
-                    && o.committed.iter().zip(&o.ends).all(|(c, e)| c.unwrap_or(0) == *e)
+                o.outputs.len() >= o.inputs.len() && o.committed.iter().zip(&o.ends).all(|(c, e)| c.unwrap_or(0) == *e)
             }
             Err(_) => false,
         };
@@ -414,16 +410,15 @@ async fn run(ctx: Ctx) {
         }
     };
     // Every input is committed now, so no transaction starts any more; but the last ones may
-    // have committed *while* the topics were read. Read once more, with the changelog stable
-    // before and after, so that the observation is one consistent cut.
+    // have committed *while* the topics were read (a changelog marker can land after the
+    // outputs'). Read again until one read sees the changelog stable before and after it: one
+    // consistent cut.
     let observed = match observed {
         Ok(_) => loop {
             sleep(Duration::from_secs(1)).await;
-            if !changelog_stable(&cluster) {
-                continue;
-            }
+            let stable_before = changelog_stable(&cluster);
             let again = checker.spawn(observe(cluster.kafka())).await.expect("the checker node is never killed");
-            if changelog_stable(&cluster) || ctx.now() > deadline {
+            if (stable_before && changelog_stable(&cluster)) || ctx.now() > deadline {
                 break again;
             }
         },
