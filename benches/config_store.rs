@@ -22,9 +22,9 @@ mod support;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use flechtwerk::configs::ConfigBootstrap;
 use flechtwerk::observer::NoopObserver;
-use flechtwerk::wire::{self, RaisePolicy, RawRecord};
+use flechtwerk::testing::ConfigBootstrap;
+use flechtwerk::wire::{RaisePolicy, RawRecord};
 use flechtwerk::Config;
 use support::cpu_time;
 
@@ -124,7 +124,7 @@ fn bootstrap<R: std::borrow::Borrow<RawRecord>>(
         Path::Unenriched => bootstrap.finish_unenriched(&RaisePolicy, &NoopObserver).expect("valid values"),
         Path::Decoded => {
             while let Some(survivor) = bootstrap.next_survivor() {
-                let map = wire::decode_value_with(&survivor.record, &RaisePolicy, &NoopObserver)
+                let map = flechtwerk::testing::decode_value_with(&survivor.record, &RaisePolicy, &NoopObserver)
                     .expect("valid value")
                     .expect("raise never skips");
                 bootstrap.put(&survivor.key, &Config::wrap(map)).expect("encodable");

@@ -34,7 +34,7 @@ async fn visible(kafka: &dyn Kafka, topic: &str) -> usize {
     let mut consumer = kafka.consumer(ConsumerConfig::groupless("bench-reader")).expect("consumer");
     let partitions: Vec<TopicPartition> = (0..PARTITIONS as i32).map(|p| TopicPartition::new(topic, p)).collect();
     let mut count = 0;
-    flechtwerk::kafka::read::read_to_end(consumer.as_mut(), &partitions, |_| {
+    flechtwerk::testing::read_to_end(consumer.as_mut(), &partitions, |_| {
         count += 1;
         Ok::<(), std::convert::Infallible>(())
     })

@@ -16,8 +16,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use flechtwerk::kafka::read::read_topic;
 use flechtwerk::kafka::{Kafka, NewTopic, ProducerConfig, ProducerRecord};
+use flechtwerk::testing::read_topic;
 use flechtwerk::Flechtwerk;
 use flechtwerk_sim::stages::{check_counts, counter};
 

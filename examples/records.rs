@@ -6,8 +6,8 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use flechtwerk::attribute::{set, Attribute, INT, STR};
-use flechtwerk::configs::ConfigBootstrap;
-use flechtwerk::observer::{Observed, RecordingObserver};
+use flechtwerk::testing::ConfigBootstrap;
+use flechtwerk::testing::{Observed, RecordingObserver};
 use flechtwerk::wire::{self, InvalidMessageAction, RawRecord};
 use flechtwerk::{token_for, Event, Message, State};
 

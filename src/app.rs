@@ -21,25 +21,28 @@
 //! # }
 //! ```
 
-use std::collections::BTreeMap;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::engine::bounds::{MAX_POLL_RECORDS_DEFAULT, SESSION_TIMEOUT_DEFAULT, SESSION_TIMEOUT_MIN};
+use crate::engine::settings::{Guarantee, Settings};
+use crate::engine::stop::Stop;
+use crate::engine::tasks::Runner;
 use crate::error::Error;
 use crate::kafka::{Compression, Kafka};
 use crate::observer::{NoopObserver, Observer};
 use crate::stage::Transformer;
 use crate::state::StateStores;
-use crate::transformer::{Guarantee, Runner, Settings};
-
-/// Default cap of records per fetched batch (KNOB `max_poll_records`).
-pub const MAX_POLL_RECORDS_DEFAULT: usize = 500;
 
 /// A configured application: one stage, its Kafka, its observer and state stores.
+///
+/// `run` / `run_until` may be called again after a run ended, never twice at once (one
+/// instance, one set of clients; a second concurrent call fails with [`Error::Invalid`]).
 pub struct Flechtwerk<S> {
-    runner: Runner<S>,
-    metrics_labels: BTreeMap<String, String>,
+    runner: Arc<Runner<S>>,
+    running: Arc<AtomicBool>,
 }
 
 /// Builder of a [`Flechtwerk`] handle.
@@ -54,7 +57,6 @@ pub struct FlechtwerkBuilder {
     guarantee: Guarantee,
     observer: Arc<dyn Observer>,
     stores: Arc<dyn StateStores>,
-    metrics_labels: BTreeMap<String, String>,
 }
 
 impl Flechtwerk<()> {
@@ -67,11 +69,10 @@ impl Flechtwerk<()> {
             max_poll_records: MAX_POLL_RECORDS_DEFAULT,
             compression: Compression::Zstd,
             replication_factor: -1,
-            session_timeout: Duration::from_secs(10),
+            session_timeout: SESSION_TIMEOUT_DEFAULT,
             guarantee: Guarantee::ExactlyOnce,
             observer: Arc::new(NoopObserver),
             stores: default_stores(),
-            metrics_labels: BTreeMap::new(),
         }
     }
 }
@@ -164,15 +165,6 @@ impl FlechtwerkBuilder {
         self
     }
 
-    /// Labels stamped on every metric (copied).
-    pub fn metrics_labels<K: Into<String>, V: Into<String>>(
-        mut self,
-        labels: impl IntoIterator<Item = (K, V)>,
-    ) -> Self {
-        self.metrics_labels = labels.into_iter().map(|(k, v)| (k.into(), v.into())).collect();
-        self
-    }
-
     /// Builds the handle for `stage`. No connection is made here.
     pub fn build<S: Transformer>(self, stage: S) -> Result<Flechtwerk<S>, Error> {
         let required = |what: &str| Error::Invalid(format!("Flechtwerk needs {what}"));
@@ -185,8 +177,13 @@ impl FlechtwerkBuilder {
             return Err(Error::Invalid("application_id and client_id must not be empty".into()));
         }
         let kafka = self.kafka.ok_or_else(|| required("a Kafka cluster (kafka(...))"))?;
+        if self.session_timeout < SESSION_TIMEOUT_MIN {
+            return Err(Error::Invalid(format!(
+                "session_timeout must be at least {SESSION_TIMEOUT_MIN:?} (members heartbeat every third of it)"
+            )));
+        }
         Ok(Flechtwerk {
-            runner: Runner {
+            runner: Arc::new(Runner {
                 stage: Arc::new(stage),
                 settings: Settings {
                     application_id,
@@ -200,8 +197,8 @@ impl FlechtwerkBuilder {
                 kafka,
                 observer: self.observer,
                 stores: self.stores,
-            },
-            metrics_labels: self.metrics_labels,
+            }),
+            running: Arc::new(AtomicBool::new(false)),
         })
     }
 }
@@ -215,14 +212,62 @@ impl<S: Transformer> Flechtwerk<S> {
         unreachable!("a pending shutdown never resolves")
     }
 
-    /// Runs until `shutdown` resolves, then tears every task down and leaves the group; or until
-    /// an error, after the same cleanup.
+    /// Runs until `shutdown` resolves, then stops cleanly; or until an error.
+    ///
+    /// A clean stop lets the in-flight batch commit (within a grace of 30 s; past it the batch
+    /// is abandoned and its transactions aborted), stops every task (aborting any transaction
+    /// still open, closing its producer, wiping its store), closes the consumers, which leaves
+    /// the group at once, and runs the stage's teardown. An error takes the same path after
+    /// aborting the transaction it interrupted, and is returned.
+    ///
+    /// **Cancel-safe.** The run itself is a task on the current tokio runtime; this future only
+    /// drives and watches it. Dropping this future (a `select!` that took another branch, a
+    /// timeout) raises the same stop signal as `shutdown` does: the run winds down in the
+    /// background exactly as above, so no transaction is left open to hold back readers, no
+    /// group membership lingers until its session times out, and the stage's teardown runs.
+    /// What no library can guarantee is a wind-down after the runtime itself stops (the end of
+    /// `main`) or a crash: then the next owner's fence aborts the open transactions and the
+    /// group's session timeout reassigns the tasks, which is also what a restart relies on.
+    ///
+    /// Must be called from within a tokio runtime (or the simulation's). A panic in stage code
+    /// fails the batch like an error ([`Error::Transform`]).
     pub async fn run_until(&self, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
-        self.runner.run(shutdown).await
+        if self.running.swap(true, Ordering::AcqRel) {
+            return Err(Error::Invalid("this Flechtwerk is already running".into()));
+        }
+        let stop = Stop::new();
+        let runner = Arc::clone(&self.runner);
+        let running = Arc::clone(&self.running);
+        let run_stop = stop.clone();
+        let mut handle = tokio::spawn(async move {
+            let result = runner.run(&run_stop).await;
+            running.store(false, Ordering::Release);
+            result
+        });
+        // Dropping this future raises the stop signal; the run winds down on its own.
+        let _stop_on_drop = StopOnDrop(stop.clone());
+        tokio::pin!(shutdown);
+        let joined = tokio::select! {
+            joined = &mut handle => joined,
+            () = &mut shutdown => {
+                stop.raise();
+                handle.await
+            }
+        };
+        match joined {
+            Ok(result) => result,
+            // An engine assertion: the panic hook printed it; the caller's task fails with it.
+            Err(error) if error.is_panic() => panic!("the flechtwerk run panicked: {error}"),
+            Err(error) => Err(Error::Invalid(format!("the run was cancelled by its runtime: {error}"))),
+        }
     }
+}
 
-    /// The labels given to the builder.
-    pub fn metrics_labels(&self) -> &BTreeMap<String, String> {
-        &self.metrics_labels
+/// Raises a stop signal when dropped.
+struct StopOnDrop(Stop);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.raise();
     }
 }

@@ -2,9 +2,11 @@
 
 use crate::json::EncodeError;
 use crate::kafka::KafkaError;
-use crate::stage::BoxError;
 use crate::state::StateError;
 use crate::wire::{DecodeError, PolicyError};
+
+/// An error from stage code (`transform`, hooks): any error type.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// Why [`Flechtwerk::run`](crate::Flechtwerk::run) stopped, or a handle could not be built.
 ///

@@ -7,48 +7,61 @@
 //! (tokio, librdkafka) and in seeded deterministic simulations (madsim, the `flechtwerk-sim`
 //! crate) that inject faults and check exactly-once properties.
 //!
-//! This crate is built in layers; what exists today:
+//! The user's surface:
 //!
-//! - [`json`]: canonical JSON, byte-identical to the Python implementation's wire format.
-//! - [`attribute`] and [`record`]: typed attributes with exact-type codecs; [`Record`],
-//!   [`Event`], [`State`], [`Config`].
-//! - [`message`]: [`Message`] (what a stage emits) and [`IncomingMessage`] (what it reads).
-//! - [`wire`]: strict decoding and the one invalid-message hook (raise, skip, substitute).
-//! - [`configs`]: the config store, compacted by wire key, sized for a million entries.
-//! - [`token_for`]: Kafka's default partitioner, bit for bit, for ownership tokens.
-//! - [`observer`]: the Observer port every metric is built from.
-//! - [`kafka`]: the Kafka port (consumer, transactional producer, admin), its conformance suite,
-//!   and the production adapter on librdkafka (feature `rdkafka`).
+//! - [`Flechtwerk`] and its [`FlechtwerkBuilder`]: one application instance, everything
+//!   injected (the framework reads no environment variables and has no CLI).
+//! - [`stage`]: the stage traits and their closure builders ([`Transformer`], [`transformer`]).
+//! - [`Record`], [`Event`], [`State`], [`Config`] with typed [`attribute`]s, and [`json`]:
+//!   canonical JSON, byte-identical to the Python implementation's wire format.
+//! - [`Message`] (what a stage emits) and [`IncomingMessage`] (what it reads).
+//! - [`ConfigStore`]: the config topics, compacted by key, readable from every stage.
+//! - [`wire`]: the decode rules and the one invalid-message hook's types.
+//! - The ports a deployment plugs adapters into: [`kafka`] (librdkafka with feature `rdkafka`),
+//!   [`state`] (RocksDB with feature `rocksdb`), [`observer`].
+//! - [`Error`], and [`token_for`] (Kafka's partitioner, for ownership tokens).
 //!
-//! The framework reads no environment variables and has no CLI: everything is injected.
+//! The test kit (a recording observer, the Kafka conformance suite, read helpers) is behind the
+//! `testing` feature. `docs/architecture.md` in the repository describes the layers.
 
-#![warn(missing_docs)]
+#![warn(missing_docs, unreachable_pub)]
 
-mod app;
-pub mod attribute;
-mod buggify;
-mod config_topics;
-pub mod configs;
-mod error;
+// Layer 1, the wire model: JSON, records, messages, raw Kafka records and the decode rules.
 pub mod json;
-pub mod kafka;
-pub mod message;
-pub mod observer;
-pub mod record;
-pub mod stage;
-pub mod state;
+mod message;
+mod record;
 mod token;
-mod transformer;
 pub mod wire;
+// Layer 2, the ports (and their adapters, each behind its feature).
+pub mod kafka;
+pub mod observer;
+pub mod state;
+// Layer 3: the config store, and decoding through the invalid-message hook. (Where a private
+// module has `pub` items, they are the test kit's: `testing` re-exports them.)
+#[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
+mod configs;
+#[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
+mod mediation;
+// Layer 4: the stage API and the engine.
+mod engine;
+mod error;
+pub mod stage;
+// Layer 5: the application handle.
+mod app;
+// The test kit.
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
-pub use app::{Flechtwerk, FlechtwerkBuilder, MAX_POLL_RECORDS_DEFAULT};
-pub use configs::ConfigStore;
+pub use app::{Flechtwerk, FlechtwerkBuilder};
+pub use configs::{ConfigStore, ConfigStoreError};
+pub use engine::bounds::MAX_POLL_RECORDS_DEFAULT;
+pub use engine::Guarantee;
 pub use error::Error;
 pub use message::{IncomingMessage, IntoPayload, Message, Payload};
+pub use record::attribute;
 pub use record::{Config, Event, Record, State};
 pub use stage::{transformer, Output, Transformer};
 pub use token::{murmur2, token_for};
-pub use transformer::Guarantee;
 pub use wire::{InvalidMessageAction, InvalidMessageError};
 
 /// Canonical JSON bytes of a record: what every Flechtwerk writer puts on the wire (ATTR-43).

@@ -6,8 +6,8 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use flechtwerk::kafka::conformance::{run_all, scenarios, Env};
 use flechtwerk::kafka::rdkafka::RdKafka;
+use flechtwerk::testing::conformance::{run_all, scenarios, Env};
 
 #[tokio::test]
 async fn conformance_suite_passes_against_the_broker() {

@@ -15,10 +15,12 @@ use flechtwerk::attribute::{
     dict, list, set, tuple, Attribute, AttributeError, Codec, CodecError, Date, DateTime, Time, UtcOffset, ANY, BOOL,
     DATE, DATETIME, FLOAT, INT, RECORD, STR, TIME,
 };
-use flechtwerk::configs::{decode_config_update, ConfigBootstrap, ConfigStore};
 use flechtwerk::json::{self, JsonError, Map, Value};
-use flechtwerk::observer::{InvalidOutcome, Observed, RecordingObserver};
+use flechtwerk::observer::InvalidOutcome;
+use flechtwerk::testing::{decode_config_update, ConfigBootstrap};
+use flechtwerk::testing::{Observed, RecordingObserver};
 use flechtwerk::wire::{self, DecodeError, Part, PolicyError, RaisePolicy, RawRecord};
+use flechtwerk::ConfigStore;
 use flechtwerk::{
     murmur2, token_for, Config, Event, InvalidMessageAction, InvalidMessageError, Message, Record, State,
 };
@@ -240,7 +242,11 @@ fn attr_43_inv_02_canonical_json_matches_python() {
             let map = decoded.unwrap_or_else(|e| panic!("{shown}: Python decodes, we fail: {e}"));
             assert_eq!(to_hex(&canonical(&map)), to_hex(&want), "{shown}: canonical bytes");
             // The config store's fast path (canonical bytes stored as they are) agrees.
-            assert_eq!(json::check_canonical_object(&input), Ok(input == want), "{shown}: canonical scan");
+            assert_eq!(
+                flechtwerk::testing::check_canonical_object(&input),
+                Ok(input == want),
+                "{shown}: canonical scan"
+            );
             let mut store = ConfigStore::new();
             store.put_bytes("k", &input).unwrap_or_else(|e| panic!("{shown}: put_bytes: {e}"));
             assert_eq!(store.get_bytes("k"), Some(&want[..]), "{shown}: stored bytes");
@@ -296,7 +302,8 @@ fn inv_02_inv_17_value_decode_matches_python() {
         let policy = RecordingPolicy::new("skip");
         let observer = RecordingObserver::default();
         let record = raw_record("t", 0, 7, Some(b"k"), value.as_deref());
-        let decoded = wire::decode_input(&record, &policy, &observer).expect("a skipping policy never errors");
+        let decoded =
+            flechtwerk::testing::decode_input(&record, &policy, &observer).expect("a skipping policy never errors");
         let calls = policy.calls();
         match text_of(case, "result") {
             "tombstone" => {
@@ -361,7 +368,7 @@ fn inv_01_key_decode_matches_python() {
         }
         let policy = RecordingPolicy::new("skip");
         let record = raw_record("t", 1, 2, key.as_deref(), Some(b"{}"));
-        let decoded = wire::decode_input(&record, &policy, &RecordingObserver::default()).unwrap();
+        let decoded = flechtwerk::testing::decode_input(&record, &policy, &RecordingObserver::default()).unwrap();
         let want = if text_of(case, "parse_message") == "ok" { "ok" } else { "skipped" };
         assert_eq!(if decoded.is_some() { "ok" } else { "skipped" }, want, "{shown}");
         let parts: Vec<&str> = policy.calls().iter().map(|c| part_name(c.0)).collect();
@@ -842,7 +849,7 @@ fn inv_13_14_hook_outcomes_match_python() {
             "key failure + handler returns a Record" => {
                 let policy =
                     |_: &InvalidMessageError| InvalidMessageAction::Substitute(Record::wrap(object(r#"{"id":"x"}"#)));
-                let err = wire::decode_input(&bad_key, &policy, &observer).unwrap_err();
+                let err = flechtwerk::testing::decode_input(&bad_key, &policy, &observer).unwrap_err();
                 let PolicyError::KeySubstitution(e) = &err else { panic!("{name}: {err:?}") };
                 assert!(matches!(e.decode_error(), DecodeError::Utf8(_)), "{name}");
                 assert!(err.to_string().contains("state identity") && err.to_string().contains("in/2/9"), "{err}");
@@ -855,7 +862,8 @@ fn inv_13_14_hook_outcomes_match_python() {
                 let policy = |_: &InvalidMessageError| {
                     InvalidMessageAction::Substitute(State::wrap(object(r#"{"id":"x"}"#)).into_record())
                 };
-                let msg = wire::decode_input(&bad_value, &policy, &observer).unwrap().expect("substituted");
+                let msg =
+                    flechtwerk::testing::decode_input(&bad_value, &policy, &observer).unwrap().expect("substituted");
                 let _: &Event = &msg.value; // the call site assigns the type
                 assert_eq!(to_hex(&msg.value.encode().unwrap()), text_of(case, "value_hex"), "{name}");
                 assert_eq!(observer.events(), counted(InvalidOutcome::Substituted), "{name}");
@@ -863,12 +871,13 @@ fn inv_13_14_hook_outcomes_match_python() {
             "value failure + handler returns empty Record (falsy) → substitution, not skip" => {
                 assert_eq!(text_of(case, "result"), "substituted");
                 let policy = |_: &InvalidMessageError| InvalidMessageAction::Substitute(Record::new());
-                let msg = wire::decode_input(&bad_value, &policy, &observer).unwrap().expect("substituted");
+                let msg =
+                    flechtwerk::testing::decode_input(&bad_value, &policy, &observer).unwrap().expect("substituted");
                 assert_eq!(to_hex(&msg.value.encode().unwrap()), text_of(case, "value_hex"), "{name}");
                 assert_eq!(observer.events(), counted(InvalidOutcome::Substituted), "{name}");
             }
             "default raise" => {
-                let err = wire::decode_input(&bad_value, &RaisePolicy, &observer).unwrap_err();
+                let err = flechtwerk::testing::decode_input(&bad_value, &RaisePolicy, &observer).unwrap_err();
                 let PolicyError::Raised(e) = err else { panic!("{name}: {err:?}") };
                 assert_eq!((e.part(), e.topic(), e.partition(), e.offset()), (Part::Value, "in", 2, 10));
                 assert_eq!(python_cause(e.decode_error()), text_of(field(field(case, "error"), "cause"), "type"));
@@ -889,7 +898,8 @@ fn attr_40_timestamps_vs_python() {
         let millis = int(field(case, "millis"));
         let mut record = raw_record("t", 0, 0, Some(b"k"), None);
         record.timestamp_ms = Some(millis);
-        let msg = wire::decode_input(&record, &RaisePolicy, &RecordingObserver::default()).unwrap().unwrap();
+        let msg =
+            flechtwerk::testing::decode_input(&record, &RaisePolicy, &RecordingObserver::default()).unwrap().unwrap();
         let ts = msg.timestamp.expect("timestamp");
         let python = text_of(case, "isoformat");
         assert_eq!(ts.format("%Y-%m-%dT%H:%M:%S").to_string(), python[..19], "{millis}");
@@ -1027,7 +1037,7 @@ fn run_bootstrap(case: &Value, policy: &RecordingPolicy, observer: &RecordingObs
                 }
             })
         } else {
-            wire::decode_value_with(&survivor.record, policy, observer).map(|decoded| {
+            flechtwerk::testing::decode_value_with(&survivor.record, policy, observer).map(|decoded| {
                 if let Some(map) = decoded {
                     outcome.returned.push(returned(&survivor.key, &survivor.record, Some(&map)));
                     bootstrap.put(&survivor.key, &enrich(enrich_kind, Config::wrap(map))).unwrap();

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use flechtwerk::kafka::rdkafka::RdKafka;
-use flechtwerk::kafka::read::read_topic;
 use flechtwerk::kafka::{Kafka, NewTopic, ProducerConfig, ProducerRecord};
+use flechtwerk::testing::read_topic;
 use flechtwerk::wire::RawRecord;
 use flechtwerk::Flechtwerk;
 use flechtwerk_sim::stages::{check_changelog, check_counts, counter};

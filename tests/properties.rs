@@ -6,10 +6,11 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use flechtwerk::attribute::{dict, list, set, tuple, Attribute, Codec, ANY, BOOL, FLOAT, INT, STR};
-use flechtwerk::configs::{decode_config_update, ConfigBootstrap, ConfigStore};
 use flechtwerk::json::{self, check_canonical_object, to_canonical_bytes, Map, Value};
 use flechtwerk::observer::NoopObserver;
+use flechtwerk::testing::{decode_config_update, ConfigBootstrap};
 use flechtwerk::wire::{self, RaisePolicy, RawRecord};
+use flechtwerk::ConfigStore;
 use flechtwerk::{Config, Event, Record};
 use proptest::prelude::*;
 

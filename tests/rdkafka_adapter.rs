@@ -184,13 +184,9 @@ async fn a_zero_timeout_poll_returns_what_was_fetched() {
     let mut consumer = kafka.consumer(ConsumerConfig::groupless(unique("c"))).unwrap();
     let partitions = [TopicPartition::new(&topic, 0), TopicPartition::new(&topic, 1)];
     let read =
-        flechtwerk::kafka::read::read_to_end(
-            consumer.as_mut(),
-            &partitions,
-            |_| Ok::<(), std::convert::Infallible>(()),
-        )
-        .await
-        .unwrap();
+        flechtwerk::testing::read_to_end(consumer.as_mut(), &partitions, |_| Ok::<(), std::convert::Infallible>(()))
+            .await
+            .unwrap();
     assert_eq!(read.records, 1);
     // Partition 1 was empty at the read: paused at once, resumed at the end.
     producer.send(ProducerRecord::new(&topic, "k2", b"{}".to_vec()).to_partition(1)).await.unwrap().await.unwrap();

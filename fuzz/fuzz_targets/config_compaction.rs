@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use flechtwerk::configs::{decode_config_update, ConfigBootstrap};
+use flechtwerk::testing::{decode_config_update, ConfigBootstrap};
 use flechtwerk::json::to_canonical_bytes;
 use flechtwerk::observer::NoopObserver;
 use flechtwerk::wire::{self, InvalidMessageAction, RawRecord};

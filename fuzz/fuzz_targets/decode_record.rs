@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use flechtwerk::json::{self, check_canonical_object};
-use flechtwerk::observer::RecordingObserver;
+use flechtwerk::testing::RecordingObserver;
 use flechtwerk::wire::{self, InvalidMessageAction, Part, PolicyError, RaisePolicy, RawRecord};
 use flechtwerk::Record;
 use libfuzzer_sys::fuzz_target;
@@ -52,7 +52,7 @@ fuzz_target!(|data: &[u8]| {
 
     // Raise: an error exactly when something fails to decode, naming the part; no raw bytes.
     let observer = RecordingObserver::default();
-    let raised = wire::decode_input(&record, &RaisePolicy, &observer);
+    let raised = flechtwerk::testing::decode_input(&record, &RaisePolicy, &observer);
     let value_ok = wire::decode_value(record.value.as_deref()).is_ok();
     match &raised {
         Ok(Some(_)) => assert!(key_ok && value_ok),
@@ -64,9 +64,9 @@ fuzz_target!(|data: &[u8]| {
         Err(other) => panic!("unexpected {other:?}"),
     }
     // Skip: never an error. Substitute: an error only for a key (state identity).
-    assert!(wire::decode_input(&record, &|_: &_| InvalidMessageAction::Skip, &observer).is_ok());
+    assert!(flechtwerk::testing::decode_input(&record, &|_: &_| InvalidMessageAction::Skip, &observer).is_ok());
     let substitute = |_: &_| InvalidMessageAction::Substitute(Record::new());
-    match wire::decode_input(&record, &substitute, &observer) {
+    match flechtwerk::testing::decode_input(&record, &substitute, &observer) {
         Ok(Some(_)) => assert!(key_ok),
         Ok(None) => unreachable!("substitute never skips"),
         Err(PolicyError::KeySubstitution(_)) => assert!(!key_ok),

@@ -4,10 +4,10 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use flechtwerk::kafka::conformance::{run_all, Env};
 use flechtwerk::kafka::{
     ConsumerConfig, Kafka, KafkaErrorKind, NewTopic, ProducerConfig, ProducerRecord, Rebalance, TopicPartition,
 };
+use flechtwerk::testing::conformance::{run_all, Env};
 use flechtwerk_sim::cluster::LocalCluster;
 
 #[tokio::test(start_paused = true)]

@@ -2,19 +2,20 @@
 //!
 //! Two adapters implement it: the production one on librdkafka (feature `rdkafka`,
 //! [`rdkafka`](crate::kafka::rdkafka) module) and the simulated cluster of the `flechtwerk-sim`
-//! crate (madsim). One conformance suite ([`conformance`]) runs the same client-level scenarios
-//! on both, so a behaviour the engine relies on is checked against a real broker and kept
+//! crate (madsim). One conformance suite (`flechtwerk::testing::conformance`, feature `testing`)
+//! runs the same client-level scenarios on both, so a behaviour the engine relies on is checked against a real broker and kept
 //! honest in the simulator.
 //!
 //! Every consumer reads `read_committed`: aborted records are never returned and reads stop at
 //! the last stable offset (LSO). There is no setting to change that, because exactly-once
 //! depends on it.
 
-pub mod conformance;
 mod error;
 #[cfg(all(feature = "rdkafka", not(madsim)))]
 pub mod rdkafka;
-pub mod read;
+// `pub` items here are the test kit's too (`testing` re-exports them).
+#[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
+pub(crate) mod read;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -438,33 +439,4 @@ pub trait Kafka: Send + Sync {
 
     /// An admin client.
     fn admin(&self) -> KafkaResult<Box<dyn Admin>>;
-}
-
-/// A group-membership lease without consumption: an extractor holds its config topics'
-/// partitions as ownership tokens this way. The partitions stay paused; only the assignment
-/// matters.
-pub struct Membership {
-    consumer: Box<dyn Consumer>,
-}
-
-impl Membership {
-    /// Joins `group` on `topics` through a consumer built by `kafka` from `config`.
-    pub async fn join(kafka: &dyn Kafka, config: ConsumerConfig, topics: &[String]) -> KafkaResult<Self> {
-        let mut consumer = kafka.consumer(config)?;
-        consumer.subscribe(topics).await?;
-        Ok(Membership { consumer })
-    }
-
-    /// Keeps the membership alive for up to `timeout` and returns assignment changes. Never
-    /// returns records (the leased partitions stay paused).
-    pub async fn poll(&mut self, timeout: Duration) -> KafkaResult<Vec<Rebalance>> {
-        let polled = self.consumer.poll(1, timeout).await?;
-        debug_assert!(polled.records.is_empty(), "membership partitions are never resumed");
-        Ok(polled.rebalances)
-    }
-
-    /// Leaves the group.
-    pub async fn leave(mut self) -> KafkaResult<()> {
-        self.consumer.close().await
-    }
 }

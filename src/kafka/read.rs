@@ -14,10 +14,10 @@ use super::{Consumer, KafkaError, KafkaErrorKind, StartOffset, TopicPartition};
 use crate::wire::RawRecord;
 
 /// Records per poll while reading to the end.
-pub const READ_BATCH_RECORDS: usize = 1_000;
+pub(crate) const READ_BATCH_RECORDS: usize = 1_000;
 
 /// Timeout of one poll while reading to the end (KNOB: 2000 ms bootstrap/restore loop).
-pub const READ_POLL_TIMEOUT: Duration = Duration::from_millis(2_000);
+pub(crate) const READ_POLL_TIMEOUT: Duration = Duration::from_millis(2_000);
 
 /// A read that makes no progress (no record, no position move) for this long fails instead of
 /// hanging: the partition's end was captured, so the data exists; a client that cannot reach it
@@ -122,29 +122,4 @@ pub async fn read_to_end<E>(
     let all: Vec<TopicPartition> = ends.keys().cloned().collect();
     consumer.resume(&all)?;
     Ok(ReadToEnd { ends, records })
-}
-
-/// Reads every committed record of `topic` (all partitions) up to the ends captured now, with a
-/// fresh group-less consumer that is closed afterwards; records sorted by (partition, offset).
-/// For tools, checks and tests; a topic that does not exist is [`KafkaErrorKind::UnknownTopic`].
-pub async fn read_topic(kafka: &dyn super::Kafka, client_id: &str, topic: &str) -> Result<Vec<RawRecord>, KafkaError> {
-    let mut consumer = kafka.consumer(super::ConsumerConfig::groupless(client_id))?;
-    let partitions = consumer.partition_count(topic).await?.ok_or_else(|| {
-        KafkaError::new(KafkaErrorKind::UnknownTopic, "read_topic", "topic does not exist").with_context(topic)
-    })?;
-    let tps: Vec<TopicPartition> = (0..partitions as i32).map(|p| TopicPartition::new(topic, p)).collect();
-    let mut records = Vec::new();
-    let read = read_to_end(consumer.as_mut(), &tps, |r| {
-        records.push(r);
-        Ok::<(), std::convert::Infallible>(())
-    })
-    .await;
-    consumer.close().await?;
-    match read {
-        Ok(_) => {}
-        Err(ReadError::Kafka(e)) => return Err(e),
-        Err(ReadError::Callback(never)) => match never {},
-    }
-    records.sort_by_key(|r| (r.partition, r.offset));
-    Ok(records)
 }

@@ -12,12 +12,13 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use flechtwerk::attribute::{Attribute, INT, STR};
-use flechtwerk::kafka::read::read_topic;
 use flechtwerk::kafka::{ConsumerConfig, Kafka, NewTopic, ProducerConfig, ProducerRecord, TopicPartition};
-use flechtwerk::observer::{InvalidOutcome, Observed, Observer, RecordingObserver};
+use flechtwerk::observer::{InvalidOutcome, Observer};
 use flechtwerk::stage::transformer;
+use flechtwerk::testing::read_topic;
+use flechtwerk::testing::{Observed, RecordingObserver};
 use flechtwerk::wire::{InvalidMessageAction, RawRecord};
-use flechtwerk::{ConfigStore, Error, Event, Flechtwerk, Message, Transformer};
+use flechtwerk::{Error, Event, Flechtwerk, Message, Transformer};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -74,9 +75,8 @@ impl Observer for Probe {
     fn transaction_committed(&self) {
         self.recording.transaction_committed();
     }
-    fn config_store_updated(&self, store: &ConfigStore) {
-        *self.configs.lock().unwrap() =
-            store.keys().into_iter().map(|k| (k.clone(), store.get_bytes(&k).unwrap().to_vec())).collect();
+    fn config_store_updated(&self, store: &dyn flechtwerk::observer::ConfigView) {
+        *self.configs.lock().unwrap() = store.to_map();
     }
 }
 

@@ -13,11 +13,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use flechtwerk::configs::{decode_config_update, ConfigBootstrap, ConfigStore};
 use flechtwerk::json::{to_canonical_bytes, Map, Value};
 use flechtwerk::observer::NoopObserver;
+use flechtwerk::testing::{decode_config_update, ConfigBootstrap};
 use flechtwerk::wire::{RaisePolicy, RawRecord};
 use flechtwerk::Config;
+use flechtwerk::ConfigStore;
 use madsim::rand::{thread_rng, Rng};
 use madsim::runtime::Handle;
 use madsim::time::sleep;

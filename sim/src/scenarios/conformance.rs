@@ -1,5 +1,5 @@
 //! Scenario `conformance`: the Kafka port's conformance suite
-//! ([`flechtwerk::kafka::conformance`]) on the simulated cluster, over a network that each seed
+//! ([`flechtwerk::testing::conformance`]) on the simulated cluster, over a network that each seed
 //! makes clean, lossy, slow or erroring.
 //!
 //! Property: every scenario of the suite passes — the same verdicts the suite gives on a real
@@ -13,7 +13,7 @@
 
 use std::pin::Pin;
 
-use flechtwerk::kafka::conformance::{run_all, Env};
+use flechtwerk::testing::conformance::{run_all, Env};
 use madsim::rand::{thread_rng, Rng};
 use madsim::runtime::Handle;
 

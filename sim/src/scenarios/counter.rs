@@ -20,11 +20,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use flechtwerk::kafka::read::read_topic;
 use flechtwerk::kafka::{ConsumerConfig, Kafka, NewTopic, ProducerConfig, ProducerRecord, TopicPartition};
 use flechtwerk::observer::Observer;
+use flechtwerk::testing::read_topic;
 use flechtwerk::wire::RawRecord;
-use flechtwerk::{ConfigStore, Flechtwerk};
+use flechtwerk::Flechtwerk;
 use madsim::rand::{thread_rng, Rng};
 use madsim::runtime::Handle;
 use madsim::task::NodeId;
@@ -83,10 +83,8 @@ impl Observer for ReplicaObserver {
         self.ctx.event(format!("{}: {count} tasks", self.name));
     }
 
-    fn config_store_updated(&self, store: &ConfigStore) {
-        let contents =
-            store.keys().into_iter().map(|k| (k.clone(), store.get_bytes(&k).expect("listed").to_vec())).collect();
-        *self.view.configs.lock().expect("view lock") = Some(contents);
+    fn config_store_updated(&self, store: &dyn flechtwerk::observer::ConfigView) {
+        *self.view.configs.lock().expect("view lock") = Some(store.to_map());
     }
 }
 

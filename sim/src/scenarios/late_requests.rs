@@ -18,10 +18,10 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use bytes::Bytes;
-use flechtwerk::kafka::read::read_topic;
 use flechtwerk::kafka::{
     Consumer, ConsumerConfig, Kafka, NewTopic, Producer, ProducerConfig, ProducerRecord, Rebalance, TopicPartition,
 };
+use flechtwerk::testing::read_topic;
 use madsim::rand::{thread_rng, Rng};
 use madsim::runtime::Handle;
 use madsim::time::sleep;

@@ -10,26 +10,14 @@
 use std::time::Duration;
 
 use crate::configs::{decode_config_update, ConfigBootstrap, ConfigStore};
-use crate::error::Error;
+use crate::engine::bounds::DRAIN_RECORDS_MAX;
+use crate::engine::hooks::Hooks;
+use crate::error::{BoxError, Error};
 use crate::kafka::read::{read_to_end, ReadError};
 use crate::kafka::{Consumer, ConsumerConfig, Kafka, TopicPartition};
 use crate::observer::Observer;
 use crate::record::Config;
-use crate::stage::BoxError;
-use crate::wire::{InvalidMessagePolicy, PolicyError};
-
-/// Records taken per drain.
-pub const DRAIN_RECORDS_MAX: usize = 10_000;
-
-/// The stage hooks the config machinery calls.
-pub(crate) trait ConfigHooks: Send + Sync {
-    /// Whether `enrich` changes configs (if not, canonical bytes are stored undecoded).
-    fn enriches(&self) -> bool;
-    /// The stage's `enrich_config`.
-    fn enrich(&self, config: Config) -> impl std::future::Future<Output = Result<Config, BoxError>> + Send;
-    /// The stage's `on_invalid_message`.
-    fn policy(&self) -> &dyn InvalidMessagePolicy;
-}
+use crate::wire::PolicyError;
 
 /// The config store and the consumer that keeps it current.
 pub(crate) struct ConfigTopics {
@@ -41,19 +29,12 @@ fn enrich_error(key: &str, source: BoxError) -> Error {
     Error::Hook { hook: format!("enrich_config for config key {key:?}"), source }
 }
 
-/// Runs `enrich` on `config`, and in debug builds checks a stage that claims not to enrich.
-async fn enriched<H: ConfigHooks>(hooks: &H, key: &str, config: Config) -> Result<Config, Error> {
-    if hooks.enriches() {
-        return hooks.enrich(config).await.map_err(|e| enrich_error(key, e));
+/// The config as the store keeps it: enriched when the stage has an enricher.
+async fn enriched(hooks: Hooks<'_>, key: &str, config: Config) -> Result<Config, Error> {
+    match hooks.enricher {
+        Some(enricher) => enricher.enrich_config(config).await.map_err(|e| enrich_error(key, e)),
+        None => Ok(config),
     }
-    if cfg!(debug_assertions) {
-        let after = hooks.enrich(config.clone()).await.map_err(|e| enrich_error(key, e))?;
-        debug_assert!(
-            after == config,
-            "enrich_config changed config {key:?}: override enriches_configs to return true"
-        );
-    }
-    Ok(config)
 }
 
 impl ConfigTopics {
@@ -63,11 +44,11 @@ impl ConfigTopics {
     }
 
     /// Reads `topics` to the ends captured now into a fresh store (CFG-10..16).
-    pub(crate) async fn bootstrap<H: ConfigHooks>(
+    pub(crate) async fn bootstrap(
         kafka: &dyn Kafka,
         client_id: &str,
         topics: &[String],
-        hooks: &H,
+        hooks: Hooks<'_>,
         observer: &dyn Observer,
     ) -> Result<Self, Error> {
         if topics.is_empty() {
@@ -80,12 +61,11 @@ impl ConfigTopics {
             let count = consumer.partition_count(topic).await?.unwrap_or(0);
             partitions.extend((0..count as i32).map(|p| TopicPartition::new(topic, p)));
         }
-        // Debug builds take the enriching path for every stage, to check `enriches_configs`.
-        let enriching = hooks.enriches() || cfg!(debug_assertions);
+        let enriching = hooks.enricher.is_some();
         let mut bootstrap =
             if enriching { ConfigBootstrap::new() } else { ConfigBootstrap::new().without_enrichment() };
         let read =
-            read_to_end(consumer.as_mut(), &partitions, |record| bootstrap.offer(&record, hooks.policy(), observer))
+            read_to_end(consumer.as_mut(), &partitions, |record| bootstrap.offer(&record, hooks.policy, observer))
                 .await;
         match read {
             Ok(_) => {}
@@ -95,7 +75,7 @@ impl ConfigTopics {
         let store = if enriching {
             Self::apply_survivors(bootstrap, hooks, observer).await?
         } else {
-            bootstrap.finish_unenriched(hooks.policy(), observer)?
+            bootstrap.finish_unenriched(hooks.policy, observer)?
         };
         observer.config_store_restored(store.len());
         observer.config_store_entries(store.len());
@@ -104,13 +84,13 @@ impl ConfigTopics {
     }
 
     /// Decodes, enriches and stores each survivor (the path of an enriching stage).
-    async fn apply_survivors<H: ConfigHooks>(
+    async fn apply_survivors(
         mut bootstrap: ConfigBootstrap,
-        hooks: &H,
+        hooks: Hooks<'_>,
         observer: &dyn Observer,
     ) -> Result<ConfigStore, Error> {
         while let Some(survivor) = bootstrap.next_survivor() {
-            let Some(map) = crate::wire::decode_value_with(&survivor.record, hooks.policy(), observer)? else {
+            let Some(map) = crate::mediation::decode_value_with(&survivor.record, hooks.policy, observer)? else {
                 continue; // skipped: the key stays absent (INV-12)
             };
             let config = enriched(hooks, &survivor.key, Config::wrap(map)).await?;
@@ -128,14 +108,14 @@ impl ConfigTopics {
 
     /// Applies everything that arrived since the last drain, without waiting (CFG-20). Returns
     /// how many records were applied.
-    pub(crate) async fn drain<H: ConfigHooks>(&mut self, hooks: &H, observer: &dyn Observer) -> Result<usize, Error> {
+    pub(crate) async fn drain(&mut self, hooks: Hooks<'_>, observer: &dyn Observer) -> Result<usize, Error> {
         let Some(consumer) = self.consumer.as_mut() else {
             return Ok(0);
         };
         let polled = consumer.poll(DRAIN_RECORDS_MAX, Duration::ZERO).await?;
         let mut applied = 0;
         for record in &polled.records {
-            let Some((key, value)) = decode_config_update(record, hooks.policy(), observer)? else {
+            let Some((key, value)) = decode_config_update(record, hooks.policy, observer)? else {
                 continue; // skipped: the previous value stays (INV-12)
             };
             match value {

@@ -8,7 +8,10 @@
 use std::fmt;
 use std::ops::{Deref, DerefMut};
 
-use crate::attribute::{Attribute, AttributeError};
+pub mod attribute;
+mod temporal;
+
+use self::attribute::{Attribute, AttributeError};
 use crate::json::{self, EncodeError, Map, Value};
 
 /// A JSON object (`raw`) accessed through attributes (ATTR-20).
@@ -225,7 +228,7 @@ record_kind!(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::attribute::{INT, STR};
+    use crate::record::attribute::{INT, STR};
 
     const COUNT: Attribute<i64> = Attribute::new("count", &INT);
     const NAME: Attribute<String> = Attribute::new("name", &STR);

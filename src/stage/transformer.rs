@@ -1,4 +1,4 @@
-//! The stage API: what a user writes.
+//! The transformer stage: a keyed stream → stream (STG-10..13).
 //!
 //! A [`Transformer`] turns a partitioned, keyed input stream into output messages and per-key
 //! state. The runner hands `transform` the message, a private copy of the key's state, and an
@@ -24,14 +24,13 @@
 
 use std::future::Future;
 
+use super::EnrichConfig;
 use crate::configs::ConfigStore;
+use crate::error::BoxError;
 use crate::message::{IncomingMessage, Message};
 use crate::observer::Observer;
 use crate::record::{Config, State};
 use crate::wire::{InvalidMessageAction, InvalidMessageError};
-
-/// An error from stage code (`transform`, hooks): any error type.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// Where a transform call puts its results: messages to send (in order) and the key's new state.
 ///
@@ -101,19 +100,11 @@ pub trait Transformer: Send + Sync + 'static {
         msg.key.clone()
     }
 
-    /// Return `true` when overriding [`enrich_config`](Transformer::enrich_config). With the
-    /// default (`false`) the config store keeps canonical wire bytes without decoding them,
-    /// which is what makes a large bootstrap cheap; debug builds check that a stage answering
-    /// `false` really leaves its configs unchanged.
-    fn enriches_configs(&self) -> bool {
-        false
-    }
-
-    /// Derives something once per config record on its way into the store (default: the config
-    /// unchanged, STG-03). Runs for every surviving record at every boot, so it must be
-    /// deterministic.
-    fn enrich_config(&self, config: Config) -> impl Future<Output = Result<Config, BoxError>> + Send {
-        async { Ok(config) }
+    /// The enricher of config records on their way into the store (default: none, the configs
+    /// are stored as they are, STG-03). See [`EnrichConfig`]: returning one is the only way to
+    /// enrich, so a stage cannot declare enrichment in one place and forget it in another.
+    fn config_enricher(&self) -> Option<&dyn EnrichConfig> {
+        None
     }
 
     /// Decides about an undecodable record (default: raise, STG-05). Synchronous and
@@ -136,7 +127,6 @@ pub trait Transformer: Send + Sync + 'static {
 
 type TransformFn = dyn Fn(IncomingMessage, State, &mut Output<'_>) -> Result<(), BoxError> + Send + Sync;
 type StateKeyFn = dyn Fn(&IncomingMessage) -> String + Send + Sync;
-type EnrichFn = dyn Fn(Config) -> Result<Config, BoxError> + Send + Sync;
 type InvalidFn = dyn Fn(&InvalidMessageError) -> InvalidMessageAction + Send + Sync;
 
 /// Starts the short form of a transformer (Python's `Transformer.of` / `@transformer`): give
@@ -162,7 +152,7 @@ pub struct TransformerBuilder {
     input_topics: Vec<String>,
     config_topics: Vec<String>,
     extract_state_key: Option<Box<StateKeyFn>>,
-    enrich_config: Option<Box<EnrichFn>>,
+    enrich_config: Option<Box<dyn EnrichConfig>>,
     on_invalid_message: Option<Box<InvalidFn>>,
 }
 
@@ -229,15 +219,8 @@ impl Transformer for FnTransformer {
         }
     }
 
-    fn enriches_configs(&self) -> bool {
-        self.builder.enrich_config.is_some()
-    }
-
-    async fn enrich_config(&self, config: Config) -> Result<Config, BoxError> {
-        match &self.builder.enrich_config {
-            Some(f) => f(config),
-            None => Ok(config),
-        }
+    fn config_enricher(&self) -> Option<&dyn EnrichConfig> {
+        self.builder.enrich_config.as_deref()
     }
 
     fn on_invalid_message(&self, error: &InvalidMessageError) -> InvalidMessageAction {

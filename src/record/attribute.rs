@@ -26,16 +26,15 @@
 //! a bool, `FLOAT` never reads an integer (`1` is not `1.0` on the wire, and silently widening it
 //! would change the bytes the record re-encodes to).
 
-mod temporal;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::marker::PhantomData;
 
-pub use temporal::{Date, DateTime, TemporalError, Time, UtcOffset};
+use super::temporal;
+pub use super::temporal::{Date, DateTime, TemporalError, Time, UtcOffset};
 
+use super::Record;
 use crate::json::{Map, Value};
-use crate::record::Record;
 
 /// Why a JSON value does not fit a codec, or a Rust value cannot be encoded.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]

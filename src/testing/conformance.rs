@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::read::read_topic;
-use super::{
+use super::read_topic;
+use crate::kafka::{
     ConsumerConfig, Kafka, KafkaError, NewTopic, ProducerConfig, ProducerRecord, Rebalance, TopicCreation,
     TopicPartition,
 };
@@ -358,7 +358,7 @@ async fn offsets_in_transaction(kafka: &dyn Kafka, env: &Env) -> Result<(), Fail
 
 /// Polls until the consumer's latest assignment satisfies `done`; returns it.
 async fn await_assignment(
-    consumer: &mut dyn super::Consumer,
+    consumer: &mut dyn crate::kafka::Consumer,
     env: &Env,
     done: impl Fn(&BTreeSet<TopicPartition>) -> bool,
 ) -> Result<BTreeSet<TopicPartition>, Failure> {
@@ -386,7 +386,7 @@ async fn await_assignment(
     }
 }
 
-async fn first_record(consumer: &mut dyn super::Consumer, env: &Env) -> Result<RawRecord, Failure> {
+async fn first_record(consumer: &mut dyn crate::kafka::Consumer, env: &Env) -> Result<RawRecord, Failure> {
     let deadline = tokio::time::Instant::now() + env.read_max;
     loop {
         let polled = consumer.poll(1, Duration::from_millis(500)).await?;

@@ -1,0 +1,293 @@
+//! The lookup table: an open-addressing index over the arena.
+
+#![allow(unused_imports)]
+use std::collections::VecDeque;
+use std::hash::BuildHasher;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use foldhash::fast::FixedState;
+use hashbrown::HashTable;
+use memmap2::MmapMut;
+
+use super::arena::*;
+use crate::json::{self, EncodeError, Map};
+use crate::observer::Observer;
+use crate::record::Config;
+use crate::wire::{self, DecodeError, InvalidMessageError, InvalidMessagePolicy, Part, PolicyError, RawRecord};
+
+/// A corrupt stored value: a framework bug, never degraded to an empty config (CFG-04).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("config store holds an undecodable value for key {key:?}: {source}")]
+pub struct ConfigStoreError {
+    pub(super) key: String,
+    pub(super) source: DecodeError,
+}
+
+/// The config lookup table: latest config per wire key across every config topic (CFG-01).
+///
+/// Stages see it read-only (through a shared reference); the config machinery writes it.
+///
+/// ```
+/// use flechtwerk::{attribute::{Attribute, STR}, Config, ConfigStore};
+/// const URL: Attribute<String> = Attribute::new("url", &STR);
+///
+/// let mut store = ConfigStore::new();
+/// store.put("tenant-a", &Config::new().with(&URL, "https://a".to_owned())?)?;
+/// let mut config = store.get("tenant-a")?.expect("present");
+/// config.set(&URL, "changed".to_owned())?; // a private copy (CFG-02)
+/// assert_eq!(store.get("tenant-a")?.unwrap().get(&URL)?, Some("https://a".to_owned()));
+/// assert_eq!(store.get_bytes("tenant-a"), Some(&br#"{"url":"https://a"}"#[..]));
+/// assert!(store.get("missing")?.is_none());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct ConfigStore {
+    pub(super) table: HashTable<Pos>,
+    pub(super) arena: Arena,
+    pub(super) hasher: FixedState,
+}
+
+impl Default for ConfigStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for ConfigStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConfigStore").field("entries", &self.len()).finish_non_exhaustive()
+    }
+}
+
+impl ConfigStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::with_arena(Arena::new(None))
+    }
+
+    /// An empty store whose arena grows in chunks of a fixed `chunk_bytes` (by default chunks
+    /// grow with the store, see [`CHUNK_BYTES`]). Tiny chunks make compaction observable in
+    /// tests; each chunk is a memory map of its own, so a size below the page size wastes memory.
+    pub fn with_chunk_bytes(chunk_bytes: usize) -> Self {
+        assert!(chunk_bytes >= 64, "a chunk must hold at least a small record");
+        Self::with_arena(Arena::new(Some(chunk_bytes)))
+    }
+
+    pub(super) fn with_arena(arena: Arena) -> Self {
+        ConfigStore { table: HashTable::new(), arena, hasher: FixedState::with_seed(INDEX_SEED) }
+    }
+
+    /// A pre-seeded store (CFG-05): the test entry point.
+    pub fn of<K: Into<String>>(entries: impl IntoIterator<Item = (K, Config)>) -> Result<Self, EncodeError> {
+        let mut store = ConfigStore::new();
+        for (key, config) in entries {
+            store.put(&key.into(), &config)?;
+        }
+        Ok(store)
+    }
+
+    pub(super) fn hash(&self, key: &[u8]) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    pub(super) fn find(&self, key: &[u8]) -> Option<Pos> {
+        let arena = &self.arena;
+        self.table.find(self.hash(key), |&pos| arena.key(pos) == key).copied()
+    }
+
+    /// The config for `key`, freshly decoded: mutating it never touches the store (CFG-02).
+    pub fn get(&self, key: &str) -> Result<Option<Config>, ConfigStoreError> {
+        let Some(bytes) = self.get_bytes(key) else {
+            return Ok(None);
+        };
+        match wire::decode_value(Some(bytes)) {
+            Ok(map) => Ok(Some(Config::wrap(map))),
+            Err(source) => Err(ConfigStoreError { key: key.to_owned(), source }),
+        }
+    }
+
+    /// The stored canonical JSON bytes for `key`.
+    pub fn get_bytes(&self, key: &str) -> Option<&[u8]> {
+        let pos = self.find(key.as_bytes())?;
+        let view = self.arena.view(pos);
+        debug_assert_eq!(view.kind, KIND_LIVE, "pending entries never escape the bootstrap");
+        Some(view.value)
+    }
+
+    /// Whether `key` has a config.
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.find(key.as_bytes()).is_some()
+    }
+
+    /// Number of configs.
+    pub fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    /// True when the store is empty.
+    pub fn is_empty(&self) -> bool {
+        self.table.is_empty()
+    }
+
+    /// Every key, sorted (deterministic, whatever the table layout).
+    pub fn keys(&self) -> Vec<String> {
+        let mut keys: Vec<String> =
+            self.table.iter().map(|&pos| String::from_utf8_lossy(self.arena.key(pos)).into_owned()).collect();
+        keys.sort_unstable();
+        keys
+    }
+
+    /// Heap bytes held by the store (arena chunks and index), for the size contract.
+    pub fn memory_bytes(&self) -> usize {
+        self.arena.memory_bytes() + self.table.allocation_size()
+    }
+
+    /// Stores `config` under `key`, re-encoded to canonical JSON (CFG-03). The config machinery
+    /// calls this; a stage holds the store read-only.
+    pub fn put(&mut self, key: &str, config: &Config) -> Result<(), EncodeError> {
+        let mut bytes = Vec::with_capacity(128);
+        json::write_object(config.raw(), &mut bytes)?;
+        self.insert(key.as_bytes(), &bytes, None);
+        Ok(())
+    }
+
+    /// Stores bytes already known to be a canonical JSON object.
+    pub(super) fn put_canonical(&mut self, key: &str, bytes: &[u8]) {
+        debug_assert_eq!(json::check_canonical_object(bytes), Ok(true));
+        self.insert(key.as_bytes(), bytes, None);
+    }
+
+    /// Stores a raw value: canonical bytes as they are (the fast path: nothing is parsed),
+    /// anything else parsed and re-encoded. Errors when the bytes are not a JSON object.
+    pub fn put_bytes(&mut self, key: &str, value: &[u8]) -> Result<(), DecodeError> {
+        match json::check_canonical_object(value) {
+            Ok(true) => {
+                self.put_canonical(key, value);
+                Ok(())
+            }
+            _ => {
+                let map = wire::decode_value(Some(value))?;
+                self.put(key, &Config::wrap(map)).expect("a parsed value is finite and encodes");
+                Ok(())
+            }
+        }
+    }
+
+    /// Removes `key`; removing a missing key is a no-op (CFG-03). Returns whether it was there.
+    pub fn delete(&mut self, key: &str) -> bool {
+        self.remove(key.as_bytes()).is_some()
+    }
+
+    /// Removes `key`; returns the kind of the removed record.
+    pub(super) fn remove(&mut self, key: &[u8]) -> Option<u8> {
+        let hash = self.hash(key);
+        let arena = &self.arena;
+        let (pos, _) = self.table.find_entry(hash, |&pos| arena.key(pos) == key).ok()?.remove();
+        let kind = self.arena.kill(pos);
+        self.maybe_compact();
+        Some(kind)
+    }
+
+    /// Inserts or replaces; returns the kind of the replaced record, if any. One probe.
+    pub(super) fn insert(&mut self, key: &[u8], value: &[u8], origin: Option<Origin>) -> Option<u8> {
+        let new = self.arena.append(key, value, origin);
+        let hash = self.hash(key);
+        let arena = &self.arena;
+        let hasher = &self.hasher;
+        let old = match self.table.entry(hash, |&pos| arena.key(pos) == key, |&pos| hasher.hash_one(arena.key(pos))) {
+            hashbrown::hash_table::Entry::Occupied(mut slot) => Some(std::mem::replace(slot.get_mut(), new)),
+            hashbrown::hash_table::Entry::Vacant(slot) => {
+                slot.insert(new);
+                None
+            }
+        };
+        let replaced = old.map(|old| self.arena.kill(old));
+        self.maybe_compact();
+        replaced
+    }
+
+    /// Rewrites the record at `pos` (which the table holds for its key) as a live record with
+    /// the same key and value: a pending bootstrap record becomes a stored entry.
+    pub(super) fn promote(&mut self, pos: Pos, scratch: &mut Vec<u8>) {
+        let view = self.arena.view(pos);
+        let hash = self.hash(view.key);
+        let key_len = view.key.len();
+        scratch.clear();
+        scratch.extend_from_slice(view.key);
+        scratch.extend_from_slice(view.value);
+        let new = self.arena.append(&scratch[..key_len], &scratch[key_len..], None);
+        *self.table.find_mut(hash, |&p| p == pos).expect("a promoted record is in the table") = new;
+        self.arena.kill(pos);
+        self.maybe_compact();
+    }
+
+    /// Rewrites live records into fresh chunks once garbage is large, freeing each old chunk as
+    /// soon as it has been walked, so the peak stays one chunk above the live size.
+    ///
+    /// Records move in batches of old chunks. A batch is copied in log order, which makes the
+    /// list of old positions sorted; one sequential pass over the index then repoints every slot
+    /// of the batch through a binary search of that (cache-sized) list. Looking each moved key
+    /// up in the index instead costs two cache misses per record, which is what dominated.
+    pub(super) fn maybe_compact(&mut self) {
+        if !self.arena.needs_compaction() {
+            return;
+        }
+        let first = self.arena.first;
+        let end = first + self.arena.chunks.len() as u64;
+        // Seal the current tail so moved records land in new chunks, after `end`.
+        self.arena.chunks.push_back(Chunk { map: None, filled: 0, live_bytes: 0 });
+        self.arena.recycle = true;
+        let mut record = Vec::new();
+        let mut moved_from: Vec<Pos> = Vec::new();
+        let mut moved_to: Vec<Pos> = Vec::new();
+        let mut number = first;
+        while number < end {
+            let batch_first = number;
+            moved_from.clear();
+            moved_to.clear();
+            while number < end && moved_from.len() < COMPACTION_BATCH_RECORDS {
+                let mut offset = 0;
+                // A chunk freed and popped meanwhile had nothing live left in it.
+                while let Some(chunk) = self.arena.chunk_by_number(number).filter(|c| offset < c.filled) {
+                    let pos = pos_of(number, offset);
+                    let view = decode_record(chunk.data(), offset);
+                    offset += view.len;
+                    if view.kind & DEAD_BIT != 0 {
+                        continue;
+                    }
+                    record.clear();
+                    record.extend_from_slice(&chunk.data()[(pos & 0xffff_ffff) as usize..offset]);
+                    moved_from.push(pos);
+                    moved_to.push(self.arena.append_encoded(&record));
+                    self.arena.kill(pos);
+                }
+                number += 1;
+            }
+            let batch = batch_first..number;
+            let mut repointed = 0;
+            for slot in self.table.iter_mut() {
+                if batch.contains(&(*slot >> 32)) {
+                    let i = moved_from.binary_search(slot).expect("every live record of a batch moved");
+                    *slot = moved_to[i];
+                    repointed += 1;
+                }
+            }
+            assert_eq!(repointed, moved_from.len(), "the index holds exactly the live records");
+        }
+        self.arena.recycle = false;
+        self.arena.spare = None;
+        debug_assert!(self.arena.dead_bytes <= self.arena.chunk_bytes().max(self.arena.live_bytes));
+    }
+}
+
+impl crate::observer::ConfigView for ConfigStore {
+    fn len(&self) -> usize {
+        ConfigStore::len(self)
+    }
+
+    fn for_each_entry(&self, f: &mut dyn FnMut(&str, &[u8])) {
+        for key in self.keys() {
+            f(&key, self.get_bytes(&key).expect("a listed key is present"));
+        }
+    }
+}

@@ -1,0 +1,56 @@
+//! Every bound of the engine in one place: timeouts, batch sizes, retries. Each says why it has
+//! its value; the `const` assertions at the bottom pin how they must relate, so changing one
+//! without the other fails to compile.
+//!
+//! Bounds that depend on the user's settings (the session timeout, `max_poll_records`) are
+//! checked when the handle is built ([`FlechtwerkBuilder::build`](crate::FlechtwerkBuilder::build)).
+
+use std::time::Duration;
+
+/// Timeout of the main loop's fetch (TRX-02, KNOB: 1000 ms). Short enough that the loop
+/// drains config topics and notices a shutdown at least once a second.
+pub(crate) const POLL_TIMEOUT: Duration = Duration::from_millis(1_000);
+
+/// Records taken per config drain (CFG-20): a drain never waits, but a burst of config writes
+/// is applied over several loop iterations instead of stalling one batch.
+pub(crate) const DRAIN_RECORDS_MAX: usize = 10_000;
+
+/// Default records per fetched batch (KNOB `max_poll_records`, USR-04): bounds a batch's memory
+/// and its transaction.
+pub const MAX_POLL_RECORDS_DEFAULT: usize = 500;
+
+/// Default group session timeout: how long the group waits for a silent instance before it
+/// reassigns its tasks.
+pub(crate) const SESSION_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
+
+/// Smallest session timeout the builder accepts: a member heartbeats every third of it, and
+/// below a couple of seconds a GC pause or a slow disk evicts healthy members.
+pub(crate) const SESSION_TIMEOUT_MIN: Duration = Duration::from_secs(2);
+
+/// Transaction timeout of transformer task producers (the coordinator aborts a transaction
+/// left open longer; TRX keeps the client default of 60 s). A batch (fetch to commit) must fit.
+pub(crate) const TASK_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long an abort may take before the engine gives up on it and surfaces the original
+/// error: the coordinator aborts the transaction anyway, at the next owner's fence or at the
+/// transaction timeout, so a hung abort must not hang the shutdown.
+pub(crate) const ABORT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a shutdown lets an in-flight batch (or a task start) finish before it abandons the
+/// batch and aborts its transaction. Below the transaction timeout, so that a batch the
+/// shutdown waits for can still commit.
+pub(crate) const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+
+/// How long closing one client (consumer, producer) may take on shutdown.
+pub(crate) const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
+
+// A shutdown that waits for a batch must leave that batch time to commit.
+const _: () = assert!(SHUTDOWN_GRACE.as_millis() < TASK_TRANSACTION_TIMEOUT.as_millis());
+// The loop notices a shutdown within one poll, long before the grace runs out.
+const _: () = assert!(POLL_TIMEOUT.as_millis() * 10 <= SHUTDOWN_GRACE.as_millis());
+// An abort gives up before a task's transaction would time out on its own.
+const _: () = assert!(ABORT_TIMEOUT.as_millis() < TASK_TRANSACTION_TIMEOUT.as_millis());
+// Heartbeats (a third of the session timeout) must fit several times into the poll cadence's
+// budget: the default session timeout is at least three polls.
+const _: () = assert!(SESSION_TIMEOUT_DEFAULT.as_millis() >= 3 * POLL_TIMEOUT.as_millis());
+const _: () = assert!(SESSION_TIMEOUT_MIN.as_millis() <= SESSION_TIMEOUT_DEFAULT.as_millis());

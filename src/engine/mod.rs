@@ -1,0 +1,27 @@
+//! The engine: runners that turn a stage into Kafka transactions.
+//!
+//! - [`settings`]: what a runner is configured with, and the processing [`Guarantee`].
+//! - [`bounds`]: every timeout and size bound of the engine, named, with its reason, and the
+//!   compile-time checks of how they relate.
+//! - [`txn`]: one Kafka transaction of an owner (a transformer task's batch; an extractor
+//!   token's page): begun lazily, every delivery awaited before the commit, aborted on every
+//!   error path. Both runners commit through it.
+//! - [`stop`]: the shutdown signal, and the grace a runner gets to finish in-flight work.
+//! - [`config_topics`]: the config store at run time (bootstrap at start, drain every loop).
+//! - [`hooks`]: the stage's hooks as the decoders and the config machinery take them.
+//! - [`tasks`]: the transformer runner (one task per input partition number).
+//! - [`buggify`]: fault points that only simulations enable.
+//!
+//! The engine depends on the ports (Kafka, state, observer), the config store and the wire
+//! model, never on an adapter: the same code runs on librdkafka and on the simulated cluster.
+
+pub(crate) mod bounds;
+pub(crate) mod buggify;
+pub(crate) mod config_topics;
+pub(crate) mod hooks;
+pub(crate) mod settings;
+pub(crate) mod stop;
+pub(crate) mod tasks;
+pub(crate) mod txn;
+
+pub use settings::Guarantee;

@@ -1,0 +1,51 @@
+//! What a runner is configured with (built by [`FlechtwerkBuilder`](crate::FlechtwerkBuilder)).
+
+use std::time::Duration;
+
+use crate::kafka::Compression;
+
+/// Everything a runner is configured with.
+#[derive(Clone, Debug)]
+pub(crate) struct Settings {
+    pub(crate) application_id: String,
+    pub(crate) client_id: String,
+    pub(crate) max_poll_records: usize,
+    pub(crate) compression: Compression,
+    pub(crate) replication_factor: i16,
+    pub(crate) session_timeout: Duration,
+    pub(crate) guarantee: Guarantee,
+}
+
+impl Settings {
+    /// The changelog topic (LIFE-03): `{application_id}-changelog`.
+    pub(crate) fn changelog_topic(&self) -> String {
+        format!("{}-changelog", self.application_id)
+    }
+
+    /// The transactional id of transformer task `partition` (LIFE-03, TRX-30):
+    /// `{application_id}-{partition}`, the fencing identity Python instances share.
+    pub(crate) fn task_transactional_id(&self, partition: i32) -> String {
+        format!("{}-{partition}", self.application_id)
+    }
+
+    /// The client id of task `partition`'s producer (LIFE-04): `{client_id}-{partition}`.
+    pub(crate) fn task_client_id(&self, partition: i32) -> String {
+        format!("{}-{partition}", self.client_id)
+    }
+}
+
+/// The processing guarantee of a transformer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Guarantee {
+    /// One Kafka transaction per task per batch: outputs, state and input offsets commit
+    /// together or not at all (the default, and the point of this library).
+    #[default]
+    ExactlyOnce,
+    /// No transactions: outputs and changelog records are sent idempotently, and the input
+    /// offsets are committed once every record of the batch is acknowledged. A crash replays
+    /// the uncommitted tail, so outputs may repeat. Meant for measuring what exactly-once costs,
+    /// and for stages whose outputs are idempotent anyway. Never mix the two guarantees in one
+    /// application: an at-least-once member commits offsets outside transactions, which an
+    /// exactly-once member's restore cannot tell apart (docs/compatibility.md).
+    AtLeastOnce,
+}

@@ -1,0 +1,277 @@
+//! One fetched batch: decoded before any transaction, run per state key, committed in one
+//! transaction per task (TRX-03..23).
+
+use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
+
+use bytes::Bytes;
+use futures::future::try_join_all;
+use futures::FutureExt as _;
+
+use super::task::{Task, Tasks};
+use super::Runner;
+use crate::configs::ConfigStore;
+use crate::engine::buggify;
+use crate::engine::txn::Txn;
+use crate::error::{BoxError, Error};
+use crate::kafka::{GroupMetadata, ProducerRecord, TopicPartition};
+use crate::message::{IncomingMessage, Message};
+use crate::record::State;
+use crate::stage::{Output, Transformer};
+use crate::wire::RawRecord;
+
+/// One task's part of a batch: decoded messages in bucket order, and the next offset of every
+/// input partition it read (skipped records included, TRX-11).
+#[derive(Default)]
+pub(super) struct TaskBatch {
+    /// (input topic index, message): the index orders a bucket's records (TRX-03).
+    messages: Vec<(usize, IncomingMessage)>,
+    /// Next offset per input topic index.
+    offsets: BTreeMap<usize, i64>,
+}
+
+/// What one bucket (a state key's records) produced.
+struct BucketResult {
+    outputs: Vec<Message>,
+    /// The final state, when it differs from the baseline (TRX-20).
+    changed: Option<State>,
+}
+
+/// A state change ready for the changelog: the key, and the value bytes (`None` deletes).
+struct StateChange {
+    key: String,
+    value: Option<Vec<u8>>,
+}
+
+impl<S: Transformer> Runner<S> {
+    /// Decodes, processes and commits one fetched batch (TRX-10..23); returns the next offset of
+    /// every input partition it covered.
+    pub(super) async fn process_batch(
+        &self,
+        records: Vec<RawRecord>,
+        tasks: &mut Tasks,
+        configs: &ConfigStore,
+        metadata: &GroupMetadata,
+        inputs: &[String],
+    ) -> Result<Vec<(TopicPartition, i64)>, Error> {
+        let started = tokio::time::Instant::now();
+        let batch = self.parse(records, inputs)?;
+        let size = batch.values().map(|b| b.messages.len()).sum();
+        let work =
+            tasks.live.iter_mut().filter_map(|(p, task)| batch.get(p).map(|b| (task, b))).map(|(task, task_batch)| {
+                let offsets = task_offsets(inputs, task.partition, task_batch);
+                self.run_task_batch(task, task_batch, offsets, configs, metadata)
+            });
+        // A failing task drops the others' futures mid-transaction; their open transactions
+        // are aborted when the tasks stop.
+        let committed = try_join_all(work).await?;
+        self.observer.batch_processed(size, started.elapsed());
+        Ok(committed.into_iter().flatten().collect())
+    }
+
+    /// The parse loop, before any transaction (TRX-14): every record through the policy, grouped
+    /// by task.
+    fn parse(&self, records: Vec<RawRecord>, inputs: &[String]) -> Result<BTreeMap<i32, TaskBatch>, Error> {
+        let stage = &*self.stage;
+        let policy = |error: &crate::wire::InvalidMessageError| stage.on_invalid_message(error);
+        let mut batch: BTreeMap<i32, TaskBatch> = BTreeMap::new();
+        for record in records {
+            self.observer.message_in_bytes(&record.topic, record.size_bytes());
+            let order = inputs
+                .iter()
+                .position(|t| **t == *record.topic)
+                .unwrap_or_else(|| panic!("a record of {}, which is not an input topic", record.topic));
+            let task = batch.entry(record.partition).or_default();
+            let next = task.offsets.entry(order).or_insert(record.offset + 1);
+            *next = (*next).max(record.offset + 1);
+            if let Some(msg) = crate::mediation::decode_input(&record, &policy, &*self.observer)? {
+                task.messages.push((order, msg));
+            }
+        }
+        Ok(batch)
+    }
+
+    /// Runs one task's share of a batch and commits it in one transaction; returns the offsets
+    /// it committed.
+    async fn run_task_batch(
+        &self,
+        task: &mut Task,
+        batch: &TaskBatch,
+        offsets: Vec<(TopicPartition, i64)>,
+        configs: &ConfigStore,
+        metadata: &GroupMetadata,
+    ) -> Result<Vec<(TopicPartition, i64)>, Error> {
+        // Bucket by state key; within a bucket, input_topics order, then offset order (TRX-03).
+        let mut buckets: BTreeMap<String, Vec<&(usize, IncomingMessage)>> = BTreeMap::new();
+        for entry in &batch.messages {
+            buckets.entry(self.stage.extract_state_key(&entry.1)).or_default().push(entry);
+        }
+        let mut baselines = Vec::with_capacity(buckets.len());
+        for (key, msgs) in &mut buckets {
+            msgs.sort_by_key(|(order, msg)| (*order, msg.offset));
+            baselines.push(load_state(task, key)?);
+        }
+        let results = try_join_all(
+            buckets.iter().zip(baselines).map(|((_, msgs), baseline)| self.run_bucket(msgs, baseline, configs)),
+        )
+        .await?;
+        let mut outputs = Vec::new();
+        let mut changes = Vec::new();
+        for ((key, _), result) in buckets.into_iter().zip(results) {
+            outputs.extend(result.outputs);
+            if let Some(state) = result.changed {
+                changes.push(self.encode_change(task.partition, key, state)?);
+            }
+        }
+        // Everything is encoded before the transaction begins: an unencodable output or state
+        // (NaN, say) fails the batch without opening one.
+        let outputs = outputs.iter().map(output_record).collect::<Result<Vec<_>, Error>>()?;
+        self.commit(task, outputs, &changes, &offsets, metadata).await?;
+        // The local store follows the changelog only once the transaction committed: a store
+        // never holds a state that no reader can see.
+        for change in changes {
+            match change.value {
+                Some(bytes) => task.store.put(&change.key, &bytes)?,
+                None => task.store.delete(&change.key)?,
+            }
+        }
+        task.committed(&offsets);
+        Ok(offsets)
+    }
+
+    fn encode_change(&self, partition: i32, key: String, state: State) -> Result<StateChange, Error> {
+        if state.is_empty() {
+            // The baseline was not empty (else nothing changed): a tombstone (TRX-21).
+            return Ok(StateChange { key, value: None });
+        }
+        let bytes = state.encode().map_err(|source| Error::Encode {
+            what: format!("the state of key {key:?} in task {partition}"),
+            source,
+        })?;
+        Ok(StateChange { key, value: Some(bytes) })
+    }
+
+    /// Runs one bucket's records serially, each on a private copy of the running state
+    /// (TRX-04); returns the outputs and the final state if it differs from the baseline
+    /// (TRX-20).
+    async fn run_bucket(
+        &self,
+        msgs: &[&(usize, IncomingMessage)],
+        baseline: State,
+        configs: &ConfigStore,
+    ) -> Result<BucketResult, Error> {
+        let mut current = baseline.clone();
+        let mut last_set: Option<State> = None;
+        let mut outputs = Vec::new();
+        for (_, msg) in msgs {
+            self.observer.message_in(&msg.topic);
+            let mut out = Output::new(configs, &*self.observer);
+            let started = tokio::time::Instant::now();
+            // A panicking transform fails the batch like an error does (its transaction aborts),
+            // instead of unwinding through the runner past its cleanup.
+            let result = AssertUnwindSafe(self.stage.transform(msg.clone(), current.clone(), &mut out))
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|panic| Err(panic_error(panic)));
+            self.observer.message_processed(started.elapsed());
+            result.map_err(|source| Error::Transform {
+                topic: msg.topic.clone(),
+                partition: msg.partition,
+                offset: msg.offset,
+                source,
+            })?;
+            let (messages, state) = out.into_parts();
+            outputs.extend(messages);
+            if let Some(state) = state {
+                current = state.clone();
+                last_set = Some(state);
+            }
+        }
+        let changed = last_set.filter(|s| *s != baseline);
+        Ok(BucketResult { outputs, changed })
+    }
+
+    /// One transaction (TRX-10): outputs, state changes (changelog partition = the task's), input
+    /// offsets. In at-least-once mode the same records without a transaction.
+    async fn commit(
+        &self,
+        task: &mut Task,
+        outputs: Vec<ProducerRecord>,
+        changes: &[StateChange],
+        offsets: &[(TopicPartition, i64)],
+        metadata: &GroupMetadata,
+    ) -> Result<(), Error> {
+        let changelog = self.settings.changelog_topic();
+        let mut txn = Txn::new(&*task.producer, &mut task.txn, &*self.observer);
+        let filled = async {
+            for record in outputs {
+                self.observer.message_out_bytes(&record.topic, record_bytes(&record));
+                txn.send(record).await?;
+            }
+            for change in changes {
+                if let Some(bytes) = &change.value {
+                    self.observer.state_record_bytes(bytes.len());
+                }
+                let record = ProducerRecord {
+                    topic: changelog.clone(),
+                    partition: Some(task.partition),
+                    key: Some(Bytes::copy_from_slice(change.key.as_bytes())),
+                    value: change.value.as_deref().map(Bytes::copy_from_slice),
+                    headers: Vec::new(),
+                    timestamp_ms: None,
+                };
+                txn.send(record).await?;
+            }
+            if task.producer.transactional_id().is_some() {
+                txn.send_offsets(offsets, metadata).await?;
+            }
+            buggify::point("task.before_commit").await;
+            Ok(())
+        }
+        .await;
+        txn.finish(filled).await?;
+        Ok(())
+    }
+}
+
+/// The next offsets of one task's batch, as the group commits them.
+fn task_offsets(inputs: &[String], partition: i32, batch: &TaskBatch) -> Vec<(TopicPartition, i64)> {
+    batch.offsets.iter().map(|(&order, &next)| (TopicPartition::new(&inputs[order], partition), next)).collect()
+}
+
+fn load_state(task: &mut Task, key: &str) -> Result<State, Error> {
+    match task.store.get(key)? {
+        None => Ok(State::new()),
+        Some(bytes) => crate::wire::decode_value(Some(&bytes)).map(State::wrap).map_err(|source| Error::CorruptState {
+            partition: task.partition,
+            key: key.to_owned(),
+            source,
+        }),
+    }
+}
+
+fn output_record(message: &Message) -> Result<ProducerRecord, Error> {
+    let encode_error = |source| Error::Encode { what: format!("a message to topic {:?}", message.topic()), source };
+    Ok(ProducerRecord {
+        topic: message.topic().to_owned(),
+        partition: None,
+        key: Some(message.encode_key().map_err(encode_error)?),
+        value: message.encode_value().map_err(encode_error)?,
+        headers: Vec::new(),
+        timestamp_ms: message.timestamp_ms(),
+    })
+}
+
+fn record_bytes(record: &ProducerRecord) -> usize {
+    record.key.as_ref().map_or(0, Bytes::len) + record.value.as_ref().map_or(0, Bytes::len)
+}
+
+/// A stage panic as an error: its message, when it has one.
+fn panic_error(panic: Box<dyn std::any::Any + Send>) -> BoxError {
+    let message = panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+        .unwrap_or_else(|| "a panic without a message".to_owned());
+    format!("transform panicked: {message}").into()
+}

@@ -1,0 +1,283 @@
+//! The transformer runner: tasks, one transaction per task per batch, rebalances (TRX-01..38).
+//!
+//! Work is split into tasks, one per input partition number (spanning that partition of every
+//! input topic; the Range assignor co-assigns them). A task owns a transactional producer with
+//! the static id `{application_id}-{partition}` — starting it fences whoever held the task
+//! before — and a state store restored from changelog partition `partition`.
+//!
+//! The main loop is sequential: start pending tasks → poll → apply rebalance events → drain
+//! config topics → process the batch. Processing a batch commits one transaction per task
+//! holding its outputs, its state changes (one final write per key) and its input offsets, so
+//! a record's effects become visible exactly once, or — after a crash, a fence or a revocation —
+//! not at all and the next owner redoes them.
+//!
+//! Invariants this module asserts where it relies on them: partitions are revoked before new
+//! ones are assigned (eager rebalancing), so an assignment never finds live tasks; a task's
+//! batch commits (or aborts) before its revocation is handled, because the loop handles
+//! rebalance events only between batches; a task's committed offsets only move forward.
+
+mod batch;
+mod task;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use futures::future::try_join_all;
+
+use self::task::Tasks;
+use crate::engine::bounds::{CLOSE_TIMEOUT, POLL_TIMEOUT};
+use crate::engine::buggify;
+use crate::engine::config_topics::ConfigTopics;
+use crate::engine::hooks::Hooks;
+use crate::engine::settings::{Guarantee, Settings};
+use crate::engine::stop::Stop;
+use crate::error::Error;
+use crate::kafka::{
+    Consumer, ConsumerConfig, Kafka, KafkaError, KafkaErrorKind, NewTopic, Rebalance, TopicCreation, TopicPartition,
+};
+use crate::observer::Observer;
+use crate::stage::Transformer;
+use crate::state::StateStores;
+
+/// The transformer runner.
+pub(crate) struct Runner<S> {
+    pub(crate) stage: Arc<S>,
+    pub(crate) settings: Settings,
+    pub(crate) kafka: Arc<dyn Kafka>,
+    pub(crate) observer: Arc<dyn Observer>,
+    pub(crate) stores: Arc<dyn StateStores>,
+}
+
+/// Offline topic validation (LIFE-11).
+fn validate_topics(inputs: &[String], configs: &[String]) -> Result<(), Error> {
+    if inputs.is_empty() {
+        return Err(Error::Invalid("a transformer needs at least one input topic".into()));
+    }
+    let inputs: BTreeSet<&String> = inputs.iter().collect();
+    let both: Vec<&String> =
+        configs.iter().filter(|t| inputs.contains(t)).collect::<BTreeSet<_>>().into_iter().collect();
+    if !both.is_empty() {
+        return Err(Error::Invalid(format!("topics cannot be both input and config topics: {both:?}")));
+    }
+    Ok(())
+}
+
+fn unknown_topic(topic: &str, what: &str) -> Error {
+    KafkaError::new(KafkaErrorKind::UnknownTopic, "startup", format!("{what} does not exist"))
+        .with_context(topic)
+        .into()
+}
+
+impl<S: Transformer> Runner<S> {
+    /// Runs until `stop` is raised (clean stop) or an error (LIFE-20..23). The stage's setup runs
+    /// first and its teardown last, after an error too (STG-02).
+    pub(crate) async fn run(&self, stop: &Stop) -> Result<(), Error> {
+        self.stage.setup().await.map_err(|source| Error::Hook { hook: "setup".into(), source })?;
+        let result = self.run_stage(stop).await;
+        let teardown = self.stage.teardown().await.map_err(|source| Error::Hook { hook: "teardown".into(), source });
+        result.and(teardown)
+    }
+
+    /// Startup validation against the broker (LIFE-13, LIFE-14, LIFE-15); returns the task count.
+    async fn check_topics(&self, inputs: &[String], configs: &[String]) -> Result<u32, Error> {
+        let admin = self.kafka.admin()?;
+        let mut counts = BTreeMap::new();
+        for topic in inputs {
+            let count = admin.partition_count(topic).await?.ok_or_else(|| unknown_topic(topic, "input topic"))?;
+            counts.insert(topic.clone(), count);
+        }
+        let distinct: BTreeSet<u32> = counts.values().copied().collect();
+        if distinct.len() > 1 {
+            return Err(Error::Invalid(format!("input topics must have equal partition counts: {counts:?}")));
+        }
+        let partitions = *distinct.iter().next().expect("validated: at least one input topic");
+        let changelog = self.settings.changelog_topic();
+        let spec = NewTopic::new(&changelog, partitions).replication(self.settings.replication_factor).compacted();
+        // A freshly created changelog is not described again (LIFE-14, USR-08).
+        if admin.create_topic(&spec).await? == TopicCreation::AlreadyExists {
+            let existing = admin.partition_count(&changelog).await?;
+            if existing != Some(partitions) {
+                return Err(Error::Invalid(format!(
+                    "changelog {changelog} has {existing:?} partitions but the input topics have {partitions}: \
+                     repartitioning requires a state migration"
+                )));
+            }
+        }
+        for topic in configs {
+            if admin.partition_count(topic).await?.is_none() {
+                return Err(unknown_topic(topic, "config topic"));
+            }
+        }
+        Ok(partitions)
+    }
+
+    async fn run_stage(&self, stop: &Stop) -> Result<(), Error> {
+        let inputs = self.stage.input_topics();
+        let config_topics = self.stage.config_topics();
+        validate_topics(&inputs, &config_topics)?;
+        self.check_topics(&inputs, &config_topics).await?;
+        let stage = &*self.stage;
+        let policy = |error: &crate::wire::InvalidMessageError| stage.on_invalid_message(error);
+        let hooks = Hooks { enricher: stage.config_enricher(), policy: &policy };
+        // The config store is bootstrapped before subscribing: a failing bootstrap crashes
+        // without rebalance churn (CFG-24).
+        let bootstrap =
+            ConfigTopics::bootstrap(&*self.kafka, &self.settings.client_id, &config_topics, hooks, &*self.observer);
+        let mut configs = tokio::select! {
+            biased;
+            () = stop.raised() => return Ok(()),
+            configs = bootstrap => configs?,
+        };
+        let mut consumer = self.kafka.consumer(ConsumerConfig {
+            session_timeout: self.settings.session_timeout,
+            ..ConsumerConfig::member(&self.settings.client_id, &self.settings.application_id)
+        })?;
+        let mut tasks = Tasks::default();
+        let result = match consumer.subscribe(&inputs).await {
+            Ok(()) => self.main_loop(consumer.as_mut(), &mut configs, &mut tasks, &inputs, hooks, stop).await,
+            Err(error) => Err(error.into()),
+        };
+        // Torn down explicitly: stopping the consumer runs no revocation (TRX-36). A batch the
+        // shutdown abandoned left its transactions open: stopping the tasks aborts them.
+        let cause = match &result {
+            Ok(()) => "shutdown".to_owned(),
+            Err(error) => error.to_string(),
+        };
+        let stopped = tasks.stop_all(&*self.observer, &cause).await;
+        let closed = match tokio::time::timeout(CLOSE_TIMEOUT, consumer.close()).await {
+            Ok(closed) => closed.map_err(Error::from),
+            Err(_) => {
+                tracing::warn!("closing the consumer timed out");
+                Ok(())
+            }
+        };
+        let config_closed = configs.close().await;
+        result.and(stopped).and(closed).and(config_closed)
+    }
+
+    async fn main_loop(
+        &self,
+        consumer: &mut dyn Consumer,
+        configs: &mut ConfigTopics,
+        tasks: &mut Tasks,
+        inputs: &[String],
+        hooks: Hooks<'_>,
+        stop: &Stop,
+    ) -> Result<(), Error> {
+        let mut pending: BTreeSet<i32> = BTreeSet::new();
+        loop {
+            if stop.is_raised() {
+                return Ok(());
+            }
+            if !pending.is_empty() {
+                let start = self.start_tasks(consumer, &pending, tasks, inputs);
+                tokio::select! {
+                    biased;
+                    started = start => started?,
+                    () = stop.grace_expired() => return Ok(()),
+                }
+                pending.clear();
+            }
+            // Poll is cancellation-safe (the port's contract), so a shutdown may interrupt it.
+            let polled = tokio::select! {
+                biased;
+                () = stop.raised() => return Ok(()),
+                polled = consumer.poll(self.settings.max_poll_records, POLL_TIMEOUT) => polled?,
+            };
+            for event in polled.rebalances {
+                match event {
+                    Rebalance::Revoked { partitions } => {
+                        tracing::info!(revoked = partitions.len(), "partitions revoked: stopping every task");
+                        // Between batches: no task has a transaction open (TRX-33).
+                        assert!(
+                            tasks.live.values().all(|t| !t.txn.is_open()),
+                            "a task's batch commits before its revocation is handled"
+                        );
+                        tasks.stop_all(&*self.observer, "partitions revoked").await?;
+                        pending.clear();
+                    }
+                    Rebalance::Assigned { partitions, generation } => {
+                        assert!(
+                            tasks.live.is_empty(),
+                            "eager rebalancing: partitions are revoked before new ones are assigned"
+                        );
+                        // Bookkeeping only (TRX-32): the partitions arrive paused.
+                        pending = partitions.iter().map(|p| p.partition).collect();
+                        tracing::info!(generation, tasks = ?pending, "partitions assigned");
+                    }
+                }
+            }
+            buggify::point("loop.after_poll").await;
+            configs.drain(hooks, &*self.observer).await?;
+            // Records of partitions without a live task are dropped uncommitted: their next
+            // owner processes them (TRX-02, TRX-35).
+            let records: Vec<_> =
+                polled.records.into_iter().filter(|r| tasks.live.contains_key(&r.partition)).collect();
+            if records.is_empty() {
+                continue;
+            }
+            let Some(metadata) = consumer.group_metadata() else {
+                // The member lost its membership (evicted after a pause or a partition) and
+                // has not been told yet: nothing it holds may commit. Drop the batch and the
+                // tasks; the rejoin brings a fresh assignment from the committed offsets.
+                tracing::warn!("group membership lost: dropping the batch and every task");
+                tasks.stop_all(&*self.observer, "group membership lost").await?;
+                continue;
+            };
+            let batch = self.process_batch(records, tasks, configs.store(), &metadata, inputs);
+            let offsets = tokio::select! {
+                biased;
+                offsets = batch => offsets?,
+                // Abandoned: the tasks' open transactions are aborted when they stop.
+                () = stop.grace_expired() => return Ok(()),
+            };
+            if self.settings.guarantee == Guarantee::AtLeastOnce {
+                consumer.commit_offsets(&offsets).await?;
+            }
+        }
+    }
+
+    /// Starts tasks concurrently (TRX-31): fence, restore, then resume their partitions.
+    async fn start_tasks(
+        &self,
+        consumer: &mut dyn Consumer,
+        pending: &BTreeSet<i32>,
+        tasks: &mut Tasks,
+        inputs: &[String],
+    ) -> Result<(), Error> {
+        let started = try_join_all(pending.iter().map(|&p| self.start_task(p))).await?;
+        for task in started {
+            let partitions: Vec<TopicPartition> =
+                inputs.iter().map(|t| TopicPartition::new(t, task.partition)).collect();
+            // Position from the offsets committed *now*, after the fence: a zombie that
+            // committed between the assignment and the fence moved them, and its changes are
+            // in the restored state, so its records must not be processed again. (A client
+            // that looked the offsets up at assignment time would be behind.)
+            let committed = consumer.committed(&partitions).await?;
+            for (partition, offset) in partitions.iter().zip(committed) {
+                if let Some(offset) = offset {
+                    consumer.seek(partition, offset).await?;
+                }
+            }
+            tasks.live.insert(task.partition, task);
+            consumer.resume(&partitions)?;
+        }
+        self.observer.tasks_assigned(tasks.live.len());
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn life_11_offline_validation() {
+        let err = validate_topics(&[], &[]).unwrap_err().to_string();
+        assert!(err.contains("at least one"), "{err}");
+        let err =
+            validate_topics(&["b".into(), "a".into()], &["b".into(), "a".into(), "c".into()]).unwrap_err().to_string();
+        assert!(err.contains("both input and config") && err.contains(r#"["a", "b"]"#), "{err}");
+        assert!(validate_topics(&["in".into()], &["cfg".into()]).is_ok());
+    }
+}

@@ -1,0 +1,139 @@
+//! One Kafka transaction of an owner: a transformer task's batch, an extractor token's page.
+//!
+//! The rules every transaction of the engine follows, written once:
+//!
+//! - **Begun lazily** (EXT-11): by the first record sent or the first offsets added, so nothing
+//!   to write opens nothing.
+//! - **Every delivery awaited before the commit** (EXT-13, USR-06): a record the broker did not
+//!   take fails the transaction instead of committing around a hole.
+//! - **Aborted on every error path**: an error after the transaction began aborts it at once
+//!   (bounded by [`ABORT_TIMEOUT`]), and the original error is what the caller sees. Until the
+//!   abort, the open transaction holds back the last stable offset of every partition it wrote,
+//!   so every `read_committed` reader of the outputs and the changelog would stall.
+//! - **At most one open transaction per producer**: the owner's [`TxnState`] records whether
+//!   one is open, so a future dropped mid-transaction (a cancelled run, an abandoned batch)
+//!   still leaves a trace that the owner's teardown acts on ([`abort_open`]).
+//!
+//! Without a transactional producer (at-least-once mode) the same code sends idempotently and
+//! awaits every delivery; there is nothing to begin, commit or abort.
+
+use super::bounds::ABORT_TIMEOUT;
+use crate::error::Error;
+use crate::kafka::{DeliveryFuture, GroupMetadata, Producer, ProducerRecord, TopicPartition};
+use crate::observer::Observer;
+
+/// Whether an owner's producer has a transaction open. Lives with the owner (the task, the
+/// token), outliving any one [`Txn`].
+#[derive(Debug, Default)]
+pub(crate) struct TxnState {
+    open: bool,
+}
+
+impl TxnState {
+    pub(crate) fn is_open(&self) -> bool {
+        self.open
+    }
+}
+
+/// One transaction in the making.
+pub(crate) struct Txn<'a> {
+    producer: &'a dyn Producer,
+    state: &'a mut TxnState,
+    transactional: bool,
+    observer: &'a dyn Observer,
+    deliveries: Vec<DeliveryFuture>,
+}
+
+impl<'a> Txn<'a> {
+    /// A transaction on `producer` (transactional when it has a transactional id).
+    pub(crate) fn new(producer: &'a dyn Producer, state: &'a mut TxnState, observer: &'a dyn Observer) -> Self {
+        assert!(!state.open, "one open transaction per producer: the previous one was neither committed nor aborted");
+        let transactional = producer.transactional_id().is_some();
+        Txn { producer, state, transactional, observer, deliveries: Vec::new() }
+    }
+
+    async fn begin_if_needed(&mut self) -> Result<(), Error> {
+        if self.transactional && !self.state.open {
+            // Marked open before the call: if it fails half-way, the abort is still tried.
+            self.state.open = true;
+            self.producer.begin_transaction().await?;
+        }
+        Ok(())
+    }
+
+    /// Hands a record to the producer (beginning the transaction if needed); its delivery is
+    /// awaited at the commit.
+    pub(crate) async fn send(&mut self, record: ProducerRecord) -> Result<(), Error> {
+        self.begin_if_needed().await?;
+        let delivery = self.producer.send(record).await?;
+        self.deliveries.push(delivery);
+        Ok(())
+    }
+
+    /// Adds the group's offsets to the transaction: they commit with it, or not at all.
+    pub(crate) async fn send_offsets(
+        &mut self,
+        offsets: &[(TopicPartition, i64)],
+        group: &GroupMetadata,
+    ) -> Result<(), Error> {
+        assert!(self.transactional, "offsets ride a transaction only with a transactional producer");
+        self.begin_if_needed().await?;
+        self.producer.send_offsets_to_transaction(offsets, group).await?;
+        Ok(())
+    }
+
+    /// Awaits every delivery, then commits (when a transaction is open). Returns whether a
+    /// transaction committed.
+    async fn commit(&mut self) -> Result<bool, Error> {
+        for delivery in self.deliveries.drain(..) {
+            delivery.await?;
+        }
+        crate::engine::buggify::point("txn.before_commit").await;
+        if !self.state.open {
+            return Ok(false);
+        }
+        self.producer.commit_transaction().await?;
+        self.state.open = false;
+        self.observer.transaction_committed();
+        Ok(true)
+    }
+
+    /// The one exit of a transaction: commits what `filled` (the result of writing it) left, or
+    /// aborts and returns the error. Returns whether a transaction committed.
+    pub(crate) async fn finish(mut self, filled: Result<(), Error>) -> Result<bool, Error> {
+        let result = match filled {
+            Ok(()) => self.commit().await,
+            Err(error) => Err(error),
+        };
+        if let Err(error) = result {
+            // Pending deliveries resolve with the abort; nobody waits for them.
+            self.deliveries.clear();
+            abort_open(self.producer, self.state, &error).await;
+            return Err(error);
+        }
+        result
+    }
+}
+
+/// Aborts the open transaction of `producer`, if any, within [`ABORT_TIMEOUT`]; `cause` is why
+/// (logged). Best effort: a fenced producer cannot abort, and the coordinator aborts the
+/// transaction anyway (at the next owner's fence, or at the transaction timeout).
+pub(crate) async fn abort_open(producer: &dyn Producer, state: &mut TxnState, cause: &(dyn std::fmt::Display + Sync)) {
+    if !state.open {
+        return;
+    }
+    state.open = false;
+    let id = producer.transactional_id().unwrap_or_default().to_owned();
+    match tokio::time::timeout(ABORT_TIMEOUT, producer.abort_transaction()).await {
+        Ok(Ok(())) => tracing::info!(transactional_id = %id, %cause, "transaction aborted"),
+        Ok(Err(error)) => {
+            tracing::warn!(transactional_id = %id, %cause, %error, "abort failed: the coordinator aborts it later")
+        }
+        Err(_) => tracing::warn!(
+            transactional_id = %id,
+            %cause,
+            timeout = ?ABORT_TIMEOUT,
+            "abort timed out: the coordinator aborts it later"
+        ),
+    }
+}

@@ -1,0 +1,296 @@
+//! The allocation-free check that bytes are already one canonical JSON object.
+
+use super::encode::python_float_repr;
+use super::parse::{check_int_digits, scan_number, Parser};
+use super::{JsonError, JSON_DEPTH_MAX};
+
+/// Checks that `bytes` is one JSON object already in canonical form (what [`write_object`]
+/// would produce for its parsed value), without allocating a value.
+///
+/// `Ok(true)`: canonical, store the bytes as they are. `Ok(false)`: valid JSON that is not
+/// canonical (or not an object), parse and re-encode it. `Err`: not JSON. This is the config
+/// store's fast path: configs written by a Flechtwerk stage are canonical, and skipping the
+/// parse/encode round trip is what makes a million-entry bootstrap cheap.
+pub fn check_canonical_object(bytes: &[u8]) -> Result<bool, CanonicalScanError> {
+    let text = std::str::from_utf8(bytes).map_err(CanonicalScanError::Utf8)?;
+    let mut scanner = Scanner { bytes: text.as_bytes(), pos: 0, canonical: true, key_stack: Vec::new() };
+    let is_object = scanner.bytes.first() == Some(&b'{');
+    scanner.skip_whitespace();
+    scanner.value(0).map_err(CanonicalScanError::Json)?;
+    scanner.skip_whitespace();
+    if scanner.pos != scanner.bytes.len() {
+        return Err(CanonicalScanError::Json(JsonError::TrailingData { offset: scanner.pos }));
+    }
+    Ok(scanner.canonical && is_object)
+}
+
+/// Why [`check_canonical_object`] rejected its input.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CanonicalScanError {
+    /// The bytes are not UTF-8.
+    #[error(transparent)]
+    Utf8(std::str::Utf8Error),
+    /// The text is not JSON.
+    #[error(transparent)]
+    Json(JsonError),
+}
+
+/// The end of the run of string bytes starting at `from` that need no attention: the index of
+/// the first `"`, `\\` or control character, or the end of `bytes`. Eight bytes at a time (SWAR):
+/// strings are most of a config's bytes, and this loop is most of the canonical scan.
+#[inline]
+pub(super) fn plain_run_end(bytes: &[u8], from: usize) -> usize {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
+    /// High bit set in each byte of `w` that is zero (exact for the lowest such byte, which is
+    /// the one we look for).
+    fn zero_bytes(w: u64) -> u64 {
+        w.wrapping_sub(ONES) & !w & HIGHS
+    }
+    let mut i = from;
+    while let Some(chunk) = bytes.get(i..i + 8) {
+        let w = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
+        // Control characters are the bytes below 0x20: subtracting 0x20 borrows into the high bit
+        // (exact for the lowest; bytes >= 0x80 are masked out by `!w`).
+        let control = w.wrapping_sub(ONES * 0x20) & !w & HIGHS;
+        let quote = zero_bytes(w ^ (ONES * u64::from(b'"')));
+        let backslash = zero_bytes(w ^ (ONES * u64::from(b'\\')));
+        let found = control | quote | backslash;
+        if found != 0 {
+            return i + (found.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while let Some(&b) = bytes.get(i) {
+        if b == b'"' || b == b'\\' || b < 0x20 {
+            break;
+        }
+        i += 1;
+    }
+    i
+}
+
+/// The allocation-free twin of [`Parser`]: the same grammar, plus a running "still canonical"
+/// verdict. Keeping both grammars identical is pinned by property tests and a fuzz target.
+struct Scanner<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+    canonical: bool,
+    /// For each open object, its previous key (for the sorted-keys check).
+    key_stack: Vec<Option<ScannedKey>>,
+}
+
+/// A key as the sorted-keys check compares it: a span of the input when it has no escapes,
+/// else its unescaped text (rare, so the allocation is too).
+enum ScannedKey {
+    Span(usize, usize),
+    Unescaped(String),
+}
+
+impl ScannedKey {
+    fn bytes<'a>(&'a self, input: &'a [u8]) -> &'a [u8] {
+        match self {
+            ScannedKey::Span(start, end) => &input[*start..*end],
+            ScannedKey::Unescaped(text) => text.as_bytes(),
+        }
+    }
+}
+
+impl Scanner<'_> {
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.pos).copied()
+    }
+
+    fn skip_whitespace(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
+            self.pos += 1;
+            self.canonical = false;
+        }
+    }
+
+    fn parser_error(&self) -> JsonError {
+        Parser { bytes: self.bytes, pos: self.pos }.unexpected()
+    }
+
+    fn expect(&mut self, byte: u8) -> Result<(), JsonError> {
+        if self.peek() == Some(byte) {
+            self.pos += 1;
+            Ok(())
+        } else {
+            Err(self.parser_error())
+        }
+    }
+
+    fn value(&mut self, depth: usize) -> Result<(), JsonError> {
+        match self.peek() {
+            Some(b'{') => self.object(depth + 1),
+            Some(b'[') => self.array(depth + 1),
+            Some(b'"') => self.string().map(|_| ()),
+            Some(b't') => self.literal(b"true"),
+            Some(b'f') => self.literal(b"false"),
+            Some(b'n') => self.literal(b"null"),
+            Some(b'N') | Some(b'I') => Parser { bytes: self.bytes, pos: self.pos }.non_finite().map(|_| ()),
+            Some(b'-') if self.bytes.get(self.pos + 1) == Some(&b'I') => {
+                Parser { bytes: self.bytes, pos: self.pos }.non_finite().map(|_| ())
+            }
+            Some(b'-' | b'0'..=b'9') => self.number(),
+            _ => Err(self.parser_error()),
+        }
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Result<(), JsonError> {
+        if self.bytes[self.pos..].starts_with(word) {
+            self.pos += word.len();
+            Ok(())
+        } else {
+            Err(self.parser_error())
+        }
+    }
+
+    fn object(&mut self, depth: usize) -> Result<(), JsonError> {
+        if depth > JSON_DEPTH_MAX {
+            return Err(JsonError::TooDeep { offset: self.pos });
+        }
+        self.pos += 1;
+        self.skip_whitespace();
+        if self.peek() == Some(b'}') {
+            self.pos += 1;
+            return Ok(());
+        }
+        self.key_stack.push(None);
+        loop {
+            self.skip_whitespace();
+            if self.peek() != Some(b'"') {
+                return Err(self.parser_error());
+            }
+            let (start, end, escaped) = self.string()?;
+            let key = if escaped {
+                // Key order is decided on unescaped text.
+                let quoted = std::str::from_utf8(&self.bytes[start - 1..end + 1]).expect("utf-8 input");
+                let mut parser = Parser { bytes: quoted.as_bytes(), pos: 0 };
+                ScannedKey::Unescaped(parser.string()?)
+            } else {
+                ScannedKey::Span(start, end)
+            };
+            if let Some(Some(previous)) = self.key_stack.last() {
+                if previous.bytes(self.bytes) >= key.bytes(self.bytes) {
+                    self.canonical = false; // unsorted or duplicate
+                }
+            }
+            *self.key_stack.last_mut().expect("pushed above") = Some(key);
+            self.skip_whitespace();
+            self.expect(b':')?;
+            self.skip_whitespace();
+            self.value(depth)?;
+            self.skip_whitespace();
+            match self.peek() {
+                Some(b',') => self.pos += 1,
+                Some(b'}') => {
+                    self.pos += 1;
+                    self.key_stack.pop();
+                    return Ok(());
+                }
+                _ => return Err(self.parser_error()),
+            }
+        }
+    }
+
+    fn array(&mut self, depth: usize) -> Result<(), JsonError> {
+        if depth > JSON_DEPTH_MAX {
+            return Err(JsonError::TooDeep { offset: self.pos });
+        }
+        self.pos += 1;
+        self.skip_whitespace();
+        if self.peek() == Some(b']') {
+            self.pos += 1;
+            return Ok(());
+        }
+        loop {
+            self.skip_whitespace();
+            self.value(depth)?;
+            self.skip_whitespace();
+            match self.peek() {
+                Some(b',') => self.pos += 1,
+                Some(b']') => {
+                    self.pos += 1;
+                    return Ok(());
+                }
+                _ => return Err(self.parser_error()),
+            }
+        }
+    }
+
+    /// Scans a string; returns the content's byte range and whether it held an escape.
+    fn string(&mut self) -> Result<(usize, usize, bool), JsonError> {
+        self.pos += 1;
+        let start = self.pos;
+        let mut escaped = false;
+        loop {
+            self.pos = plain_run_end(self.bytes, self.pos);
+            match self.peek() {
+                Some(b'"') => {
+                    let end = self.pos;
+                    self.pos += 1;
+                    return Ok((start, end, escaped));
+                }
+                Some(b'\\') => {
+                    escaped = true;
+                    let at = self.pos;
+                    let mut parser = Parser { bytes: self.bytes, pos: self.pos };
+                    let c = parser.escape()?;
+                    let written = &self.bytes[at..parser.pos];
+                    self.pos = parser.pos;
+                    if !is_canonical_escape(c, written) {
+                        self.canonical = false;
+                    }
+                }
+                Some(_) => return Err(JsonError::ControlCharacter { offset: self.pos }),
+                None => return Err(JsonError::UnexpectedEnd { offset: self.pos }),
+            }
+        }
+    }
+
+    fn number(&mut self) -> Result<(), JsonError> {
+        let start = self.pos;
+        let end = scan_number(self.bytes, start).ok_or(JsonError::InvalidNumber { offset: start })?;
+        self.pos = end.end;
+        let text = std::str::from_utf8(&self.bytes[start..end.end]).expect("ascii number");
+        if end.is_float {
+            let v: f64 = text.parse().map_err(|_| JsonError::InvalidNumber { offset: start })?;
+            if !v.is_finite() {
+                return Err(JsonError::NumberOutOfRange { offset: start });
+            }
+            if self.canonical {
+                let mut repr = String::with_capacity(24);
+                python_float_repr(v, &mut repr);
+                if repr != text {
+                    self.canonical = false;
+                }
+            }
+        } else if text == "-0" {
+            self.canonical = false; // Python prints 0
+        } else {
+            check_int_digits(text, start)?;
+        }
+        Ok(())
+    }
+}
+
+/// Whether `written` is how the canonical encoder spells the escaped character `c`.
+fn is_canonical_escape(c: char, written: &[u8]) -> bool {
+    match c {
+        '"' => written == b"\\\"",
+        '\\' => written == b"\\\\",
+        '\n' => written == b"\\n",
+        '\r' => written == b"\\r",
+        '\t' => written == b"\\t",
+        '\u{8}' => written == b"\\b",
+        '\u{c}' => written == b"\\f",
+        '\0'..='\u{1f}' => {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            let b = c as u8;
+            written == [b'\\', b'u', b'0', b'0', HEX[(b >> 4) as usize], HEX[(b & 15) as usize]]
+        }
+        _ => false, // everything else is written raw
+    }
+}

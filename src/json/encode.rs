@@ -1,0 +1,155 @@
+//! The canonical encoder: Python's `json.dumps(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)`, byte for byte.
+
+use std::fmt::Write as _;
+
+use super::{Map, Value};
+
+/// Why a value cannot be encoded.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum EncodeError {
+    /// NaN or an infinity: JSON has no spelling for it (Python: `allow_nan=False`).
+    #[error("float {value} is not JSON compliant (NaN and infinities cannot be encoded)")]
+    NonFiniteFloat {
+        /// `NaN`, `inf` or `-inf`.
+        value: String,
+    },
+}
+
+/// Appends the canonical encoding of `value` to `out`.
+pub fn write_canonical(value: &Value, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+    match value {
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(true) => out.extend_from_slice(b"true"),
+        Value::Bool(false) => out.extend_from_slice(b"false"),
+        Value::Int(v) => {
+            let mut text = String::with_capacity(20);
+            write!(text, "{v}").expect("write to String");
+            out.extend_from_slice(text.as_bytes());
+        }
+        Value::BigInt(v) => out.extend_from_slice(v.as_str().as_bytes()),
+        Value::Float(v) => write_float(*v, out)?,
+        Value::Str(s) => write_string(s, out),
+        Value::List(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_canonical(item, out)?;
+            }
+            out.push(b']');
+        }
+        Value::Object(map) => write_object(map, out)?,
+    }
+    Ok(())
+}
+
+/// Appends the canonical encoding of an object to `out`.
+pub fn write_object(map: &Map, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+    out.push(b'{');
+    for (i, (key, item)) in map.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_string(key, out);
+        out.push(b':');
+        write_canonical(item, out)?;
+    }
+    out.push(b'}');
+    Ok(())
+}
+
+/// The canonical encoding of `value` as a new buffer.
+pub fn to_canonical_bytes(value: &Value) -> Result<Vec<u8>, EncodeError> {
+    let mut out = Vec::new();
+    write_canonical(value, &mut out)?;
+    Ok(out)
+}
+
+/// Writes `s` as a JSON string the way Python does with `ensure_ascii=False`: only `"`, `\` and
+/// U+0000..U+001F are escaped (short forms where JSON has them, else `\u00xx` in lowercase).
+fn write_string(s: &str, out: &mut Vec<u8>) {
+    out.push(b'"');
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let escape: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0x08 => b"\\b",
+            0x0c => b"\\f",
+            0x00..=0x1f => {
+                out.extend_from_slice(&bytes[start..i]);
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                out.extend_from_slice(&[b'\\', b'u', b'0', b'0', HEX[(b >> 4) as usize], HEX[(b & 15) as usize]]);
+                start = i + 1;
+                continue;
+            }
+            _ => continue,
+        };
+        out.extend_from_slice(&bytes[start..i]);
+        out.extend_from_slice(escape);
+        start = i + 1;
+    }
+    out.extend_from_slice(&bytes[start..]);
+    out.push(b'"');
+}
+
+/// Writes a float exactly like Python's `repr(float)`: the shortest digits that round-trip,
+/// positional notation for decimal exponents in `[-4, 16)`, else `d.ddde±XX`; integral values
+/// in positional form keep a `.0`.
+pub fn write_float(v: f64, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+    if !v.is_finite() {
+        return Err(EncodeError::NonFiniteFloat { value: format!("{v}") });
+    }
+    let mut text = String::new();
+    python_float_repr(v, &mut text);
+    out.extend_from_slice(text.as_bytes());
+    Ok(())
+}
+
+/// Python's `repr` of a finite float, appended to `out`.
+pub(crate) fn python_float_repr(v: f64, out: &mut String) {
+    debug_assert!(v.is_finite());
+    // Rust's `{:e}` prints the shortest round-trip digits, like Python's `repr` (both use the
+    // shortest representation that reads back to the same double).
+    let mut sci = String::with_capacity(32);
+    write!(sci, "{:e}", v.abs()).expect("write to String");
+    let (mantissa, exponent) = sci.split_once('e').expect("{:e} always has an exponent");
+    let exponent: i32 = exponent.parse().expect("{:e} exponent is an integer");
+    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    let ndigits = digits.len() as i32;
+    // Python's `decpt`: the position of the decimal point relative to the digit string.
+    let decpt = exponent + 1;
+    if v.is_sign_negative() {
+        out.push('-');
+    }
+    if !(-4 < decpt && decpt <= 16) {
+        out.push_str(&digits[..1]);
+        if ndigits > 1 {
+            out.push('.');
+            out.push_str(&digits[1..]);
+        }
+        let e = decpt - 1;
+        write!(out, "e{}{:02}", if e < 0 { '-' } else { '+' }, e.abs()).expect("write to String");
+    } else if decpt <= 0 {
+        out.push_str("0.");
+        for _ in 0..-decpt {
+            out.push('0');
+        }
+        out.push_str(&digits);
+    } else if decpt < ndigits {
+        out.push_str(&digits[..decpt as usize]);
+        out.push('.');
+        out.push_str(&digits[decpt as usize..]);
+    } else {
+        out.push_str(&digits);
+        for _ in 0..decpt - ndigits {
+            out.push('0');
+        }
+        out.push_str(".0");
+    }
+}

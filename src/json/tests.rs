@@ -1,0 +1,131 @@
+use super::canonical::plain_run_end;
+use super::encode::python_float_repr;
+use super::*;
+
+fn canon(text: &str) -> String {
+    String::from_utf8(to_canonical_bytes(&parse(text).unwrap()).unwrap()).unwrap()
+}
+
+fn repr(v: f64) -> String {
+    let mut s = String::new();
+    python_float_repr(v, &mut s);
+    s
+}
+
+#[test]
+fn float_repr_matches_python() {
+    // Values and Python 3.12 `repr` outputs.
+    let cases = [
+        (0.0, "0.0"),
+        (-0.0, "-0.0"),
+        (1.0, "1.0"),
+        (0.1, "0.1"),
+        (100.0, "100.0"),
+        (1e15, "1000000000000000.0"),
+        (1e16, "1e+16"),
+        (1.5e16, "1.5e+16"),
+        (123456789012345680.0, "1.2345678901234568e+17"),
+        (0.0001, "0.0001"),
+        (0.00001, "1e-05"),
+        (2.5e-7, "2.5e-07"),
+        (5e-324, "5e-324"),
+        (1.7976931348623157e308, "1.7976931348623157e+308"),
+        (1e22, "1e+22"),
+        (-1.5, "-1.5"),
+        (9999999999999998.0, "9999999999999998.0"),
+        (0.30000000000000004, "0.30000000000000004"),
+    ];
+    for (v, want) in cases {
+        assert_eq!(repr(v), want, "repr({v:e})");
+    }
+}
+
+#[test]
+fn attr_43_sorted_keys_no_spaces_utf8() {
+    assert_eq!(canon(r#"{"b":2,"a":1}"#), r#"{"a":1,"b":2}"#);
+    assert_eq!(canon(r#"{ "z" : { "y":1, "x":[1, 2.50, "M\u00fcller"] } }"#), r#"{"z":{"x":[1,2.5,"Müller"],"y":1}}"#);
+    assert_eq!(canon(r#""a\/b\u001F\u2028""#), "\"a/b\\u001f\u{2028}\"");
+    assert_eq!(canon("-0"), "0");
+    assert_eq!(canon("18446744073709551616"), "18446744073709551616");
+    assert_eq!(canon("-9223372036854775809"), "-9223372036854775809");
+    assert_eq!(canon(r#"{"a":1,"a":2}"#), r#"{"a":2}"#);
+}
+
+#[test]
+fn strict_rejections() {
+    assert!(matches!(parse("NaN"), Err(JsonError::NonFiniteLiteral { .. })));
+    assert!(matches!(parse("[-Infinity]"), Err(JsonError::NonFiniteLiteral { .. })));
+    assert!(matches!(parse("1e400"), Err(JsonError::NumberOutOfRange { .. })));
+    assert!(parse(&"9".repeat(INT_DIGITS_MAX)).is_ok() && parse(&format!("-{}", "9".repeat(INT_DIGITS_MAX))).is_ok());
+    assert!(matches!(parse(&"9".repeat(INT_DIGITS_MAX + 1)), Err(JsonError::IntegerTooLong { .. })));
+    assert!(matches!(parse(r#""\ud800""#), Err(JsonError::InvalidEscape { .. })));
+    assert!(matches!(parse(r#""\udc00\ud800""#), Err(JsonError::InvalidEscape { .. })));
+    assert!(matches!(parse("\"a\u{1}\""), Err(JsonError::ControlCharacter { .. })));
+    assert!(matches!(parse("{} x"), Err(JsonError::TrailingData { .. })));
+    assert!(matches!(parse("01"), Err(JsonError::TrailingData { .. })));
+    assert!(matches!(parse("1."), Err(JsonError::InvalidNumber { .. })));
+    assert!(matches!(parse("\u{feff}{}"), Err(JsonError::UnexpectedChar { .. })));
+    let deep = "[".repeat(JSON_DEPTH_MAX + 1) + &"]".repeat(JSON_DEPTH_MAX + 1);
+    assert!(matches!(parse(&deep), Err(JsonError::TooDeep { .. })));
+    let ok = "[".repeat(JSON_DEPTH_MAX) + &"]".repeat(JSON_DEPTH_MAX);
+    assert!(parse(&ok).is_ok());
+    assert_eq!(parse(r#""\ud83d\ude00""#).unwrap(), Value::Str("😀".into()));
+}
+
+#[test]
+fn non_finite_floats_do_not_encode() {
+    assert!(matches!(to_canonical_bytes(&Value::Float(f64::NAN)), Err(EncodeError::NonFiniteFloat { .. })));
+    assert!(to_canonical_bytes(&Value::Float(f64::INFINITY)).is_err());
+}
+
+#[test]
+fn canonical_scan_agrees_on_examples() {
+    let yes = [
+        r#"{}"#,
+        r#"{"a":1,"b":[1.5,"x\n",null]}"#,
+        "{\"\u{e9}\":\"\u{2028}\\u0001\"}",
+        r#"{"\u0000":1,"\n":2,"\"":3,"a":{"\\":4}}"#,
+    ];
+    for text in yes {
+        assert_eq!(check_canonical_object(text.as_bytes()), Ok(true), "{text}");
+    }
+    let no = [
+        r#"{"b":1,"a":2}"#,
+        r#"{"a":1,"a":1}"#,
+        r#"{ }"#,
+        r#"{"a":1.50}"#,
+        r#"{"a":-0}"#,
+        r#"{"a":"\u00e9"}"#,
+        r#"{"a":1e16}"#,
+        "[]",
+        r#"{"\u0061":1}"#,
+    ];
+    for text in no {
+        assert_eq!(check_canonical_object(text.as_bytes()), Ok(false), "{text}");
+    }
+    assert!(check_canonical_object(b"{\"a\":NaN}").is_err());
+    assert!(check_canonical_object(b"{\"a\":1").is_err());
+    assert!(check_canonical_object(b"\xff").is_err());
+}
+
+proptest::proptest! {
+    /// The eight-at-a-time scan stops exactly where a byte-at-a-time scan does, at every
+    /// start, over bytes dense in the ones that matter (and in their SWAR near-misses).
+    #[test]
+    fn plain_run_end_matches_the_byte_loop(
+        bytes in proptest::collection::vec(proptest::prop_oneof![
+            proptest::prelude::Just(b'"'), proptest::prelude::Just(b'\\'),
+            proptest::prelude::Just(0x1f_u8), proptest::prelude::Just(0x20_u8),
+            proptest::prelude::Just(0x21_u8), proptest::prelude::Just(0x5b_u8),
+            proptest::prelude::Just(0x00_u8), proptest::prelude::Just(0x80_u8),
+            proptest::prelude::Just(0xa2_u8), proptest::prelude::Just(0xdc_u8),
+            proptest::prelude::any::<u8>(), 0x61_u8..0x7b,
+        ], 0..40),
+    ) {
+        for from in 0..=bytes.len() {
+            let naive = from + bytes[from..].iter().position(|&b| b == b'"' || b == b'\\' || b < 0x20)
+                .unwrap_or(bytes.len() - from);
+            proptest::prop_assert_eq!(plain_run_end(&bytes, from), naive, "from {}", from);
+        }
+    }
+}

@@ -1,0 +1,48 @@
+//! The test kit (feature `testing`): what a test of a stage, an adapter or the simulator needs
+//! beyond the user's surface.
+//!
+//! - [`RecordingObserver`]: keeps every observer call, in order (TST-04).
+//! - [`conformance`]: the client-level scenarios every [`Kafka`](crate::kafka::Kafka) adapter
+//!   must pass, run against the simulated cluster and against Apache Kafka.
+//! - [`read_topic`] and [`read_to_end`]: read partitions to the ends captured at entry, the way
+//!   the engine's bootstrap and restore do.
+//! - The config store's bootstrap and the decode mediation, for benches and fuzz targets.
+
+pub mod conformance;
+mod recording;
+
+pub use recording::{Observed, RecordingObserver};
+
+pub use crate::configs::arena::{CHUNK_BYTES, MIN_CHUNK_BYTES};
+pub use crate::configs::bootstrap::{decode_config_update, ConfigBootstrap, Survivor};
+pub use crate::json::check_canonical_object;
+pub use crate::kafka::read::{read_to_end, ReadError, ReadToEnd, READ_STALL_MAX};
+pub use crate::mediation::{decode_input, decode_key_with, decode_value_with, mediate};
+
+use crate::kafka::{ConsumerConfig, Kafka, KafkaError, KafkaErrorKind, TopicPartition};
+use crate::wire::RawRecord;
+
+/// Reads every committed record of `topic` (all partitions) up to the ends captured now, with a
+/// fresh group-less consumer that is closed afterwards; records sorted by (partition, offset).
+/// For tools, checks and tests; a topic that does not exist is [`KafkaErrorKind::UnknownTopic`].
+pub async fn read_topic(kafka: &dyn Kafka, client_id: &str, topic: &str) -> Result<Vec<RawRecord>, KafkaError> {
+    let mut consumer = kafka.consumer(ConsumerConfig::groupless(client_id))?;
+    let partitions = consumer.partition_count(topic).await?.ok_or_else(|| {
+        KafkaError::new(KafkaErrorKind::UnknownTopic, "read_topic", "topic does not exist").with_context(topic)
+    })?;
+    let tps: Vec<TopicPartition> = (0..partitions as i32).map(|p| TopicPartition::new(topic, p)).collect();
+    let mut records = Vec::new();
+    let read = read_to_end(consumer.as_mut(), &tps, |r| {
+        records.push(r);
+        Ok::<(), std::convert::Infallible>(())
+    })
+    .await;
+    consumer.close().await?;
+    match read {
+        Ok(_) => {}
+        Err(ReadError::Kafka(e)) => return Err(e),
+        Err(ReadError::Callback(never)) => match never {},
+    }
+    records.sort_by_key(|r| (r.partition, r.offset));
+    Ok(records)
+}
