@@ -4,7 +4,8 @@ side-by-side benchmarks and of the live-migration tests (a Python fleet handing 
     eval "$(scripts/python-ref | grep '^PYTHON_REF=')"
     "$PYTHON_REF" benches/python/counter_app.py --bootstrap 127.0.0.1:9092 \
         --input counter-input --output counter-output --app counter --client pod-0 \
-        [--metrics-port 9464] [--max-poll-records 500] [--compression zstd|none] [--loop uvloop|asyncio]
+        [--metrics-port 9464 [--metrics-label app=counter ...]] [--max-poll-records 500] \
+        [--compression zstd|none] [--loop uvloop|asyncio]
     "$PYTHON_REF" benches/python/counter_app.py --check   # no broker: build the handle, run transform once
 
 Per input record: the state of its key (state key = the Kafka key) gets `seen` += 1 (INT, from 0
@@ -19,6 +20,11 @@ task running it, and the cancellation unwinds through the runner (every task's p
 its state store closed) and the handle's `__aexit__` (consumers stopped, metrics server released)
 before the process exits with status 0. Without the handler, SIGTERM would kill the interpreter
 with no cleanup at all.
+
+Metrics labels: `--metrics-label KEY=VALUE` (repeatable), default `app=<application id>`. Never
+empty when metrics are on: 0.17.0 crashes with metrics_port > 0 and no metrics_labels (every
+family without a label of its own, e.g. `flechtwerk_tasks_assigned`, then has no label names at
+all, and prometheus_client's `.labels()` raises "No label names were set" at the first hook).
 
 Topics are not created here: the input topic must exist (the framework refuses to start without
 it), the output topic must exist or be auto-created by the broker, and the changelog
@@ -51,6 +57,13 @@ def counter(output_topic: str, input_topic: str) -> Transformer:
     return Transformer.of(input_topics=[input_topic], transform=transform)
 
 
+def metrics_labels(args: argparse.Namespace) -> dict[str, str]:
+    pairs = args.metrics_label or [f"app={args.app}"]
+    labels = dict(pair.split("=", 1) for pair in pairs)
+    assert labels and all(labels), f"metrics labels need KEY=VALUE with a non-empty key: {pairs}"
+    return labels
+
+
 def handle(args: argparse.Namespace) -> Flechtwerk:
     return Flechtwerk.of(
         application_id=args.app,
@@ -58,6 +71,7 @@ def handle(args: argparse.Namespace) -> Flechtwerk:
         client_id=args.client,
         compression_type=None if args.compression == "none" else args.compression,
         max_poll_records=args.max_poll_records,
+        metrics_labels=metrics_labels(args),
         metrics_port=args.metrics_port,
         stage=counter(args.output, args.input),
     )
@@ -110,6 +124,8 @@ def main() -> int:
     parser.add_argument("--app", default="counter", help="application_id (group, changelog prefix)")
     parser.add_argument("--client", default="pod-0", help="client_id (unique per instance)")
     parser.add_argument("--metrics-port", type=int, default=0, help="Prometheus port on 0.0.0.0; 0 = off")
+    parser.add_argument("--metrics-label", action="append", metavar="KEY=VALUE",
+                        help="label on every metric (repeatable; default app=<--app>)")
     parser.add_argument("--max-poll-records", type=int, default=500, help="records per getmany() at most")
     parser.add_argument("--compression", default="zstd", choices=["zstd", "gzip", "snappy", "lz4", "none"],
                         help="producer compression (the framework's default: zstd)")
