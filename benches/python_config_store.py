@@ -1,9 +1,10 @@
 """Config store size and speed of the Python reference (flechtwerk 0.17.0), comparable to
 benches/config_store.rs.
 
-    /root/.cache/flechtwerk/pyref/bin/python benches/python_config_store.py           # 100k and 1M
-    /root/.cache/flechtwerk/pyref/bin/python benches/python_config_store.py 250000    # other sizes
-    /root/.cache/flechtwerk/pyref/bin/python benches/python_config_store.py --dump 1000 [pretty]
+    eval "$(scripts/python-ref | grep '^PYTHON_REF=')"       # the reference venv, installed once
+    "$PYTHON_REF" benches/python_config_store.py            # 100k and 1M
+    "$PYTHON_REF" benches/python_config_store.py 250000     # other sizes
+    "$PYTHON_REF" benches/python_config_store.py --dump 1000 [pretty]
 
 What is measured: the framework's real bootstrap path, `flechtwerk.configs.bootstrap_config_store`
 (read_to_end -> collect/compact by wire key -> apply_config_record per survivor: strict decode,

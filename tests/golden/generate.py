@@ -3,12 +3,11 @@
 # flechtwerk and records what it does, byte for byte, so the Rust port can be
 # checked against it (tests/golden/vectors.json).
 #
-# How to run (the reference lives in a venv OUTSIDE the repo):
+# How to run (the reference lives in a venv OUTSIDE the repo, made by scripts/python-ref):
 #
-#   /root/.pyenv/versions/3.13.0/bin/python -m venv /root/.cache/flechtwerk/pyref
-#   /root/.cache/flechtwerk/pyref/bin/pip install 'flechtwerk==0.17.*'
-#   /root/.cache/flechtwerk/pyref/bin/python tests/golden/generate.py          # writes
-#   /root/.cache/flechtwerk/pyref/bin/python tests/golden/generate.py --check  # verifies
+#   eval "$(scripts/python-ref | grep '^PYTHON_REF=')"
+#   "$PYTHON_REF" tests/golden/generate.py          # writes
+#   "$PYTHON_REF" tests/golden/generate.py --check  # verifies
 #
 # Why 3.13.0 and not 3.12.1: flechtwerk 0.17.0 does not even import on CPython
 # 3.12.1 — `Codec[str](...)` (a frozen, slots=True generic dataclass) hits the
