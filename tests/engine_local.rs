@@ -25,6 +25,21 @@ async fn it_eos_2_failed_batch_makes_nothing_visible() {
 }
 
 #[tokio::test]
+async fn it_eos_2_failure_after_begin_aborts_at_once() {
+    common::failure_after_begin_aborts_at_once(&harness("eos2b")).await;
+}
+
+#[tokio::test]
+async fn shutdown_mid_transaction_aborts() {
+    common::shutdown_mid_transaction_aborts(&harness("stopmid")).await;
+}
+
+#[tokio::test]
+async fn life_22_dropped_run_future_cleans_up() {
+    common::dropped_run_future_cleans_up(&harness("dropped")).await;
+}
+
+#[tokio::test]
 async fn it_inv_1_skipped_offset_commits() {
     common::invalid_skipped_offset_commits(&harness("inv1")).await;
 }

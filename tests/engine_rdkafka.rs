@@ -33,6 +33,21 @@ async fn it_eos_2_failed_batch_makes_nothing_visible() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn it_eos_2_failure_after_begin_aborts_at_once() {
+    common::failure_after_begin_aborts_at_once(&harness("eos2b")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_mid_transaction_aborts() {
+    common::shutdown_mid_transaction_aborts(&harness("stopmid")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn life_22_dropped_run_future_cleans_up() {
+    common::dropped_run_future_cleans_up(&harness("dropped")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn it_inv_1_skipped_offset_commits() {
     common::invalid_skipped_offset_commits(&harness("inv1")).await;
 }

@@ -34,20 +34,23 @@ pub(crate) const TASK_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long an abort may take before the engine gives up on it and surfaces the original
 /// error: the coordinator aborts the transaction anyway, at the next owner's fence or at the
 /// transaction timeout, so a hung abort must not hang the shutdown.
-pub(crate) const ABORT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const ABORT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long a shutdown lets an in-flight batch (or a task start) finish before it abandons the
 /// batch and aborts its transaction. Below the transaction timeout, so that a batch the
-/// shutdown waits for can still commit.
-pub(crate) const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+/// shutdown waits for can still commit; with the abort and the closes it fits in the 30 s a
+/// container orchestrator usually grants between SIGTERM and SIGKILL.
+pub(crate) const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// How long closing one client (consumer, producer) may take on shutdown.
-pub(crate) const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 
 // A shutdown that waits for a batch must leave that batch time to commit.
 const _: () = assert!(SHUTDOWN_GRACE.as_millis() < TASK_TRANSACTION_TIMEOUT.as_millis());
 // The loop notices a shutdown within one poll, long before the grace runs out.
 const _: () = assert!(POLL_TIMEOUT.as_millis() * 10 <= SHUTDOWN_GRACE.as_millis());
+// Grace, then the aborts (concurrent across tasks), then the closes: within 30 s.
+const _: () = assert!(SHUTDOWN_GRACE.as_millis() + ABORT_TIMEOUT.as_millis() + 2 * CLOSE_TIMEOUT.as_millis() <= 30_000);
 // An abort gives up before a task's transaction would time out on its own.
 const _: () = assert!(ABORT_TIMEOUT.as_millis() < TASK_TRANSACTION_TIMEOUT.as_millis());
 // Heartbeats (a third of the session timeout) must fit several times into the poll cadence's

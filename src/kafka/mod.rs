@@ -402,6 +402,12 @@ impl NewTopic {
         self
     }
 
+    /// Sets a topic config (`retention.ms`, `max.message.bytes`, ...).
+    pub fn config(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.configs.insert(name.into(), value.into());
+        self
+    }
+
     /// Sets the replication factor.
     pub fn replication(mut self, factor: i16) -> Self {
         self.replication_factor = factor;

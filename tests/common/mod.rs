@@ -5,6 +5,8 @@
 
 #![allow(dead_code)] // each test binary uses a subset
 
+pub mod doubles;
+
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -68,6 +70,9 @@ impl Observer for Probe {
     fn message_invalid(&self, topic: &str, outcome: InvalidOutcome) {
         self.recording.message_invalid(topic, outcome);
     }
+    fn message_out_bytes(&self, topic: &str, bytes: usize) {
+        self.recording.message_out_bytes(topic, bytes);
+    }
     fn tasks_assigned(&self, count: usize) {
         self.tasks.store(count, Ordering::SeqCst);
         self.recording.tasks_assigned(count);
@@ -122,18 +127,31 @@ impl Harness {
         read_topic(&*self.kafka, &self.name("reader"), topic).await.unwrap()
     }
 
+    /// A harness whose applications use `kafka` (a wrapper of this harness's cluster), with the
+    /// same names.
+    pub fn with_kafka(&self, kafka: Arc<dyn Kafka>) -> Harness {
+        Harness { kafka, prefix: self.prefix.clone(), replication: self.replication }
+    }
+
     /// Reads `topic` until `done` holds, or fails after [`SETTLE_MAX`].
     pub async fn read_until(&self, topic: &str, done: impl Fn(&[RawRecord]) -> bool) -> Vec<RawRecord> {
-        let deadline = tokio::time::Instant::now() + SETTLE_MAX;
+        self.read_within(topic, SETTLE_MAX, done).await
+    }
+
+    /// Reads `topic` until `done` holds, or fails after `bound`.
+    pub async fn read_within(
+        &self,
+        topic: &str,
+        bound: Duration,
+        done: impl Fn(&[RawRecord]) -> bool,
+    ) -> Vec<RawRecord> {
+        let deadline = tokio::time::Instant::now() + bound;
         loop {
             let records = self.read(topic).await;
             if done(&records) {
                 return records;
             }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "{topic}: condition not met within {SETTLE_MAX:?}: {records:?}"
-            );
+            assert!(tokio::time::Instant::now() < deadline, "{topic}: condition not met within {bound:?}: {records:?}");
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
@@ -490,4 +508,148 @@ pub async fn default_policy_raises_before_any_transaction(h: &Harness) {
     let events = probe.recording.events();
     assert!(events.contains(&Observed::MessageInvalid { topic: input.clone(), outcome: InvalidOutcome::Raised }));
     assert!(!events.contains(&Observed::TransactionCommitted));
+}
+
+/// A stage wrapper that records whether its teardown ran (STG-02).
+pub struct TornDown<S> {
+    pub inner: S,
+    pub torn_down: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl<S: Transformer> Transformer for TornDown<S> {
+    fn input_topics(&self) -> Vec<String> {
+        self.inner.input_topics()
+    }
+    async fn transform(
+        &self,
+        msg: flechtwerk::IncomingMessage,
+        state: flechtwerk::State,
+        out: &mut flechtwerk::Output<'_>,
+    ) -> Result<(), flechtwerk::stage::BoxError> {
+        self.inner.transform(msg, state, out).await
+    }
+    async fn teardown(&self) -> Result<(), flechtwerk::stage::BoxError> {
+        self.torn_down.store(true, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// Waits until the engine sent an output to `topic` inside a transaction, and a little longer
+/// for the record to reach the broker.
+async fn in_transaction(probe: &Probe, topic: &str) {
+    wait_for("an output is sent inside the batch's transaction", || {
+        probe.recording.events().iter().any(|e| matches!(e, Observed::MessageOutBytes { topic: t, .. } if t == topic))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+}
+
+fn keys(records: &[RawRecord]) -> Vec<String> {
+    records.iter().map(|r| String::from_utf8_lossy(r.key.as_deref().unwrap_or_default()).into_owned()).collect()
+}
+
+/// How long a test waits for a record written after an aborted transaction: well below the
+/// transaction timeout (60 s), so a transaction left open instead of aborted fails the test.
+pub const AFTER_ABORT_VISIBLE_MAX: Duration = Duration::from_secs(20);
+
+/// Writes a committed record to `topic` and waits (within [`AFTER_ABORT_VISIBLE_MAX`]) until a
+/// `read_committed` reader sees it: proof that no open transaction holds the topic's last
+/// stable offset below it. Returns what the reader saw.
+async fn lso_not_held(h: &Harness, topic: &str) -> Vec<RawRecord> {
+    h.produce(topic, &[(Some(0), "after", Some(b"{}"))]).await;
+    h.read_within(topic, AFTER_ABORT_VISIBLE_MAX, |r| keys(r).iter().any(|k| k == "after")).await
+}
+
+/// IT-EOS-2 with a failure *after* the transaction began, TRX-15: a batch whose second output
+/// the broker refuses (larger than its topic's `max.message.bytes`) after the first output was
+/// appended inside the transaction ends the run with that error; the transaction is aborted at
+/// once (the first output's topic is not held at its LSO), and nothing of the batch is visible:
+/// no output, no state, no offset.
+pub async fn failure_after_begin_aborts_at_once(h: &Harness) {
+    let input = h.topic("input", 1, false).await;
+    let output = h.topic("output", 1, false).await;
+    let limited = h.name("limited");
+    let spec = NewTopic::new(&limited, 1).replication(h.replication).config("max.message.bytes", "1024");
+    h.kafka.admin().unwrap().create_topic(&spec).await.unwrap();
+    let app = h.name("eos2b");
+    h.produce(&input, &[(None, "k", Some(br#"{"n":1}"#))]).await;
+    let (out, too_large) = (output.clone(), limited.clone());
+    let stage = transformer([input.as_str()]).transform(move |msg, mut state, o| {
+        o.send(Message::new(out.as_str(), msg.key.as_str(), msg.value));
+        o.send(Message::new(too_large.as_str(), "big", vec![b'x'; 4096]));
+        state.set(&CURSOR, "half".to_owned())?;
+        o.set_state(state);
+        Ok(())
+    });
+    let error = h.start(&app, "pod-0", stage, Arc::new(Probe::default())).ended().await.expect_err("the send fails");
+    assert!(matches!(&error, Error::Kafka(_)), "{error:?}");
+    assert!(error.to_string().contains(&limited), "the error names the refused topic: {error}");
+    let outputs = lso_not_held(h, &output).await;
+    assert_eq!(keys(&outputs), ["after"], "the aborted batch's first output must stay invisible");
+    assert!(h.read(&format!("{app}-changelog")).await.is_empty());
+    assert_eq!(h.committed(&app, &[TopicPartition::new(&input, 0)]).await, vec![None]);
+}
+
+/// Shutdown mid-transaction: a batch whose delivery hangs is abandoned after the shutdown grace;
+/// its open transaction is aborted before the run returns, so the output's LSO is not held, and
+/// the stage's teardown ran (STG-02).
+pub async fn shutdown_mid_transaction_aborts(h: &Harness) {
+    let input = h.topic("input", 1, false).await;
+    let output = h.topic("output", 1, false).await;
+    let app = h.name("stopmid");
+    let holding = Arc::new(doubles::Holding::new(h.kafka.clone(), output.clone()));
+    let held = h.with_kafka(holding.clone());
+    let torn_down = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stage = TornDown { inner: counter(&input, &output), torn_down: torn_down.clone() };
+    let probe = Arc::new(Probe::default());
+    let running = held.start(&app, "pod-0", stage, probe.clone());
+    wait_for("the task started", || probe.tasks.load(Ordering::SeqCst) == 1).await;
+    h.produce(&input, &[(Some(0), "k", Some(b"{}"))]).await;
+    // The batch's output is on the broker inside the open transaction; its delivery hangs.
+    in_transaction(&probe, &output).await;
+    running.stop().await.expect("a clean stop");
+    assert!(torn_down.load(Ordering::SeqCst), "the stage's teardown runs on shutdown");
+    holding.release();
+    let outputs = lso_not_held(h, &output).await;
+    assert_eq!(keys(&outputs), ["after"], "the abandoned batch must stay invisible");
+    assert_eq!(h.committed(&app, &[TopicPartition::new(&input, 0)]).await, vec![None]);
+}
+
+/// LIFE-22, STG-02: dropping the `run_until` future (a caller's `select!` or timeout) winds the
+/// run down like a shutdown: the open transaction is aborted, the tasks stop, the stage's
+/// teardown runs.
+pub async fn dropped_run_future_cleans_up(h: &Harness) {
+    let input = h.topic("input", 1, false).await;
+    let output = h.topic("output", 1, false).await;
+    let app = h.name("dropped");
+    let holding = Arc::new(doubles::Holding::new(h.kafka.clone(), output.clone()));
+    let torn_down = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stage = TornDown { inner: counter(&input, &output), torn_down: torn_down.clone() };
+    let probe = Arc::new(Probe::default());
+    let flechtwerk = Flechtwerk::builder()
+        .application_id(&app)
+        .client_id("pod-0")
+        .kafka(holding.clone())
+        .replication_factor(h.replication)
+        .session_timeout(Duration::from_secs(6))
+        .observer(probe.clone())
+        .build(stage)
+        .unwrap();
+    let run = tokio::spawn(async move {
+        let _ = flechtwerk.run().await;
+    });
+    wait_for("the task started", || probe.tasks.load(Ordering::SeqCst) == 1).await;
+    h.produce(&input, &[(Some(0), "k", Some(b"{}"))]).await;
+    in_transaction(&probe, &output).await;
+    run.abort(); // drops the run future
+    let _ = run.await;
+    wait_for("the stage's teardown ran", || torn_down.load(Ordering::SeqCst)).await;
+    assert!(
+        probe.recording.events().ends_with(&[Observed::TasksAssigned { count: 0 }]),
+        "the tasks stopped: {:?}",
+        probe.recording.events().last()
+    );
+    holding.release();
+    let outputs = lso_not_held(h, &output).await;
+    assert_eq!(keys(&outputs), ["after"], "the interrupted batch must stay invisible");
 }

@@ -42,6 +42,15 @@ pub struct NewRecord {
     pub timestamp_ms: Option<i64>,
 }
 
+impl NewRecord {
+    /// Key, value and header bytes: what counts against `max.message.bytes`.
+    pub fn size_bytes(&self) -> usize {
+        self.key.as_ref().map_or(0, Bytes::len)
+            + self.value.as_ref().map_or(0, Bytes::len)
+            + self.headers.iter().map(|h| h.key.len() + h.value.as_ref().map_or(0, Bytes::len)).sum::<usize>()
+    }
+}
+
 /// A batch for one partition from one producer.
 #[derive(Clone, Debug)]
 pub struct ProduceRequest {
@@ -350,6 +359,8 @@ pub enum ErrorCode {
     UnknownTopicOrPartition,
     /// NOT_LEADER_OR_FOLLOWER (6).
     NotLeaderOrFollower,
+    /// MESSAGE_TOO_LARGE (10): a batch larger than the topic's `max.message.bytes`.
+    MessageTooLarge,
     /// NOT_COORDINATOR (16).
     NotCoordinator,
     /// ILLEGAL_GENERATION (22).
@@ -392,6 +403,7 @@ impl ErrorCode {
             ErrorCode::OffsetOutOfRange => 1,
             ErrorCode::UnknownTopicOrPartition => 3,
             ErrorCode::NotLeaderOrFollower => 6,
+            ErrorCode::MessageTooLarge => 10,
             ErrorCode::NotCoordinator => 16,
             ErrorCode::IllegalGeneration => 22,
             ErrorCode::UnknownMemberId => 25,
@@ -420,7 +432,11 @@ impl ErrorCode {
             | ErrorCode::RebalanceInProgress
             | ErrorCode::ConcurrentTransactions
             | ErrorCode::UnstableOffsetCommit => KafkaErrorKind::Retriable,
-            ErrorCode::IllegalGeneration | ErrorCode::UnknownMemberId => KafkaErrorKind::Abortable,
+            // A refused batch fails its transaction, which must be aborted (the Java client's
+            // RecordTooLargeException in a transaction; librdkafka likewise).
+            ErrorCode::IllegalGeneration | ErrorCode::UnknownMemberId | ErrorCode::MessageTooLarge => {
+                KafkaErrorKind::Abortable
+            }
             ErrorCode::UnknownTopicOrPartition => KafkaErrorKind::UnknownTopic,
             ErrorCode::InvalidTxnState
             | ErrorCode::InvalidProducerIdMapping

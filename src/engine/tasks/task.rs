@@ -125,13 +125,10 @@ impl Tasks {
         if self.live.is_empty() {
             return Ok(());
         }
-        let mut first_error = None;
-        for (_, task) in std::mem::take(&mut self.live) {
-            if let Err(error) = task.stop(cause).await {
-                first_error.get_or_insert(error);
-            }
-        }
+        // Concurrently: a shutdown's aborts and closes are bounded per task, not per instance.
+        let stopped =
+            futures::future::join_all(std::mem::take(&mut self.live).into_values().map(|t| t.stop(cause))).await;
         observer.tasks_assigned(0);
-        first_error.map_or(Ok(()), Err)
+        stopped.into_iter().collect()
     }
 }

@@ -82,6 +82,10 @@ impl Default for BrokerConfig {
     }
 }
 
+/// Kafka's default `max.message.bytes` (1 MiB plus a record batch header): a produced batch
+/// larger than its topic's setting is refused with MESSAGE_TOO_LARGE.
+pub const MAX_MESSAGE_BYTES_DEFAULT: usize = 1_048_588;
+
 /// One topic: its configs and partition logs.
 #[derive(Clone, Debug)]
 pub struct Topic {
@@ -89,6 +93,8 @@ pub struct Topic {
     pub configs: BTreeMap<String, String>,
     compact: bool,
     settings: CompactionSettings,
+    /// `max.message.bytes`: the largest batch a produce may append.
+    max_message_bytes: usize,
     /// Partition logs, by partition number.
     pub partitions: Vec<PartitionLog>,
 }
@@ -221,7 +227,16 @@ impl Broker {
         };
         let name: Arc<str> = Arc::from(spec.name.as_str());
         let partitions = (0..spec.partitions as i32).map(|p| PartitionLog::new(name.clone(), p)).collect();
-        self.topics.insert(spec.name.clone(), Topic { configs: spec.configs.clone(), compact, settings, partitions });
+        let max_message_bytes = match spec.configs.get("max.message.bytes") {
+            None => MAX_MESSAGE_BYTES_DEFAULT,
+            Some(v) => v.parse().map_err(|_| {
+                BrokerError::new(ErrorCode::InvalidRequest, format!("max.message.bytes={v} is not a byte count"))
+            })?,
+        };
+        self.topics.insert(
+            spec.name.clone(),
+            Topic { configs: spec.configs.clone(), compact, settings, max_message_bytes, partitions },
+        );
         let configs: Vec<String> = spec.configs.iter().map(|(k, v)| format!("{k}={v}")).collect();
         self.event(format!("topic {} created: {} partitions [{}]", spec.name, spec.partitions, configs.join(",")));
         self.on_topic_created(&spec.name);

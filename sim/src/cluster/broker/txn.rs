@@ -256,11 +256,22 @@ impl Broker {
 
     pub(super) fn produce(&mut self, request: ProduceRequest) -> Result<Reply, BrokerError> {
         let ProduceRequest { producer, transactional_id, partition, base_sequence, records } = request;
-        let (compacted, segment) = {
+        let (compacted, segment, max_bytes) = {
             let topic = self.topics.get(&partition.topic);
-            (topic.is_some_and(|t| t.compact), topic.map_or(Duration::ZERO, |t| t.settings.segment))
+            (
+                topic.is_some_and(|t| t.compact),
+                topic.map_or(Duration::ZERO, |t| t.settings.segment),
+                topic.map_or(super::MAX_MESSAGE_BYTES_DEFAULT, |t| t.max_message_bytes),
+            )
         };
         self.log(&partition)?;
+        let batch_bytes: usize = records.iter().map(|r| r.size_bytes()).sum();
+        if batch_bytes > max_bytes {
+            return Err(BrokerError::new(
+                ErrorCode::MessageTooLarge,
+                format!("{partition}: a batch of {batch_bytes} bytes exceeds max.message.bytes {max_bytes}"),
+            ));
+        }
         if compacted && records.iter().any(|r| r.key.is_none()) {
             return Err(BrokerError::new(
                 ErrorCode::InvalidRecord,

@@ -30,6 +30,11 @@ use super::protocol::{Reply, Request, Response};
 /// (`request.timeout.ms`, shortened: the simulated network has no queues to wait behind).
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Largest record a producer accepts (librdkafka's `message.max.bytes` default): a larger one
+/// is refused by the send itself, before anything reaches the broker, as librdkafka's
+/// `produce()` refuses it with MSG_SIZE_TOO_LARGE.
+pub const MESSAGE_MAX_BYTES: usize = 1_000_000;
+
 /// Pause between retries of a failed request (`retry.backoff.ms`).
 pub const RETRY_BACKOFF: Duration = Duration::from_millis(100);
 

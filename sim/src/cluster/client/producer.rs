@@ -435,6 +435,17 @@ impl Producer for SimProducer {
                 KafkaError::new(KafkaErrorKind::Fatal, "send", "the producer is closed").with_context(shared.context())
             );
         }
+        let size = record.key.as_ref().map_or(0, |k| k.len())
+            + record.value.as_ref().map_or(0, |v| v.len())
+            + record.headers.iter().map(|h| h.key.len() + h.value.as_ref().map_or(0, |v| v.len())).sum::<usize>();
+        if size > super::MESSAGE_MAX_BYTES {
+            return Err(KafkaError::new(
+                KafkaErrorKind::Other,
+                "send",
+                format!("message size {size} exceeds message.max.bytes {}", super::MESSAGE_MAX_BYTES),
+            )
+            .with_context(format!("{} {}", record.topic, shared.context())));
+        }
         let partition = TopicPartition::new(&record.topic, shared.resolve_partition(&record).await?);
         let (reply, delivery) = oneshot::channel();
         let new = NewRecord {
