@@ -81,3 +81,48 @@ async fn trx_21_empty_state_deletes_only_what_exists() {
 async fn trx_14_default_policy_raises_before_any_transaction() {
     common::default_policy_raises_before_any_transaction(&harness("trx14")).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn it_cfg_3_missing_config_topic_fails_startup() {
+    common::missing_config_topic_fails_startup(&harness("itcfg")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn life_14_err_05_unequal_input_partition_counts() {
+    common::unequal_input_partition_counts_fail_startup(&harness("life14")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn life_14_err_06_changelog_partition_count_must_match() {
+    common::changelog_partition_count_must_match(&harness("life14")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sto_03_corrupt_state_crashes_with_a_named_error() {
+    common::corrupt_state_crashes_with_a_named_error(&harness("sto03")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sto_13_non_utf8_changelog_key_crashes_the_restore() {
+    common::non_utf8_changelog_key_crashes_the_restore(&harness("sto13")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn it_rst_2_3_4_restore_replays_the_changelog() {
+    common::restore_replays_the_changelog(&harness("itrst")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inv_21_input_metrics_split() {
+    common::input_metrics_split(&harness("inv21")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trx_23_trx_30_life_04_cfg_17_identities_and_state_per_partition() {
+    common::identities_and_state_per_partition(&harness("trx23")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stg_03_trait_stage_enriches_configs() {
+    common::trait_stage_enriches_configs(&harness("stg03")).await;
+}

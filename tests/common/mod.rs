@@ -73,6 +73,15 @@ impl Observer for Probe {
     fn message_out_bytes(&self, topic: &str, bytes: usize) {
         self.recording.message_out_bytes(topic, bytes);
     }
+    fn message_in(&self, topic: &str) {
+        self.recording.message_in(topic);
+    }
+    fn message_in_bytes(&self, topic: &str, bytes: usize) {
+        self.recording.message_in_bytes(topic, bytes);
+    }
+    fn state_restored(&self, partition: i32, count: usize) {
+        self.recording.state_restored(partition, count);
+    }
     fn tasks_assigned(&self, count: usize) {
         self.tasks.store(count, Ordering::SeqCst);
         self.recording.tasks_assigned(count);
@@ -652,4 +661,265 @@ pub async fn dropped_run_future_cleans_up(h: &Harness) {
     holding.release();
     let outputs = lso_not_held(h, &output).await;
     assert_eq!(keys(&outputs), ["after"], "the interrupted batch must stay invisible");
+}
+
+/// Runs `stage` as `app` until it ends by itself, and returns its error.
+async fn crash<S: Transformer>(h: &Harness, app: &str, stage: S) -> Error {
+    h.start(app, "pod-0", stage, Arc::new(Probe::default())).ended().await.expect_err("the run must fail")
+}
+
+fn forward(input: &str, output: &str) -> impl Transformer {
+    let output = output.to_owned();
+    transformer([input]).transform(move |msg, _state, o| {
+        o.send(Message::new(output.as_str(), msg.key.as_str(), msg.value));
+        Ok(())
+    })
+}
+
+/// IT-CFG-3, LIFE-13: a declared config topic that does not exist fails the startup with an
+/// unknown-topic error naming it, before anything is consumed.
+pub async fn missing_config_topic_fails_startup(h: &Harness) {
+    let input = h.topic("input", 1, false).await;
+    let missing = h.name("no-such-configs");
+    let stage = transformer([input.as_str()]).config_topics([missing.as_str()]).transform(|_, _, _| Ok(()));
+    let error = crash(h, &h.name("cfg3"), stage).await;
+    let Error::Kafka(kafka) = &error else { panic!("not a Kafka error: {error:?}") };
+    assert_eq!(kafka.kind(), flechtwerk::kafka::KafkaErrorKind::UnknownTopic, "{error}");
+    assert!(error.to_string().contains(&missing), "{error}");
+}
+
+/// LIFE-14, ERR-05: input topics with unequal partition counts fail the startup, naming the
+/// counts.
+pub async fn unequal_input_partition_counts_fail_startup(h: &Harness) {
+    let a = h.topic("in-a", 2, false).await;
+    let b = h.topic("in-b", 3, false).await;
+    let stage = transformer([a.as_str(), b.as_str()]).transform(|_, _, _| Ok(()));
+    let error = crash(h, &h.name("err05"), stage).await.to_string();
+    assert!(error.contains("must have equal partition counts") && error.contains(": 2") && error.contains(": 3"), "{error}");
+}
+
+/// LIFE-14, ERR-06: a pre-existing changelog with another partition count than the inputs fails
+/// the startup; LIFE-15: one with the same count is adopted.
+pub async fn changelog_partition_count_must_match(h: &Harness) {
+    let input = h.topic("input", 2, false).await;
+    let app = h.name("err06");
+    let changelog = format!("{app}-changelog");
+    let spec = NewTopic::new(&changelog, 3).replication(h.replication).compacted();
+    h.kafka.admin().unwrap().create_topic(&spec).await.unwrap();
+    let error = crash(h, &app, forward(&input, &input)).await.to_string();
+    assert!(error.contains("repartitioning requires a state migration") && error.contains(&changelog), "{error}");
+}
+
+/// STO-03, INV-40: a state value in the changelog that does not decode crashes the task with a
+/// named error when its key is read, even under a skipping invalid-message policy (state bytes
+/// are framework-owned: the hook is never consulted).
+pub async fn corrupt_state_crashes_with_a_named_error(h: &Harness) {
+    let input = h.topic("input", 1, false).await;
+    let app = h.name("sto03");
+    let changelog = format!("{app}-changelog");
+    let spec = NewTopic::new(&changelog, 1).replication(h.replication).compacted();
+    h.kafka.admin().unwrap().create_topic(&spec).await.unwrap();
+    h.produce(&changelog, &[(Some(0), "k", Some(b"not json"))]).await;
+    h.produce(&input, &[(Some(0), "k", Some(b"{}"))]).await;
+    let stage = transformer([input.as_str()]).on_invalid_message(|_| InvalidMessageAction::Skip).transform(
+        |_, mut state, o| {
+            state.set(&N, 1)?;
+            o.set_state(state);
+            Ok(())
+        },
+    );
+    let error = crash(h, &app, stage).await;
+    assert!(matches!(&error, Error::CorruptState { partition: 0, key, .. } if key == "k"), "{error:?}");
+    assert!(error.to_string().contains("reset the state"), "{error}");
+}
+
+/// STO-13: a changelog key that is not UTF-8 crashes the restore with a named error.
+pub async fn non_utf8_changelog_key_crashes_the_restore(h: &Harness) {
+    let input = h.topic("input", 1, false).await;
+    let app = h.name("sto13");
+    let changelog = format!("{app}-changelog");
+    let spec = NewTopic::new(&changelog, 1).replication(h.replication).compacted();
+    h.kafka.admin().unwrap().create_topic(&spec).await.unwrap();
+    let producer = h.kafka.producer(ProducerConfig::idempotent(h.name("bad-key"))).unwrap();
+    let record = ProducerRecord::new(&changelog, Bytes::from_static(b"\xff\xfe"), Bytes::from_static(b"{}")).to_partition(0);
+    producer.send(record).await.unwrap().await.unwrap();
+    producer.close().await;
+    let error = crash(h, &app, forward(&input, &input)).await;
+    assert!(matches!(&error, Error::CorruptState { partition: 0, .. }), "{error:?}");
+}
+
+/// IT-RST-2/3/4, STO-11: the restore replays every changelog record (tombstones delete), passes
+/// values through as bytes (a non-JSON value is only an error once its key is read), and an
+/// empty changelog restores nothing.
+pub async fn restore_replays_the_changelog(h: &Harness) {
+    let input = h.topic("input", 2, false).await;
+    let output = h.topic("output", 2, false).await;
+    let app = h.name("rst");
+    let changelog = format!("{app}-changelog");
+    let spec = NewTopic::new(&changelog, 2).replication(h.replication).compacted();
+    h.kafka.admin().unwrap().create_topic(&spec).await.unwrap();
+    h.produce(
+        &changelog,
+        &[
+            (Some(0), "alive", Some(br#"{"count":5}"#)),
+            (Some(0), "gone", Some(br#"{"count":9}"#)),
+            (Some(0), "gone", None),
+            (Some(0), "opaque", Some(b"\x80\x04 not json")),
+        ],
+    )
+    .await;
+    let probe = Arc::new(Probe::default());
+    let running = h.start(&app, "pod-0", counter(&input, &output), probe.clone());
+    h.produce(&input, &[(Some(0), "alive", Some(b"{}")), (Some(0), "gone", Some(b"{}"))]).await;
+    let outputs = h.read_until(&output, |r| r.len() >= 2).await;
+    running.stop().await.unwrap();
+    let counts = counts_by_key(&outputs);
+    assert_eq!(counts.get("alive"), Some(&vec![6]), "alive continues from its restored count: {counts:?}");
+    assert_eq!(counts.get("gone"), Some(&vec![1]), "a tombstone deleted gone: {counts:?}");
+    let events = probe.recording.events();
+    assert!(events.contains(&Observed::StateRestored { partition: 0, count: 4 }), "{events:?}");
+    assert!(events.contains(&Observed::StateRestored { partition: 1, count: 0 }), "{events:?}");
+}
+
+/// INV-21: `message_in_bytes` counts every raw record before decoding (a skipped one too);
+/// `message_in` only the records dispatched to `transform`.
+pub async fn input_metrics_split(h: &Harness) {
+    let input = h.topic("input", 1, false).await;
+    let output = h.topic("output", 1, false).await;
+    h.produce(&input, &[(None, "k", Some(b"{broken")), (None, "k", Some(br#"{"n":1}"#))]).await;
+    let out = output.clone();
+    let stage = transformer([input.as_str()]).on_invalid_message(|_| InvalidMessageAction::Skip).transform(
+        move |msg, _state, o| {
+            o.send(Message::new(out.as_str(), msg.key.as_str(), msg.value));
+            Ok(())
+        },
+    );
+    let probe = Arc::new(Probe::default());
+    let running = h.start(&h.name("inv21"), "pod-0", stage, probe.clone());
+    h.read_until(&output, |r| !r.is_empty()).await;
+    running.stop().await.unwrap();
+    let events = probe.recording.events();
+    let bytes: Vec<usize> = events
+        .iter()
+        .filter_map(|e| match e {
+            Observed::MessageInBytes { topic, bytes } if *topic == input => Some(*bytes),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(bytes, vec![1 + 7, 1 + 7], "key + value bytes of both records");
+    assert_eq!(events.iter().filter(|e| matches!(e, Observed::MessageIn { .. })).count(), 1, "{events:?}");
+}
+
+/// TRX-23, TRX-30, LIFE-04, CFG-17: state identity is (partition, key): one key on two
+/// partitions has two states in two changelog partitions. Each task's producer has the
+/// transactional id `{application_id}-{partition}` and the client id `{client_id}-{partition}`;
+/// the config consumer is `{client_id}-config`, group-less, and commits nothing.
+pub async fn identities_and_state_per_partition(h: &Harness) {
+    let input = h.topic("input", 2, false).await;
+    let output = h.topic("output", 2, false).await;
+    let configs = h.topic("configs", 1, true).await;
+    h.produce(&configs, &[(Some(0), "c", Some(b"{}"))]).await;
+    let app = h.name("ids");
+    let recording = Arc::new(doubles::Recording::new(h.kafka.clone()));
+    let out = output.clone();
+    let stage = transformer([input.as_str()]).config_topics([configs.as_str()]).transform(move |msg, mut state, o| {
+        let count = state.get(&COUNT)?.unwrap_or(0) + 1;
+        state.set(&COUNT, count)?;
+        o.send(Message::new(out.as_str(), msg.key.as_str(), Event::new().with(&COUNT, count)?));
+        o.set_state(state);
+        Ok(())
+    });
+    let probe = Arc::new(Probe::default());
+    let running = h.with_kafka(recording.clone()).start(&app, "pod-0", stage, probe.clone());
+    wait_for("both tasks started", || probe.tasks.load(Ordering::SeqCst) == 2).await;
+    h.produce(&input, &[(Some(0), "k", Some(b"{}")), (Some(1), "k", Some(b"{}"))]).await;
+    let outputs = h.read_until(&output, |r| r.len() >= 2).await;
+    running.stop().await.unwrap();
+    assert_eq!(counts_by_key(&outputs).get("k"), Some(&vec![1, 1]), "two independent states");
+    let changelog = h.read(&format!("{app}-changelog")).await;
+    let entries: Vec<_> = changelog.iter().map(|r| (r.partition, r.key.as_deref().unwrap(), value(r))).collect();
+    assert_eq!(entries, vec![(0, &b"k"[..], &br#"{"count":1}"#[..]), (1, &b"k"[..], &br#"{"count":1}"#[..])]);
+    let clients = recording.clients.lock().unwrap().clone();
+    let mut tasks: Vec<(String, Option<String>)> =
+        clients.producers.iter().map(|p| (p.client_id.clone(), p.transactional_id.clone())).collect();
+    tasks.sort();
+    assert_eq!(
+        tasks,
+        vec![
+            ("pod-0-0".to_owned(), Some(format!("{app}-0"))),
+            ("pod-0-1".to_owned(), Some(format!("{app}-1"))),
+        ]
+    );
+    let consumers: Vec<(String, Option<String>)> =
+        clients.consumers.iter().map(|c| (c.client_id.clone(), c.group_id.clone())).collect();
+    assert!(consumers.contains(&("pod-0".to_owned(), Some(app.clone()))), "{consumers:?}");
+    assert!(consumers.contains(&("pod-0-config".to_owned(), None)), "{consumers:?}");
+    assert_eq!(h.committed(&app, &[TopicPartition::new(&configs, 0)]).await, vec![None], "CFG-17");
+}
+
+/// A stage that implements the trait and declares its enricher (STG-03, CFG-13): every config
+/// arrives enriched, in every build profile (enrichment is declared in one place).
+struct Enriching {
+    input: String,
+    configs: String,
+    output: String,
+    enricher: fn(flechtwerk::Config) -> Result<flechtwerk::Config, flechtwerk::stage::BoxError>,
+}
+
+impl Transformer for Enriching {
+    fn input_topics(&self) -> Vec<String> {
+        vec![self.input.clone()]
+    }
+    fn config_topics(&self) -> Vec<String> {
+        vec![self.configs.clone()]
+    }
+    fn config_enricher(&self) -> Option<&dyn flechtwerk::stage::EnrichConfig> {
+        Some(&self.enricher)
+    }
+    async fn transform(
+        &self,
+        msg: flechtwerk::IncomingMessage,
+        _state: flechtwerk::State,
+        out: &mut flechtwerk::Output<'_>,
+    ) -> Result<(), flechtwerk::stage::BoxError> {
+        if let Some(config) = out.configs().get(&msg.key)? {
+            out.send(Message::new(self.output.as_str(), msg.key.as_str(), Event::from(config.into_record())));
+        }
+        Ok(())
+    }
+}
+
+const URL: Attribute<String> = Attribute::new("url", &STR);
+const HOST: Attribute<String> = Attribute::new("host", &STR);
+
+/// STG-03, CFG-13: a trait-implemented stage's enricher runs for bootstrapped and drained
+/// configs alike, and the stage reads the enriched config.
+pub async fn trait_stage_enriches_configs(h: &Harness) {
+    let input = h.topic("input", 1, false).await;
+    let output = h.topic("output", 1, false).await;
+    let configs = h.topic("configs", 1, true).await;
+    h.produce(&configs, &[(Some(0), "a", Some(br#"{"host":"a.example"}"#))]).await;
+    let stage = Enriching {
+        input: input.clone(),
+        configs: configs.clone(),
+        output: output.clone(),
+        enricher: |config| {
+            let host = config.get(&HOST)?.unwrap_or_default();
+            Ok(config.with(&URL, format!("https://{host}/"))?)
+        },
+    };
+    let probe = Arc::new(Probe::default());
+    let running = h.start(&h.name("enrich"), "pod-0", stage, probe.clone());
+    h.produce(&input, &[(Some(0), "a", Some(b"{}"))]).await;
+    h.read_until(&output, |r| !r.is_empty()).await;
+    h.produce(&configs, &[(Some(0), "b", Some(br#"{"host":"b.example"}"#))]).await;
+    wait_for("b drained", || probe.configs.lock().unwrap().contains_key("b")).await;
+    h.produce(&input, &[(Some(0), "b", Some(b"{}"))]).await;
+    let outputs = h.read_until(&output, |r| r.len() >= 2).await;
+    running.stop().await.unwrap();
+    let values: Vec<&[u8]> = outputs.iter().map(value).collect();
+    assert_eq!(
+        values,
+        vec![&br#"{"host":"a.example","url":"https://a.example/"}"#[..], &br#"{"host":"b.example","url":"https://b.example/"}"#[..]]
+    );
 }
