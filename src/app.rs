@@ -72,30 +72,8 @@ impl Flechtwerk<()> {
             session_timeout: SESSION_TIMEOUT_DEFAULT,
             guarantee: Guarantee::ExactlyOnce,
             observer: Arc::new(NoopObserver),
-            stores: default_stores(),
+            stores: crate::state::default_stores(),
         }
-    }
-}
-
-/// RocksDB in a fresh directory under the system temp dir when the `rocksdb` feature is on
-/// (production), memory otherwise (and always in simulations). Task state is ephemeral by
-/// design: it is a cache of the changelog, rebuilt whenever a task starts.
-fn default_stores() -> Arc<dyn StateStores> {
-    #[cfg(all(feature = "rocksdb", not(madsim)))]
-    {
-        use std::sync::atomic::{AtomicU64, Ordering};
-        static INSTANCE: AtomicU64 = AtomicU64::new(0);
-        let unique = format!(
-            "flechtwerk-{}-{}-{}",
-            std::process::id(),
-            INSTANCE.fetch_add(1, Ordering::Relaxed),
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos())
-        );
-        Arc::new(crate::state::RocksDbStores::new(std::env::temp_dir().join(unique)))
-    }
-    #[cfg(not(all(feature = "rocksdb", not(madsim))))]
-    {
-        Arc::new(crate::state::InMemoryStores)
     }
 }
 

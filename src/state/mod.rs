@@ -9,12 +9,25 @@
 //! Values are canonical JSON bytes; decoding them is the engine's job (a corrupt value is an
 //! unrecoverable data error, never a policy question: STO-03).
 
-use std::collections::BTreeMap;
-
+mod memory;
 #[cfg(all(feature = "rocksdb", not(madsim)))]
 mod rocksdb;
+
 #[cfg(all(feature = "rocksdb", not(madsim)))]
 pub use self::rocksdb::{RocksDbStateStore, RocksDbStores};
+pub use memory::{InMemoryStateStore, InMemoryStores};
+
+// The default stores of an application: RocksDB in a fresh directory under the system temp dir
+// when the `rocksdb` feature is on (production), memory otherwise (and always in simulations).
+#[cfg(not(all(feature = "rocksdb", not(madsim))))]
+use self::memory::InMemoryStores as DefaultStores;
+#[cfg(all(feature = "rocksdb", not(madsim)))]
+use self::rocksdb::RocksDbStores as DefaultStores;
+
+/// The stores an application uses unless the builder is given others.
+pub(crate) fn default_stores() -> std::sync::Arc<dyn StateStores> {
+    std::sync::Arc::new(DefaultStores::for_instance())
+}
 
 /// A failed local state operation.
 #[derive(Debug, thiserror::Error)]
@@ -58,44 +71,6 @@ pub trait StateStore: Send {
 pub trait StateStores: Send + Sync {
     /// The (empty) store of task `partition` of `application_id`.
     fn open(&self, application_id: &str, partition: i32) -> Result<Box<dyn StateStore>, StateError>;
-}
-
-/// Stores in memory: the simulation adapter, and a fine choice for small state.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct InMemoryStores;
-
-impl StateStores for InMemoryStores {
-    fn open(&self, _application_id: &str, _partition: i32) -> Result<Box<dyn StateStore>, StateError> {
-        Ok(Box::new(InMemoryStateStore::default()))
-    }
-}
-
-/// A [`StateStore`] in a sorted map of bytes (so round trips exercise real serialization,
-/// STO-15).
-#[derive(Clone, Debug, Default)]
-pub struct InMemoryStateStore {
-    entries: BTreeMap<String, Vec<u8>>,
-}
-
-impl StateStore for InMemoryStateStore {
-    fn get(&mut self, key: &str) -> Result<Option<Vec<u8>>, StateError> {
-        Ok(self.entries.get(key).cloned())
-    }
-
-    fn put(&mut self, key: &str, value: &[u8]) -> Result<(), StateError> {
-        self.entries.insert(key.to_owned(), value.to_vec());
-        Ok(())
-    }
-
-    fn delete(&mut self, key: &str) -> Result<(), StateError> {
-        self.entries.remove(key);
-        Ok(())
-    }
-
-    fn wipe(&mut self) -> Result<(), StateError> {
-        self.entries.clear();
-        Ok(())
-    }
 }
 
 #[cfg(test)]

@@ -35,6 +35,21 @@ impl RocksDbStores {
         RocksDbStores { root: root.into() }
     }
 
+    /// Stores in a fresh directory under the system temp dir, unique to this application
+    /// instance (process id, instance counter, clock), so that a process never meets another
+    /// one's files. Task state is a cache of the changelog, rebuilt whenever a task starts.
+    pub fn for_instance() -> Self {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static INSTANCE: AtomicU64 = AtomicU64::new(0);
+        let unique = format!(
+            "flechtwerk-{}-{}-{}",
+            std::process::id(),
+            INSTANCE.fetch_add(1, Ordering::Relaxed),
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos())
+        );
+        RocksDbStores::new(std::env::temp_dir().join(unique))
+    }
+
     /// The directory of the database of task `partition` of `application_id`.
     pub fn path(&self, application_id: &str, partition: i32) -> PathBuf {
         self.root.join(application_id).join("state").join(partition.to_string()).join("state.db")

@@ -210,7 +210,7 @@ async fn partitioning(kafka: &dyn Kafka, env: &Env) -> Result<(), Failure> {
     let explicit = producer.send(ProducerRecord::new(&topic, "a", b"{}".to_vec()).to_partition(4)).await?;
     for (key, delivery) in keys.iter().zip(deliveries) {
         let delivered = delivery.await?;
-        let want = (crate::murmur2(key.as_bytes()) as u32 & 0x7fff_ffff) % 5;
+        let want = (crate::token::murmur2(key.as_bytes()) as u32 & 0x7fff_ffff) % 5;
         check(delivered.partition as u32 == want, || {
             format!("key {key:?} landed on partition {}, Kafka's partitioner says {want}", delivered.partition)
         })?;
@@ -225,7 +225,7 @@ async fn partitioning(kafka: &dyn Kafka, env: &Env) -> Result<(), Failure> {
     })?;
     for record in &records {
         let key = record.key.as_deref().unwrap_or_default();
-        let hashed = (crate::murmur2(key) as u32 & 0x7fff_ffff) % 5;
+        let hashed = (crate::token::murmur2(key) as u32 & 0x7fff_ffff) % 5;
         check(record.partition as u32 == hashed || record.partition == 4, || {
             format!("record {:?} read from partition {}", String::from_utf8_lossy(key), record.partition)
         })?;

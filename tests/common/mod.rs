@@ -695,7 +695,10 @@ pub async fn unequal_input_partition_counts_fail_startup(h: &Harness) {
     let b = h.topic("in-b", 3, false).await;
     let stage = transformer([a.as_str(), b.as_str()]).transform(|_, _, _| Ok(()));
     let error = crash(h, &h.name("err05"), stage).await.to_string();
-    assert!(error.contains("must have equal partition counts") && error.contains(": 2") && error.contains(": 3"), "{error}");
+    assert!(
+        error.contains("must have equal partition counts") && error.contains(": 2") && error.contains(": 3"),
+        "{error}"
+    );
 }
 
 /// LIFE-14, ERR-06: a pre-existing changelog with another partition count than the inputs fails
@@ -741,7 +744,8 @@ pub async fn non_utf8_changelog_key_crashes_the_restore(h: &Harness) {
     let spec = NewTopic::new(&changelog, 1).replication(h.replication).compacted();
     h.kafka.admin().unwrap().create_topic(&spec).await.unwrap();
     let producer = h.kafka.producer(ProducerConfig::idempotent(h.name("bad-key"))).unwrap();
-    let record = ProducerRecord::new(&changelog, Bytes::from_static(b"\xff\xfe"), Bytes::from_static(b"{}")).to_partition(0);
+    let record =
+        ProducerRecord::new(&changelog, Bytes::from_static(b"\xff\xfe"), Bytes::from_static(b"{}")).to_partition(0);
     producer.send(record).await.unwrap().await.unwrap();
     producer.close().await;
     let error = crash(h, &app, forward(&input, &input)).await;
@@ -845,10 +849,7 @@ pub async fn identities_and_state_per_partition(h: &Harness) {
     tasks.sort();
     assert_eq!(
         tasks,
-        vec![
-            ("pod-0-0".to_owned(), Some(format!("{app}-0"))),
-            ("pod-0-1".to_owned(), Some(format!("{app}-1"))),
-        ]
+        vec![("pod-0-0".to_owned(), Some(format!("{app}-0"))), ("pod-0-1".to_owned(), Some(format!("{app}-1"))),]
     );
     let consumers: Vec<(String, Option<String>)> =
         clients.consumers.iter().map(|c| (c.client_id.clone(), c.group_id.clone())).collect();
@@ -920,6 +921,9 @@ pub async fn trait_stage_enriches_configs(h: &Harness) {
     let values: Vec<&[u8]> = outputs.iter().map(value).collect();
     assert_eq!(
         values,
-        vec![&br#"{"host":"a.example","url":"https://a.example/"}"#[..], &br#"{"host":"b.example","url":"https://b.example/"}"#[..]]
+        vec![
+            &br#"{"host":"a.example","url":"https://a.example/"}"#[..],
+            &br#"{"host":"b.example","url":"https://b.example/"}"#[..]
+        ]
     );
 }

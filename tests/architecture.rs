@@ -1,0 +1,146 @@
+//! The architecture as a test (docs/architecture.md): the library's layers flow one way, and
+//! adapter features gate only module lines.
+//!
+//! Every top-level module of `src/` has a rank; a module may refer (`crate::other`) only to
+//! modules of a lower rank, so the import graph has no cycle and no layer reaches up. The ranks
+//! group into the layers: the wire model, the ports (each adapter beside its port), the config
+//! store and decoding mediation, the stage API and the engine, the application handle; the test
+//! kit sits on top.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// Module → (rank, layer). A module may use only modules of a strictly lower rank.
+const RANKS: &[(&str, u32, &str)] = &[
+    ("json", 0, "wire model"),
+    ("record", 1, "wire model"),
+    ("message", 2, "wire model"),
+    ("token", 3, "wire model"),
+    ("wire", 4, "wire model"),
+    ("kafka", 10, "ports"),
+    ("state", 11, "ports"),
+    ("observer", 12, "ports"),
+    ("mqtt", 13, "ports"),
+    ("mediation", 20, "config store"),
+    ("configs", 21, "config store"),
+    ("error", 30, "engine"),
+    ("stage", 31, "engine"),
+    ("engine", 32, "engine"),
+    ("app", 40, "application"),
+    ("testing", 50, "test kit"),
+];
+
+/// Adapter features: they may gate only `mod` and `use` lines (the adapter's module and its
+/// re-export), never code inside the engine.
+const ADAPTER_FEATURES: &[&str] = &["rdkafka", "rocksdb", "mqtt", "prometheus"];
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The top-level module a file belongs to (`src/engine/tasks/mod.rs` → `engine`).
+fn module_of(src: &Path, file: &Path) -> String {
+    let rel = file.strip_prefix(src).unwrap();
+    let first = rel.components().next().unwrap().as_os_str().to_string_lossy().into_owned();
+    first.trim_end_matches(".rs").to_owned()
+}
+
+/// The code of a line: without its `//` comment (doc comments included).
+fn code(line: &str) -> &str {
+    line.split("//").next().unwrap_or("")
+}
+
+fn sources() -> (PathBuf, Vec<PathBuf>) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files.sort();
+    (src, files)
+}
+
+#[test]
+fn layers_flow_one_way() {
+    let (src, files) = sources();
+    let ranks: BTreeMap<&str, (u32, &str)> = RANKS.iter().map(|(m, r, l)| (*m, (*r, *l))).collect();
+    let mut violations = Vec::new();
+    for file in &files {
+        let module = module_of(&src, file);
+        if module == "lib" {
+            continue; // the crate root re-exports the user's surface
+        }
+        let Some(&(rank, layer)) = ranks.get(module.as_str()) else {
+            violations.push(format!("{}: module `{module}` has no rank in tests/architecture.rs", file.display()));
+            continue;
+        };
+        let text = fs::read_to_string(file).unwrap();
+        let mut in_tests = false;
+        for (n, line) in text.lines().enumerate() {
+            // Unit tests may use the test kit; the layering is about the library's code.
+            if line.trim_start().starts_with("#[cfg(test)]") {
+                in_tests = true;
+            }
+            if in_tests {
+                continue;
+            }
+            let code = code(line);
+            let mut rest = code;
+            while let Some(at) = rest.find("crate::") {
+                let target: String =
+                    rest[at + 7..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+                rest = &rest[at + 7..];
+                if target == module || target.is_empty() {
+                    continue;
+                }
+                match ranks.get(target.as_str()) {
+                    Some(&(target_rank, target_layer)) if target_rank >= rank => violations.push(format!(
+                        "{}:{}: `{module}` ({layer}) uses `{target}` ({target_layer}), which is not below it",
+                        file.display(),
+                        n + 1
+                    )),
+                    Some(_) => {}
+                    None if target == "Error" || target.chars().next().is_some_and(char::is_uppercase) => {}
+                    None => violations.push(format!("{}:{}: unknown module `{target}`", file.display(), n + 1)),
+                }
+            }
+        }
+    }
+    assert!(violations.is_empty(), "layering violations:\n  {}", violations.join("\n  "));
+}
+
+#[test]
+fn adapter_features_gate_only_module_lines() {
+    let (_, files) = sources();
+    let mut violations = Vec::new();
+    for file in &files {
+        let text = fs::read_to_string(file).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        for (n, line) in lines.iter().enumerate() {
+            let code = code(line);
+            let gates = ADAPTER_FEATURES.iter().any(|f| code.contains(&format!("feature = \"{f}\"")));
+            if !gates {
+                continue;
+            }
+            let next = lines[n + 1..].iter().map(|l| l.trim()).find(|l| !l.starts_with("#[") && !l.starts_with("//"));
+            let gated_item_ok = next.is_some_and(|l| {
+                let l = l.trim_start_matches("pub(crate) ").trim_start_matches("pub ");
+                l.starts_with("mod ") || l.starts_with("use ")
+            });
+            if !code.trim_start().starts_with("#[cfg(") || !gated_item_ok {
+                violations.push(format!("{}:{}: {}", file.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        violations.is_empty(),
+        "adapter features may gate only `mod`/`use` lines (keep adapters in their own modules):\n  {}",
+        violations.join("\n  ")
+    );
+}
