@@ -249,3 +249,67 @@ impl Drop for StopOnDrop {
         self.0.raise();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kafka::{Admin, Consumer, KafkaResult, Producer, ProducerConfig};
+    use crate::stage::transformer;
+
+    /// A Kafka that is never called: building a handle makes no connection (LIFE-02).
+    struct Unreachable;
+
+    impl Kafka for Unreachable {
+        fn consumer(&self, _: crate::kafka::ConsumerConfig) -> KafkaResult<Box<dyn Consumer>> {
+            unreachable!("build() must not connect")
+        }
+        fn producer(&self, _: ProducerConfig) -> KafkaResult<Box<dyn Producer>> {
+            unreachable!("build() must not connect")
+        }
+        fn admin(&self) -> KafkaResult<Box<dyn Admin>> {
+            unreachable!("build() must not connect")
+        }
+    }
+
+    fn builder() -> FlechtwerkBuilder {
+        Flechtwerk::builder().application_id("app").client_id("pod-0").kafka(Arc::new(Unreachable))
+    }
+
+    fn stage() -> impl Transformer {
+        transformer(["in"]).transform(|_, _, _| Ok(()))
+    }
+
+    fn invalid(builder: FlechtwerkBuilder) -> String {
+        match builder.build(stage()) {
+            Err(Error::Invalid(message)) => message,
+            Err(other) => panic!("not an Invalid error: {other:?}"),
+            Ok(_) => panic!("built"),
+        }
+    }
+
+    #[test]
+    fn life_02_building_connects_to_nothing() {
+        assert!(builder().build(stage()).is_ok());
+    }
+
+    #[test]
+    fn err_33_max_poll_records_must_be_positive() {
+        assert!(invalid(builder().max_poll_records(0)).contains("max_poll_records"));
+        assert!(builder().max_poll_records(1).build(stage()).is_ok());
+    }
+
+    #[test]
+    fn identity_and_kafka_are_required() {
+        assert!(invalid(Flechtwerk::builder().client_id("c").kafka(Arc::new(Unreachable))).contains("application_id"));
+        assert!(invalid(Flechtwerk::builder().application_id("a").kafka(Arc::new(Unreachable))).contains("client_id"));
+        assert!(invalid(Flechtwerk::builder().application_id("a").client_id("c")).contains("Kafka"));
+        assert!(invalid(builder().application_id("")).contains("must not be empty"));
+    }
+
+    #[test]
+    fn session_timeout_has_a_floor() {
+        let message = invalid(builder().session_timeout(Duration::from_millis(500)));
+        assert!(message.contains("session_timeout"), "{message}");
+        assert!(builder().session_timeout(SESSION_TIMEOUT_MIN).build(stage()).is_ok());
+    }
+}

@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use flechtwerk::kafka::{
-    Admin, Consumer, ConsumerConfig, DeliveryFuture, GroupMetadata, Kafka, KafkaResult, Producer, ProducerConfig,
-    ProducerRecord, TopicPartition,
+    Admin, Consumer, ConsumerConfig, DeliveryFuture, GroupMetadata, Kafka, KafkaResult, NewTopic, Producer,
+    ProducerConfig, ProducerRecord, TopicCreation, TopicPartition,
 };
 use tokio::sync::watch;
 
@@ -16,6 +16,10 @@ pub struct Clients {
     pub consumers: Vec<ConsumerConfig>,
     pub producers: Vec<ProducerConfig>,
     pub admins: usize,
+    /// Topics whose partition count an admin client was asked for, in order.
+    pub described: Vec<String>,
+    /// Topics an admin client was asked to create, in order.
+    pub created: Vec<String>,
 }
 
 /// A Kafka that records the configs of the clients it builds (LIFE-04, TRX-30).
@@ -41,7 +45,24 @@ impl Kafka for Recording {
     }
     fn admin(&self) -> KafkaResult<Box<dyn Admin>> {
         self.clients.lock().unwrap().admins += 1;
-        self.inner.admin()
+        Ok(Box::new(RecordingAdmin { inner: self.inner.admin()?, clients: self.clients.clone() }))
+    }
+}
+
+struct RecordingAdmin {
+    inner: Box<dyn Admin>,
+    clients: Arc<Mutex<Clients>>,
+}
+
+#[async_trait]
+impl Admin for RecordingAdmin {
+    async fn create_topic(&self, topic: &NewTopic) -> KafkaResult<TopicCreation> {
+        self.clients.lock().unwrap().created.push(topic.name.clone());
+        self.inner.create_topic(topic).await
+    }
+    async fn partition_count(&self, topic: &str) -> KafkaResult<Option<u32>> {
+        self.clients.lock().unwrap().described.push(topic.to_owned());
+        self.inner.partition_count(topic).await
     }
 }
 

@@ -711,6 +711,18 @@ pub async fn changelog_partition_count_must_match(h: &Harness) {
     h.kafka.admin().unwrap().create_topic(&spec).await.unwrap();
     let error = crash(h, &app, forward(&input, &input)).await.to_string();
     assert!(error.contains("repartitioning requires a state migration") && error.contains(&changelog), "{error}");
+    // LIFE-15: a pre-existing changelog with the inputs' count is adopted (and described once).
+    let adopted = h.name("err06-adopted");
+    let adopted_changelog = format!("{adopted}-changelog");
+    let spec = NewTopic::new(&adopted_changelog, 2).replication(h.replication).compacted();
+    h.kafka.admin().unwrap().create_topic(&spec).await.unwrap();
+    let recording = Arc::new(doubles::Recording::new(h.kafka.clone()));
+    let probe = Arc::new(Probe::default());
+    let running = h.with_kafka(recording.clone()).start(&adopted, "pod-0", forward(&input, &input), probe.clone());
+    wait_for("both tasks started", || probe.tasks.load(Ordering::SeqCst) == 2).await;
+    running.stop().await.unwrap();
+    let described = recording.clients.lock().unwrap().described.clone();
+    assert_eq!(described.iter().filter(|t| **t == adopted_changelog).count(), 1, "{described:?}");
 }
 
 /// STO-03, INV-40: a state value in the changelog that does not decode crashes the task with a
@@ -856,6 +868,10 @@ pub async fn identities_and_state_per_partition(h: &Harness) {
     assert!(consumers.contains(&("pod-0".to_owned(), Some(app.clone()))), "{consumers:?}");
     assert!(consumers.contains(&("pod-0-config".to_owned(), None)), "{consumers:?}");
     assert_eq!(h.committed(&app, &[TopicPartition::new(&configs, 0)]).await, vec![None], "CFG-17");
+    // LIFE-14, USR-08: the changelog was created, and (fresh) never described afterwards.
+    let changelog = format!("{app}-changelog");
+    assert!(clients.created.contains(&changelog), "{:?}", clients.created);
+    assert!(!clients.described.contains(&changelog), "a fresh changelog is not described: {:?}", clients.described);
 }
 
 /// A stage that implements the trait and declares its enricher (STG-03, CFG-13): every config
