@@ -23,36 +23,15 @@ async fn conformance_suite_passes_against_the_broker() {
     let kafka = RdKafka::new(bootstrap.clone());
     let verdicts = run_all(&kafka, &Env::new(&prefix)).await;
 
-    // Scenarios the broker under test is known to fail through a bug of its own (each one
-    // documented with evidence in docs/kafka-broker.md), named by the runner: for crabka 0.3.8,
-    // KAFKA_CONFORMANCE_BROKER_BUGS=lso. They still run and must still fail, so a fixed broker (or
-    // a real Kafka) shows up as an unexpected pass; every other scenario must pass.
-    let broker_bugs: Vec<String> = std::env::var("KAFKA_CONFORMANCE_BROKER_BUGS")
-        .unwrap_or_default()
-        .split(',')
-        .map(|s| s.trim().to_owned())
-        .filter(|s| !s.is_empty())
-        .collect();
     let pins: Vec<(&str, &str)> = scenarios().iter().map(|s| (s.name, s.pins)).collect();
-    for bug in &broker_bugs {
-        assert!(pins.iter().any(|(name, _)| name == bug), "KAFKA_CONFORMANCE_BROKER_BUGS names no scenario {bug:?}");
-    }
     let mut failures = Vec::new();
     for (name, verdict) in &verdicts {
         let pinned = pins.iter().find(|(n, _)| n == name).map_or("", |(_, p)| *p);
-        let known_bug = broker_bugs.iter().any(|bug| bug == name);
-        match (verdict, known_bug) {
-            (Ok(()), false) => println!("PASS {name} ({pinned})"),
-            (Err(failure), false) => {
+        match verdict {
+            Ok(()) => println!("PASS {name} ({pinned})"),
+            Err(failure) => {
                 println!("FAIL {name} ({pinned}): {failure}");
                 failures.push(format!("{name}: {failure}"));
-            }
-            (Err(failure), true) => println!("FAIL {name} ({pinned}), a known broker bug: {failure}"),
-            (Ok(()), true) => {
-                println!("PASS {name} ({pinned}), although listed as a broker bug");
-                failures.push(format!(
-                    "{name}: passed although KAFKA_CONFORMANCE_BROKER_BUGS lists it; the broker is fixed, drop it there"
-                ));
             }
         }
     }
