@@ -14,6 +14,8 @@ pub mod stages;
 pub mod trace;
 
 #[cfg(madsim)]
+pub mod harness;
+#[cfg(madsim)]
 pub mod runner;
 #[cfg(madsim)]
 pub mod scenarios;

@@ -1,139 +1,163 @@
 //! Scenario `counter`: the exactly-once chaos run — the main job.
 //!
-//! Keyed input over 4 partitions, 2–3 replicas of a counting transformer that joins a config
-//! topic, a feeder writing inputs and a writer maintaining the config topic, while a seeded
-//! fault schedule crash-restarts replicas at arbitrary points, adds and removes replicas, pauses
-//! one past its session timeout (a zombie), makes transactions fail (so they abort), delays
-//! commit markers, partitions the network and restarts the broker.
+//! Keyed inputs over 4 partitions, 2–3 replicas of a counting transformer that joins a config
+//! topic, a feeder writing inputs and a writer maintaining the config topic, under a fault
+//! schedule generated from the seed ([`FaultProfile::everything`]): crash-restarts at any point,
+//! replicas added and removed, replicas frozen past their session timeout (zombies) and
+//! sometimes past the transaction timeout, request faults of every kind (lost, late, held past
+//! the client's timeout, ambiguous, retriable and fatal errors), failing transactions, markers
+//! that always land with jitter and sometimes seconds late — handovers forced while only the
+//! changelog's markers are late — network partitions and broker restarts. Task state lives on a
+//! simulated disk that survives a node's crash, so restarted replicas meet their leftovers.
 //!
-//! Properties checked after quiescence (design.md, "Properties the simulations check"):
-//! - per key, the `read_committed` outputs count exactly 1..n, no gap, no repeat (n = inputs of
-//!   the key actually in the input topic);
+//! The stage varies per seed: one or two input topics; a state key that is the message key or
+//! a group taken from the value (several keys share one state); a count that resets every k-th
+//! input by deleting the state (changelog tombstones); undecodable inputs that the stage skips.
+//!
+//! Properties checked after quiescence, on the simulated broker's own log (never through the
+//! client read path the engine uses):
+//! - every valid input has exactly one committed output, and no output has no input;
+//! - per state identity (input partition, state key) the counts are exactly those of its n
+//!   inputs: 1..n (or 1..k repeated with resets), in order within each output partition;
+//! - the changelog's last value per identity equals the final count (absent after a reset);
 //! - the group's committed offsets reach the end of every input partition;
-//! - the changelog's last value per key equals the final count;
+//! - every output's config label is one that was written for its key, and the probes written
+//!   after the config topic settled carry its final label;
 //! - every live replica's config store equals the compaction of the config topic;
 //! - same seed, same trace hash (checked by the runner with `--check-determinism`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use flechtwerk::kafka::{ConsumerConfig, Kafka, NewTopic, ProducerConfig, ProducerRecord, TopicPartition};
-use flechtwerk::observer::Observer;
-use flechtwerk::testing::read_topic;
-use flechtwerk::wire::RawRecord;
-use flechtwerk::Flechtwerk;
+use flechtwerk::attribute::{Attribute, INT, STR};
+use flechtwerk::kafka::{Kafka, NewTopic, ProducerConfig, ProducerRecord};
+use flechtwerk::stage::{transformer, FnTransformer};
+use flechtwerk::wire::{InvalidMessageAction, RawRecord};
+use flechtwerk::{Event, Flechtwerk, Message, State};
 use madsim::rand::{thread_rng, Rng};
 use madsim::runtime::Handle;
-use madsim::task::NodeId;
 use madsim::time::sleep;
 
-use crate::cluster::protocol::RequestKind;
-use crate::cluster::{Cluster, KafkaClient, RequestFaults};
+use crate::cluster::{Cluster, KafkaClient};
+use crate::harness::disk::SimDisk;
+use crate::harness::faults::FaultProfile;
+use crate::harness::replicas::{Launch, ReplicaEnv, Replicas};
+use crate::harness::truth;
 use crate::runner::{Ctx, Scenario};
-use crate::stages::{check_changelog, check_counts, counter};
 
 /// The scenario.
 pub static SCENARIO: Scenario = Scenario {
     name: "counter",
-    about:
-        "exactly-once counting transformer + config join under crashes, zombies, aborts, partitions, broker restarts",
+    about: "exactly-once counting transformer + config join, varied per seed, under every fault kind",
     run: |ctx| Box::pin(run(ctx)) as Pin<Box<dyn std::future::Future<Output = ()>>>,
 };
 
 const APP: &str = "counter";
-const INPUT: &str = "counter-input";
+const INPUT_A: &str = "counter-input-a";
+const INPUT_B: &str = "counter-input-b";
 const OUTPUT: &str = "counter-output";
 const CONFIGS: &str = "counter-configs";
 const PARTITIONS: u32 = 4;
 /// The replicas' group session timeout; a zombie pause exceeds it.
 const SESSION_TIMEOUT: Duration = Duration::from_secs(6);
+/// The engine's transaction timeout of task producers; some pauses exceed it.
+const TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
 /// Replicas alive at most at once.
 const REPLICAS_MAX: usize = 4;
 /// How long the replicas get to finish everything once the faults stop.
 const QUIESCENCE_MAX: Duration = Duration::from_secs(300);
 /// How long the live replicas get to converge on the config topic after quiescence.
 const CONFIG_CONVERGENCE_MAX: Duration = Duration::from_secs(60);
-/// How long a crashed application waits before its supervisor starts it again.
-const RESTART_DELAY_MAX_MS: u64 = 1_000;
 
-/// What a replica's observer publishes for the checks.
-#[derive(Default)]
-struct ReplicaView {
-    /// The replica's config store, as of its last bootstrap or drain.
-    configs: Mutex<Option<BTreeMap<String, Vec<u8>>>>,
+const COUNT: Attribute<i64> = Attribute::new("count", &INT);
+const INPUT: Attribute<i64> = Attribute::new("i", &INT);
+const GROUP: Attribute<String> = Attribute::new("group", &STR);
+const KEY: Attribute<String> = Attribute::new("key", &STR);
+const LABEL: Attribute<String> = Attribute::optional("label", &STR);
+const PARTITION: Attribute<i64> = Attribute::new("partition", &INT);
+const STATE_KEY: Attribute<String> = Attribute::new("state", &STR);
+
+/// How the counting stage of one seed is built.
+#[derive(Clone, Debug)]
+struct Variant {
+    /// Inputs spread over two input topics (co-partitioned by key).
+    two_inputs: bool,
+    /// The state key is the value's `group` (several message keys share one state).
+    groups: bool,
+    /// The k-th count of a state deletes it (a changelog tombstone), so counting restarts.
+    reset_every: Option<i64>,
+    /// Some inputs do not decode; the stage skips them.
+    invalid_inputs: bool,
 }
 
-impl ReplicaView {
-    fn matches(&self, want: &BTreeMap<String, Vec<u8>>) -> bool {
-        self.configs.lock().expect("view lock").as_ref() == Some(want)
+impl Variant {
+    fn inputs(&self) -> Vec<&'static str> {
+        if self.two_inputs {
+            vec![INPUT_A, INPUT_B]
+        } else {
+            vec![INPUT_A]
+        }
+    }
+
+    fn state_key(&self, key: &str, value: &Event) -> String {
+        if self.groups {
+            value.get(&GROUP).ok().flatten().unwrap_or_default()
+        } else {
+            key.to_owned()
+        }
+    }
+
+    /// The count of the j-th input (1-based) of a state identity.
+    fn count_of(&self, j: i64) -> i64 {
+        match self.reset_every {
+            Some(k) => (j - 1) % k + 1,
+            None => j,
+        }
+    }
+
+    /// The state after n inputs (`None`: deleted or never written).
+    fn final_state(&self, n: i64) -> Option<i64> {
+        let count = self.count_of(n);
+        (n > 0 && self.reset_every != Some(count)).then_some(count)
     }
 }
 
-struct ReplicaObserver {
-    name: String,
-    ctx: Ctx,
-    view: Arc<ReplicaView>,
-}
-
-impl Observer for ReplicaObserver {
-    fn tasks_assigned(&self, count: usize) {
-        self.ctx.event(format!("{}: {count} tasks", self.name));
+/// The counting transformer of `variant`: output `{count, i, key, label, partition, state}`.
+fn stage(variant: &Variant) -> FnTransformer {
+    let mut builder = transformer(variant.inputs()).config_topics([CONFIGS]);
+    if variant.invalid_inputs {
+        builder = builder.on_invalid_message(|_| InvalidMessageAction::Skip);
     }
-
-    fn config_store_updated(&self, store: &dyn flechtwerk::observer::ConfigView) {
-        *self.view.configs.lock().expect("view lock") = Some(store.to_map());
+    if variant.groups {
+        let v = variant.clone();
+        builder = builder.extract_state_key(move |msg| v.state_key(&msg.key, &msg.value));
     }
+    let v = variant.clone();
+    builder.transform(move |msg, mut state, out| {
+        let count = state.get(&COUNT)?.unwrap_or(0) + 1;
+        let label = out.configs().get(&msg.key)?.and_then(|c| c.get(&LABEL).ok().flatten());
+        let value = Event::new()
+            .with(&COUNT, count)?
+            .with(&INPUT, msg.value.get(&INPUT)?)?
+            .with(&KEY, msg.key.clone())?
+            .with(&LABEL, label)?
+            .with(&PARTITION, i64::from(msg.partition))?
+            .with(&STATE_KEY, v.state_key(&msg.key, &msg.value))?;
+        out.send(Message::new(OUTPUT, msg.key.as_str(), value));
+        if v.reset_every == Some(count) {
+            state = State::new();
+        } else {
+            state.set(&COUNT, count)?;
+        }
+        out.set_state(state);
+        Ok(())
+    })
 }
 
-/// One replica: a node whose init runs the application under a supervisor loop (a crashed
-/// application is started again, like a restarted pod; a killed node restarts via `init`).
-struct Replica {
-    name: String,
-    node: NodeId,
-    view: Arc<ReplicaView>,
-    alive: bool,
-}
-
-fn start_replica(cluster: &Cluster, ctx: &Ctx, index: usize, max_poll_records: usize) -> Replica {
-    let name = format!("replica-{index}");
-    let view = Arc::new(ReplicaView::default());
-    let init = {
-        let (kafka, ctx, name, view) = (cluster.kafka(), ctx.clone(), name.clone(), view.clone());
-        move || replica_main(kafka.clone(), ctx.clone(), name.clone(), view.clone(), max_poll_records)
-    };
-    let node = Handle::current().create_node().name(&name).ip(cluster.client_ip()).init(init).build();
-    ctx.event(format!("{name}: started"));
-    Replica { name, node: node.id(), view, alive: true }
-}
-
-async fn replica_main(kafka: KafkaClient, ctx: Ctx, name: String, view: Arc<ReplicaView>, max_poll_records: usize) {
-    let mut incarnation = 0;
-    loop {
-        incarnation += 1;
-        *view.configs.lock().expect("view lock") = None;
-        let observer = ReplicaObserver { name: name.clone(), ctx: ctx.clone(), view: view.clone() };
-        let app = Flechtwerk::builder()
-            .application_id(APP)
-            .client_id(&name)
-            .kafka(Arc::new(kafka.clone()))
-            .max_poll_records(max_poll_records)
-            .session_timeout(SESSION_TIMEOUT)
-            .replication_factor(1)
-            .observer(Arc::new(observer))
-            .build(counter(INPUT, OUTPUT, Some(CONFIGS)))
-            .expect("valid settings");
-        ctx.event(format!("{name}: application start #{incarnation}"));
-        let Err(error) = app.run().await;
-        ctx.event(format!("{name}: application crashed: {}", error_kind(&error)));
-        sleep(Duration::from_millis(thread_rng().gen_range(10..RESTART_DELAY_MAX_MS))).await;
-    }
-}
-
-/// A deterministic one-word description of why an application stopped (full error texts can
-/// hold generation numbers that are deterministic too, but keep traces short).
+/// A deterministic one-word description of why an application stopped.
 fn error_kind(error: &flechtwerk::Error) -> String {
     match error {
         flechtwerk::Error::Kafka(e) => format!("kafka {} {:?}", e.operation(), e.kind()),
@@ -141,136 +165,95 @@ fn error_kind(error: &flechtwerk::Error) -> String {
     }
 }
 
-/// Writes `inputs` records over `keys` keys with small random gaps.
-async fn feed(kafka: KafkaClient, ctx: Ctx, inputs: usize, keys: u32) {
+/// The feeder's inputs: `inputs` records over `keys` keys, spread over `period`; every 20th is
+/// undecodable when the variant has invalid inputs. Returns nothing: the checks read the topics.
+async fn feed(kafka: KafkaClient, ctx: Ctx, variant: Variant, inputs: i64, keys: u32, period: Duration) {
     let producer = kafka.producer(ProducerConfig::idempotent("feeder")).expect("producer");
+    let gap_max_ms = (period.as_millis() as u64 * 2 / inputs.max(1) as u64).max(2);
+    // Paced by the clock, not by acknowledgements (a buggified network delays some by seconds):
+    // the inputs span the fault period. Deliveries are awaited at the end.
+    let mut deliveries = Vec::new();
     for i in 0..inputs {
-        let key = format!("key-{}", thread_rng().gen_range(0..keys));
-        let record = ProducerRecord::new(INPUT, key.clone(), format!(r#"{{"i":{i}}}"#));
-        match producer.send(record).await {
-            Ok(delivery) => {
-                if let Err(e) = delivery.await {
-                    ctx.event(format!("feeder: input {i} not acknowledged ({:?})", e.kind()));
-                }
-            }
+        let k = thread_rng().gen_range(0..keys);
+        let topic = variant.inputs()[thread_rng().gen_range(0..variant.inputs().len())];
+        let value = if variant.invalid_inputs && thread_rng().gen_range(0..20) == 0 {
+            b"{broken".to_vec()
+        } else {
+            format!(r#"{{"group":"g-{}","i":{i}}}"#, k % 5).into_bytes()
+        };
+        match producer.send(ProducerRecord::new(topic, format!("key-{k}"), value)).await {
+            Ok(delivery) => deliveries.push((i, delivery)),
             Err(e) => ctx.event(format!("feeder: input {i} refused ({:?})", e.kind())),
         }
-        sleep(Duration::from_millis(thread_rng().gen_range(1..60))).await;
+        sleep(Duration::from_millis(thread_rng().gen_range(1..gap_max_ms))).await;
+    }
+    for (i, delivery) in deliveries {
+        if let Err(e) = delivery.await {
+            ctx.event(format!("feeder: input {i} not acknowledged ({:?})", e.kind()));
+        }
     }
     producer.close().await;
     ctx.event("feeder: done");
 }
 
-/// Maintains the config topic: labels for some keys, rewrites, and all three deletions.
-async fn write_configs(kafka: KafkaClient, ctx: Ctx, writes: usize, keys: u32) {
+/// One input per key, after the config topic settled: their outputs must carry its final labels.
+async fn feed_probes(kafka: KafkaClient, ctx: Ctx, variant: Variant, first: i64, keys: u32) {
+    let producer = kafka.producer(ProducerConfig::idempotent("prober")).expect("producer");
+    for k in 0..keys {
+        let value = format!(r#"{{"group":"g-{}","i":{}}}"#, k % 5, first + i64::from(k));
+        send(&*producer, &ctx, ProducerRecord::new(variant.inputs()[0], format!("key-{k}"), value)).await;
+    }
+    producer.close().await;
+}
+
+async fn send(producer: &dyn flechtwerk::kafka::Producer, ctx: &Ctx, record: ProducerRecord) {
+    let what = format!("{}:{:?}", record.topic, record.key);
+    match producer.send(record).await {
+        Ok(delivery) => {
+            if let Err(e) = delivery.await {
+                ctx.event(format!("input {what} not acknowledged ({:?})", e.kind()));
+            }
+        }
+        Err(e) => ctx.event(format!("input {what} refused ({:?})", e.kind())),
+    }
+}
+
+/// Maintains the config topic: labels for some keys, rewrites, and all three deletions. Returns
+/// every label written per key.
+async fn write_configs(
+    kafka: KafkaClient,
+    ctx: Ctx,
+    writes: usize,
+    keys: u32,
+    labels: Arc<Mutex<BTreeMap<String, BTreeSet<String>>>>,
+) {
     let producer = kafka.producer(ProducerConfig::idempotent("config-writer")).expect("producer");
+    let mut deliveries = Vec::new();
     for i in 0..writes {
         let key = format!("key-{}", thread_rng().gen_range(0..keys));
         let value = match thread_rng().gen_range(0..10) {
             0 => None,
             1 => Some(Bytes::new()),
             2 => Some(Bytes::from_static(b"{}")),
-            _ => Some(Bytes::from(format!(r#"{{"label":"v{i}"}}"#))),
+            _ => {
+                labels.lock().expect("labels lock").entry(key.clone()).or_default().insert(format!("v{i}"));
+                Some(Bytes::from(format!(r#"{{"label":"v{i}"}}"#)))
+            }
         };
         // Keyed placement, so one key's writes are ordered: across partitions the winner of a
         // key is undefined on Kafka too (CFG-12), and no reader could agree with a model.
         ctx.event(format!("config writer: {key}: {:?}", value.as_deref().map(String::from_utf8_lossy)));
         let record = ProducerRecord { value, ..ProducerRecord::new(CONFIGS, key, Vec::new()) };
         if let Ok(delivery) = producer.send(record).await {
-            let _ = delivery.await;
+            deliveries.push(delivery);
         }
         sleep(Duration::from_millis(thread_rng().gen_range(20..400))).await;
     }
+    for delivery in deliveries {
+        let _ = delivery.await;
+    }
     producer.close().await;
     ctx.event("config writer: done");
-}
-
-/// Adds a replica (a fault: the group rebalances and tasks change hands).
-fn add_replica(cluster: &Cluster, ctx: &Ctx, replicas: &mut Vec<Replica>, max_poll_records: usize) {
-    ctx.fault("add-replica", format!("replica-{}", replicas.len()));
-    let replica = start_replica(cluster, ctx, replicas.len(), max_poll_records);
-    replicas.push(replica);
-}
-
-/// One fault from the schedule.
-async fn inject(cluster: &Cluster, ctx: &Ctx, replicas: &mut Vec<Replica>, max_poll_records: usize) {
-    let alive: Vec<usize> = (0..replicas.len()).filter(|&i| replicas[i].alive).collect();
-    let pick = alive[thread_rng().gen_range(0..alive.len())];
-    match thread_rng().gen_range(0..9) {
-        0 | 1 => cluster.crash_restart(replicas[pick].node, &replicas[pick].name),
-        2 if alive.len() < REPLICAS_MAX => add_replica(cluster, ctx, replicas, max_poll_records),
-        3 if alive.len() > 1 => {
-            ctx.fault("remove-replica", replicas[pick].name.clone());
-            Handle::current().kill(replicas[pick].node);
-            replicas[pick].alive = false;
-        }
-        4 => {
-            // A zombie: frozen past its session timeout; the group moves its tasks, its
-            // producers get fenced, and when it wakes up it must not commit anything.
-            let pause = SESSION_TIMEOUT + Duration::from_millis(thread_rng().gen_range(1_000..6_000));
-            cluster.pause_for(replicas[pick].node, &replicas[pick].name, pause).await;
-        }
-        5 => {
-            ctx.fault("abort-transactions", "EndTxn and Produce fail for 2 s");
-            let failing = RequestFaults { fatal_error: 0.3, retriable_error: 0.2, ..RequestFaults::default() };
-            cluster.faults().update(|f| {
-                f.by_kind.insert(RequestKind::EndTxn, failing.clone());
-                f.by_kind.insert(RequestKind::Produce, failing.clone());
-            });
-            sleep(Duration::from_secs(2)).await;
-            cluster.faults().update(|f| {
-                f.by_kind.remove(&RequestKind::EndTxn);
-                f.by_kind.remove(&RequestKind::Produce);
-            });
-        }
-        6 => {
-            // Usually a little late; sometimes later than a whole rebalance takes, so that a
-            // task is handed over while its previous owner's commit is still completing (the
-            // new owner must fence, and wait for that commit, before it restores). The window
-            // runs in the background: later faults (handovers above all) land in it.
-            let late = Duration::from_secs(if thread_rng().gen_bool(0.5) { 12 } else { 2 });
-            ctx.fault("delay-markers", format!("commit/abort markers up to {late:?} late for 5 s"));
-            // Sometimes only the changelog's markers: the previous owner's offsets are then
-            // decided while its state is not readable yet, the window in which a new owner that
-            // restored before fencing would miss that state.
-            let only_changelog = thread_rng().gen_bool(0.3);
-            cluster.faults().update(|f| {
-                f.markers.delay = 0.8;
-                f.markers.delay_max = late;
-                f.markers.only_targets_containing = only_changelog.then(|| "-changelog/".to_owned());
-            });
-            let faults = cluster.faults().clone();
-            tokio::spawn(async move {
-                sleep(Duration::from_secs(5)).await;
-                faults.update(|f| f.markers.delay = 0.0);
-            });
-            if alive.len() < REPLICAS_MAX && thread_rng().gen_bool(0.5) {
-                // A rebalance right away: tasks change hands while commits are still completing.
-                sleep(Duration::from_millis(thread_rng().gen_range(0..1_000))).await;
-                add_replica(cluster, ctx, replicas, max_poll_records);
-            }
-        }
-        7 => {
-            let cut = Duration::from_millis(thread_rng().gen_range(500..8_000));
-            cluster.isolate(replicas[pick].node, &replicas[pick].name);
-            sleep(cut).await;
-            cluster.heal(replicas[pick].node, &replicas[pick].name);
-        }
-        _ => cluster.restart_broker(),
-    }
-}
-
-/// Reads `topic` to its end from a group-less consumer.
-async fn read_all(kafka: &KafkaClient, topic: &str) -> Result<Vec<RawRecord>, String> {
-    read_topic(kafka, "checker", topic).await.map_err(|e| e.to_string())
-}
-
-fn per_key(records: &[RawRecord]) -> BTreeMap<String, i64> {
-    let mut counts = BTreeMap::new();
-    for r in records {
-        *counts.entry(String::from_utf8_lossy(r.key.as_deref().unwrap_or_default()).into_owned()).or_default() += 1;
-    }
-    counts
 }
 
 /// The compaction of the config topic, written from the rule (last write per key; null, `b""`
@@ -292,74 +275,64 @@ fn config_compaction(records: &[RawRecord]) -> BTreeMap<String, Vec<u8>> {
     model
 }
 
-/// Whether no transaction is open on the changelog: its markers may land later than the
-/// outputs' (markers are delayed per partition), and a read before then ends at its last stable
-/// offset.
-fn changelog_stable(cluster: &Cluster) -> bool {
-    cluster.inspect(|broker| {
-        (0..PARTITIONS as i32).all(|p| {
-            let tp = TopicPartition::new(format!("{APP}-changelog"), p);
-            broker.log(&tp).map_or(true, |log| log.open_transactions().is_empty())
-        })
-    })
-}
-
-/// Everything the checks need, read after quiescence from a checker node.
-struct Observed {
-    inputs: Vec<RawRecord>,
-    outputs: Vec<RawRecord>,
-    changelog: Vec<RawRecord>,
-    configs: Vec<RawRecord>,
-    committed: Vec<Option<i64>>,
-    ends: Vec<i64>,
-}
-
-async fn observe(kafka: KafkaClient) -> Result<Observed, String> {
-    let inputs = read_all(&kafka, INPUT).await?;
-    let outputs = read_all(&kafka, OUTPUT).await?;
-    let changelog = read_all(&kafka, &format!("{APP}-changelog")).await?;
-    let configs = read_all(&kafka, CONFIGS).await?;
-    let tps: Vec<TopicPartition> = (0..PARTITIONS as i32).map(|p| TopicPartition::new(INPUT, p)).collect();
-    let mut consumer = kafka.consumer(ConsumerConfig::member("checker-offsets", APP)).map_err(|e| e.to_string())?;
-    let committed = consumer.committed(&tps).await.map_err(|e| e.to_string())?;
-    let mut ends = Vec::new();
-    for tp in &tps {
-        ends.push(consumer.end_offset(tp).await.map_err(|e| e.to_string())?);
-    }
-    consumer.close().await.map_err(|e| e.to_string())?;
-    Ok(Observed { inputs, outputs, changelog, configs, committed, ends })
+/// Whether every input is committed and no transaction is open on the outputs or the changelog:
+/// a consistent cut of the truth.
+fn quiescent(cluster: &Cluster, variant: &Variant) -> bool {
+    let committed = truth::committed_offsets(cluster, APP);
+    let inputs_done = variant.inputs().iter().all(|topic| {
+        truth::log_ends(cluster, topic).iter().all(|(tp, end)| committed.get(tp).copied().unwrap_or(0) == *end)
+    });
+    inputs_done
+        && truth::no_open_transactions(cluster, OUTPUT)
+        && truth::no_open_transactions(cluster, &format!("{APP}-changelog"))
 }
 
 async fn run(ctx: Ctx) {
-    // Half the seeds also stall the engine at its fault points (src/buggify.rs); buggify also
-    // makes madsim delay some network operations by seconds.
-    if thread_rng().gen_bool(0.5) {
+    let profile = FaultProfile {
+        session_timeout: SESSION_TIMEOUT,
+        transaction_timeout: TRANSACTION_TIMEOUT,
+        ..FaultProfile::everything()
+    };
+    if thread_rng().gen_bool(profile.buggify) {
         madsim::buggify::enable();
         ctx.event("buggify on");
     }
     let cluster = Cluster::start(&ctx);
-    let (replica_count, inputs, keys, config_writes, max_poll_records) = {
+    let (variant, replica_count, inputs, keys, config_writes, max_poll_records, period) = {
         let mut rng = thread_rng();
-        let max_poll = [1usize, 7, 50, 500][rng.gen_range(0..4)];
+        let variant = Variant {
+            two_inputs: rng.gen_bool(0.5),
+            groups: rng.gen_bool(0.3),
+            reset_every: rng.gen_bool(0.3).then(|| rng.gen_range(1..6)),
+            invalid_inputs: rng.gen_bool(0.3),
+        };
         (
+            variant,
             rng.gen_range(2..=3usize),
-            rng.gen_range(100..400usize),
+            rng.gen_range(100..400i64),
             rng.gen_range(3..30u32),
             rng.gen_range(5..40usize),
-            max_poll,
+            [1usize, 7, 50, 500][rng.gen_range(0..4)],
+            Duration::from_secs(rng.gen_range(8..30)),
         )
     };
+    let schedule = profile.generate(&mut thread_rng(), period);
     ctx.event(format!(
-        "counter: {replica_count} replicas, {inputs} inputs over {keys} keys, {config_writes} config writes, max_poll_records {max_poll_records}"
+        "counter: {variant:?}, {replica_count} replicas, {inputs} inputs over {keys} keys, {config_writes} config writes, \
+         max_poll_records {max_poll_records}, {} faults over {period:?}:\n{schedule}",
+        schedule.len()
     ));
     let setup = Handle::current().create_node().name("setup").ip(cluster.client_ip()).build();
     let admin_kafka = cluster.kafka();
     setup
         .spawn(async move {
             let admin = admin_kafka.admin().expect("admin");
-            for (topic, partitions, compact) in
-                [(INPUT, PARTITIONS, false), (OUTPUT, PARTITIONS, false), (CONFIGS, 2, true)]
-            {
+            for (topic, partitions, compact) in [
+                (INPUT_A, PARTITIONS, false),
+                (INPUT_B, PARTITIONS, false),
+                (OUTPUT, PARTITIONS, false),
+                (CONFIGS, 2, true),
+            ] {
                 let mut spec = NewTopic::new(topic, partitions).replication(1);
                 if compact {
                     spec = spec.compacted();
@@ -373,98 +346,230 @@ async fn run(ctx: Ctx) {
         .await
         .expect("the setup node is never killed");
 
-    let mut replicas: Vec<Replica> =
-        (0..replica_count).map(|i| start_replica(&cluster, &ctx, i, max_poll_records)).collect();
+    let disk = SimDisk::default();
+    let launch: Launch = {
+        let variant = variant.clone();
+        Arc::new(move |env: ReplicaEnv| {
+            let variant = variant.clone();
+            Box::pin(async move {
+                let app = Flechtwerk::builder()
+                    .application_id(APP)
+                    .client_id(&env.name)
+                    .kafka(Arc::new(env.kafka.clone()))
+                    .max_poll_records(max_poll_records)
+                    .session_timeout(SESSION_TIMEOUT)
+                    .replication_factor(1)
+                    .observer(Arc::new(env.observer()))
+                    .state_stores(Arc::new(env.stores.clone()))
+                    .build(stage(&variant))
+                    .map_err(|e| e.to_string())?;
+                let Err(error) = app.run().await;
+                Err(error_kind(&error))
+            })
+        })
+    };
+    let mut replicas = Replicas::start(&cluster, &ctx, &disk, launch, replica_count, REPLICAS_MAX);
+    let labels: Arc<Mutex<BTreeMap<String, BTreeSet<String>>>> = Arc::default();
     let feeder = Handle::current().create_node().name("feeder").ip(cluster.client_ip()).build();
-    let feeding = feeder.spawn(feed(cluster.kafka(), ctx.clone(), inputs, keys));
+    let feeding = feeder.spawn(feed(cluster.kafka(), ctx.clone(), variant.clone(), inputs, keys, period));
     let writer = Handle::current().create_node().name("config-writer").ip(cluster.client_ip()).build();
-    let writing = writer.spawn(write_configs(cluster.kafka(), ctx.clone(), config_writes, keys));
+    let writing = writer.spawn(write_configs(cluster.kafka(), ctx.clone(), config_writes, keys, labels.clone()));
 
-    while !(feeding.is_finished() && writing.is_finished()) {
-        sleep(Duration::from_millis(thread_rng().gen_range(300..3_000))).await;
-        inject(&cluster, &ctx, &mut replicas, max_poll_records).await;
-    }
+    let faults_start = ctx.now();
+    replicas.run_schedule(&schedule).await;
     feeding.await.expect("the feeder node is never killed");
     writing.await.expect("the writer node is never killed");
-    // Quiescence: no more faults, engine stalls included.
+    // Faults that last end in the background; then quiescence: no more faults, no engine stalls.
+    let faults_end = faults_start + schedule.end();
+    if ctx.now() < faults_end {
+        sleep(faults_end - ctx.now()).await;
+    }
     madsim::buggify::disable();
-    cluster.faults().update(|f| f.markers.delay = 0.0);
+    replicas.calm_down();
     ctx.event("faults stop");
 
-    // Quiescence: every input counted (or the deadline).
-    let checker = Handle::current().create_node().name("checker").ip(cluster.client_ip()).build();
-    let deadline = ctx.now() + QUIESCENCE_MAX;
-    let observed = loop {
-        sleep(Duration::from_secs(2)).await;
-        let observed = checker.spawn(observe(cluster.kafka())).await.expect("the checker node is never killed");
-        let done = match &observed {
-            Ok(o) => {
-                o.outputs.len() >= o.inputs.len() && o.committed.iter().zip(&o.ends).all(|(c, e)| c.unwrap_or(0) == *e)
-            }
-            Err(_) => false,
-        };
-        if done || ctx.now() > deadline {
-            break observed;
-        }
-    };
-    // Every input is committed now, so no transaction starts any more; but the last ones may
-    // have committed *while* the topics were read (a changelog marker can land after the
-    // outputs'). Read again until one read sees the changelog stable before and after it: one
-    // consistent cut.
-    let observed = match observed {
-        Ok(_) => loop {
-            sleep(Duration::from_secs(1)).await;
-            let stable_before = changelog_stable(&cluster);
-            let again = checker.spawn(observe(cluster.kafka())).await.expect("the checker node is never killed");
-            if (stable_before && changelog_stable(&cluster)) || ctx.now() > deadline {
-                break again;
-            }
-        },
-        failed => failed,
-    };
-    let observed = match observed {
-        Ok(observed) => observed,
-        Err(e) => {
-            ctx.violation(format!("the checker could not read the topics: {e}"));
-            return;
-        }
-    };
-    // Config stores are eventually consistent: give every live replica (one may just have come
-    // back from a partition and be rejoining) a bounded time to drain to the topic's end.
-    let want = config_compaction(&observed.configs);
+    // The config topic settles; then one probe per key, whose outputs must carry its labels.
+    let want_configs = config_compaction(&truth::committed_records(&cluster, CONFIGS));
     let deadline = ctx.now() + CONFIG_CONVERGENCE_MAX;
-    while ctx.now() < deadline && !replicas.iter().filter(|r| r.alive).all(|r| r.view.matches(&want)) {
+    while ctx.now() < deadline && !replicas.alive().all(|r| r.view.configs_match(&want_configs)) {
         sleep(Duration::from_millis(500)).await;
     }
-    check(&ctx, &observed, &replicas);
+    let prober = Handle::current().create_node().name("prober").ip(cluster.client_ip()).build();
+    prober.spawn(feed_probes(cluster.kafka(), ctx.clone(), variant.clone(), inputs, keys)).await.expect("never killed");
+
+    let deadline = ctx.now() + QUIESCENCE_MAX;
+    while !quiescent(&cluster, &variant) && ctx.now() < deadline {
+        sleep(Duration::from_secs(1)).await;
+    }
+    let labels = labels.lock().expect("labels lock").clone();
+    check(&ctx, &cluster, &variant, &replicas, inputs, &labels, &want_configs);
 }
 
-fn check(ctx: &Ctx, observed: &Observed, replicas: &[Replica]) {
-    let inputs = per_key(&observed.inputs);
-    let (violations, finals) = check_counts(&inputs, &observed.outputs);
-    for v in violations {
-        ctx.violation(format!("exactly-once: {v}"));
-    }
-    for (p, (committed, end)) in observed.committed.iter().zip(&observed.ends).enumerate() {
-        // An empty partition has nothing to commit.
-        if committed.unwrap_or(0) != *end {
-            ctx.violation(format!("committed offset of {INPUT}/{p} is {committed:?}, the partition ends at {end}"));
+/// An input as the truth holds it: where it landed and what the stage makes of it.
+struct Input {
+    partition: i32,
+    state_key: String,
+    key: String,
+}
+
+fn decoded(record: &RawRecord) -> Option<Event> {
+    flechtwerk::wire::decode_value(record.value.as_deref()).ok().map(Event::wrap)
+}
+
+fn key_of(record: &RawRecord) -> String {
+    String::from_utf8_lossy(record.key.as_deref().unwrap_or_default()).into_owned()
+}
+
+fn check(
+    ctx: &Ctx,
+    cluster: &Cluster,
+    variant: &Variant,
+    replicas: &Replicas,
+    probes_from: i64,
+    labels: &BTreeMap<String, BTreeSet<String>>,
+    want_configs: &BTreeMap<String, Vec<u8>>,
+) {
+    // The valid inputs, by input id.
+    let mut inputs: BTreeMap<i64, Input> = BTreeMap::new();
+    let mut invalid = 0;
+    for topic in variant.inputs() {
+        for record in truth::committed_records(cluster, topic) {
+            let Some(value) = decoded(&record) else {
+                invalid += 1;
+                continue;
+            };
+            let i = value.require(&INPUT).expect("inputs carry their id");
+            let key = key_of(&record);
+            let input = Input { partition: record.partition, state_key: variant.state_key(&key, &value), key };
+            if inputs.insert(i, input).is_some() {
+                ctx.violation(format!("input {i} was written twice"));
+            }
         }
     }
-    for v in check_changelog(&finals, &observed.changelog) {
-        ctx.violation(format!("changelog: {v}"));
+    // Every valid input has exactly one output; every output has its input.
+    let outputs = truth::committed_records(cluster, OUTPUT);
+    let mut per_input: BTreeMap<i64, usize> = BTreeMap::new();
+    // Per identity (input partition, state key): counts in output order, per output partition.
+    let mut per_identity: BTreeMap<(i32, String), BTreeMap<i32, Vec<i64>>> = BTreeMap::new();
+    for record in &outputs {
+        let Some(value) = decoded(record) else {
+            ctx.violation(format!("output {}/{} does not decode", record.partition, record.offset));
+            continue;
+        };
+        let (Ok(i), Ok(count)) = (value.require(&INPUT), value.require(&COUNT)) else {
+            ctx.violation(format!("output {}/{} lacks its input id or count", record.partition, record.offset));
+            continue;
+        };
+        *per_input.entry(i).or_default() += 1;
+        match inputs.get(&i) {
+            None => ctx.violation(format!("output for input {i}, which is not a valid input")),
+            Some(input) => {
+                if value.get(&PARTITION).ok().flatten() != Some(i64::from(input.partition))
+                    || value.get(&STATE_KEY).ok().flatten().as_deref() != Some(input.state_key.as_str())
+                {
+                    ctx.violation(format!("output for input {i} names another partition or state key"));
+                }
+                per_identity
+                    .entry((input.partition, input.state_key.clone()))
+                    .or_default()
+                    .entry(record.partition)
+                    .or_default()
+                    .push(count);
+                let label = value.get(&LABEL).ok().flatten();
+                if let Some(label) = &label {
+                    if !labels.get(&input.key).is_some_and(|l| l.contains(label)) {
+                        ctx.violation(format!(
+                            "input {i} of {} joined label {label:?}, never written for it",
+                            input.key
+                        ));
+                    }
+                }
+                if i >= probes_from {
+                    let want = want_configs
+                        .get(&input.key)
+                        .and_then(|bytes| flechtwerk::wire::decode_value(Some(bytes)).ok())
+                        .and_then(|map| Event::wrap(map).get(&LABEL).ok().flatten());
+                    if label != want {
+                        ctx.violation(format!(
+                            "probe {i} of {} joined {label:?}, the settled config says {want:?}",
+                            input.key
+                        ));
+                    }
+                }
+            }
+        }
     }
-    let want = config_compaction(&observed.configs);
-    for replica in replicas.iter().filter(|r| r.alive) {
+    let mut n_per_identity: BTreeMap<(i32, String), i64> = BTreeMap::new();
+    for (i, input) in &inputs {
+        *n_per_identity.entry((input.partition, input.state_key.clone())).or_default() += 1;
+        match per_input.get(i).copied().unwrap_or(0) {
+            1 => {}
+            0 => ctx.violation(format!(
+                "exactly-once: input {i} ({} on partition {}) has no output",
+                input.key, input.partition
+            )),
+            n => ctx.violation(format!(
+                "exactly-once: input {i} ({} on partition {}) has {n} outputs",
+                input.key, input.partition
+            )),
+        }
+    }
+    for (identity, n) in &n_per_identity {
+        let by_partition = per_identity.remove(identity).unwrap_or_default();
+        let mut counts: Vec<i64> = by_partition.values().flatten().copied().collect();
+        counts.sort_unstable();
+        let mut want: Vec<i64> = (1..=*n).map(|j| variant.count_of(j)).collect();
+        want.sort_unstable();
+        if counts != want {
+            ctx.violation(format!("exactly-once: identity {identity:?} has counts {counts:?} for {n} inputs"));
+        }
+        if variant.reset_every.is_none() {
+            for (partition, seq) in &by_partition {
+                if seq.windows(2).any(|w| w[0] >= w[1]) {
+                    ctx.violation(format!(
+                        "identity {identity:?}: counts out of order in output partition {partition}: {seq:?}"
+                    ));
+                }
+            }
+        }
+    }
+    // The changelog's last value per identity is its final state.
+    let changelog = truth::committed_records(cluster, &format!("{APP}-changelog"));
+    let mut last: BTreeMap<(i32, String), Option<i64>> = BTreeMap::new();
+    for record in &changelog {
+        let count = if flechtwerk::wire::is_tombstone(record.value.as_deref()) {
+            None
+        } else {
+            decoded(record).and_then(|v| v.get(&COUNT).ok().flatten())
+        };
+        last.insert((record.partition, key_of(record)), count);
+    }
+    for (identity, n) in &n_per_identity {
+        let got = last.get(identity).copied().flatten();
+        let want = variant.final_state(*n);
+        if got != want {
+            ctx.violation(format!("changelog: identity {identity:?} ends at {got:?}, {n} inputs make {want:?}"));
+        }
+    }
+    // Offsets reach the end of every input partition.
+    let committed = truth::committed_offsets(cluster, APP);
+    for topic in variant.inputs() {
+        for (tp, end) in truth::log_ends(cluster, topic) {
+            let got = committed.get(&tp).copied();
+            if got.unwrap_or(0) != end {
+                ctx.violation(format!("committed offset of {tp} is {got:?}, the partition ends at {end}"));
+            }
+        }
+    }
+    // Config stores equal the compaction.
+    for replica in replicas.alive() {
         match replica.view.configs.lock().expect("view lock").as_ref() {
-            Some(got) if *got == want => {}
+            Some(got) if got == want_configs => {}
             Some(got) => {
-                let missing: Vec<&String> = want.keys().filter(|k| !got.contains_key(*k)).collect();
-                let extra: Vec<&String> = got.keys().filter(|k| !want.contains_key(*k)).collect();
-                let differing: Vec<&String> =
-                    want.keys().filter(|k| got.get(*k).is_some_and(|v| v != &want[*k])).collect();
+                let missing: Vec<&String> = want_configs.keys().filter(|k| !got.contains_key(*k)).collect();
+                let extra: Vec<&String> = got.keys().filter(|k| !want_configs.contains_key(*k)).collect();
                 ctx.violation(format!(
-                    "{}: config store != compaction of {CONFIGS}: missing {missing:?}, extra {extra:?}, differing {differing:?}",
+                    "{}: config store != compaction of {CONFIGS}: missing {missing:?}, extra {extra:?}",
                     replica.name
                 ))
             }
@@ -472,11 +577,11 @@ fn check(ctx: &Ctx, observed: &Observed, replicas: &[Replica]) {
         }
     }
     ctx.event(format!(
-        "end: {} inputs, {} outputs, {} keys, {} changelog records, {} configs",
-        observed.inputs.len(),
-        observed.outputs.len(),
+        "end: {} valid and {invalid} invalid inputs, {} outputs, {} identities, {} changelog records, {} configs",
         inputs.len(),
-        observed.changelog.len(),
-        want.len()
+        outputs.len(),
+        n_per_identity.len(),
+        changelog.len(),
+        want_configs.len()
     ));
 }

@@ -1,0 +1,455 @@
+//! Fault schedules as data: what goes wrong, to whom, and when.
+//!
+//! A run's faults are generated up front from the seed by a [`FaultProfile`], as a list of
+//! [`TimedFault`]s, and then executed by the harness. Being data, a schedule can be printed,
+//! replayed, and shrunk: a failing run's schedule is cut down to the few faults that still make
+//! it fail.
+
+use std::fmt;
+use std::time::Duration;
+
+use madsim::rand::Rng;
+
+use crate::cluster::RequestFaults;
+
+/// One thing that goes wrong.
+///
+/// Replica targets are slots: a fault aimed at slot `i` hits the `i mod n`-th replica alive when
+/// it fires (in start order), so a schedule stays meaningful when shrinking removes the fault
+/// that added or removed a replica.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Fault {
+    /// The replica's node is killed and started again (a crash, and the orchestrator's restart).
+    CrashRestart {
+        /// Target slot.
+        replica: usize,
+    },
+    /// One more replica starts (a scale-up: the group rebalances).
+    AddReplica,
+    /// A replica stops for good (a scale-down). Never the last one.
+    RemoveReplica {
+        /// Target slot.
+        replica: usize,
+    },
+    /// The replica freezes (SIGSTOP, a long GC pause), timers and all, then resumes. Past the
+    /// session timeout it is a zombie: its tasks move on and it must commit nothing when it wakes;
+    /// past the transaction timeout the coordinator aborts its open transaction as well.
+    Pause {
+        /// Target slot.
+        replica: usize,
+        /// How long.
+        duration: Duration,
+    },
+    /// The replica is cut off the network, both ways, then reconnected.
+    Isolate {
+        /// Target slot.
+        replica: usize,
+        /// How long.
+        duration: Duration,
+    },
+    /// The broker restarts with its log intact; requests in flight are lost.
+    BrokerRestart,
+    /// Requests of every kind are lost, answered late, held past the client's timeout, or
+    /// answered with retriable or fatal errors — including ambiguous outcomes (handled, answer
+    /// lost) — for a while.
+    RequestChaos {
+        /// How long.
+        duration: Duration,
+        /// The per-request probabilities.
+        faults: RequestFaults,
+    },
+    /// Transactions fail: EndTxn and Produce answer retriable or fatal errors for a while.
+    FailTransactions {
+        /// How long.
+        duration: Duration,
+    },
+    /// Commit/abort markers land late for a while, optionally only the changelog's (the
+    /// previous owner's offsets are then decided while its state is not yet readable: the
+    /// window in which a restore before the fence would miss that state).
+    LateMarkers {
+        /// How long the window lasts.
+        duration: Duration,
+        /// Shortest delay of a marker in the window.
+        min: Duration,
+        /// Longest delay of a marker in the window.
+        max: Duration,
+        /// Only markers on changelog partitions.
+        only_changelog: bool,
+    },
+}
+
+impl Fault {
+    /// A short kind name (for reports and the timeline).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Fault::CrashRestart { .. } => "crash-restart",
+            Fault::AddReplica => "add-replica",
+            Fault::RemoveReplica { .. } => "remove-replica",
+            Fault::Pause { .. } => "pause",
+            Fault::Isolate { .. } => "isolate",
+            Fault::BrokerRestart => "broker-restart",
+            Fault::RequestChaos { .. } => "request-chaos",
+            Fault::FailTransactions { .. } => "fail-transactions",
+            Fault::LateMarkers { .. } => "late-markers",
+        }
+    }
+
+    /// How long the fault lasts (zero for instantaneous ones).
+    pub fn duration(&self) -> Duration {
+        match self {
+            Fault::Pause { duration, .. }
+            | Fault::Isolate { duration, .. }
+            | Fault::RequestChaos { duration, .. }
+            | Fault::FailTransactions { duration }
+            | Fault::LateMarkers { duration, .. } => *duration,
+            _ => Duration::ZERO,
+        }
+    }
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Fault::CrashRestart { replica } => write!(f, "crash-restart replica#{replica}"),
+            Fault::AddReplica => write!(f, "add-replica"),
+            Fault::RemoveReplica { replica } => write!(f, "remove-replica replica#{replica}"),
+            Fault::Pause { replica, duration } => write!(f, "pause replica#{replica} for {duration:?}"),
+            Fault::Isolate { replica, duration } => write!(f, "isolate replica#{replica} for {duration:?}"),
+            Fault::BrokerRestart => write!(f, "broker-restart"),
+            Fault::RequestChaos { duration, faults } => write!(
+                f,
+                "request-chaos for {duration:?} (drop {:.2}/{:.2}, delay {:.2}/{:.2} ≤{:?}, hold {:.2}, retriable {:.2}, fatal {:.2})",
+                faults.drop_request,
+                faults.drop_response,
+                faults.delay_request,
+                faults.delay_response,
+                faults.delay_max,
+                faults.hold_past_timeout,
+                faults.retriable_error,
+                faults.fatal_error
+            ),
+            Fault::FailTransactions { duration } => write!(f, "fail-transactions for {duration:?}"),
+            Fault::LateMarkers { duration, min, max, only_changelog } => write!(
+                f,
+                "late-markers for {duration:?} ({min:?}..{max:?}{})",
+                if *only_changelog { ", changelog only" } else { "" }
+            ),
+        }
+    }
+}
+
+/// A fault and when it fires, measured from the start of the fault period.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TimedFault {
+    /// When.
+    pub at: Duration,
+    /// What.
+    pub fault: Fault,
+}
+
+/// A run's faults, in firing order.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FaultSchedule {
+    /// The faults, sorted by [`TimedFault::at`].
+    pub faults: Vec<TimedFault>,
+}
+
+impl FaultSchedule {
+    /// No faults.
+    pub fn none() -> Self {
+        FaultSchedule::default()
+    }
+
+    /// The schedule without the faults at `indices`.
+    pub fn without(&self, indices: &[usize]) -> FaultSchedule {
+        let faults = self.faults.iter().enumerate().filter(|(i, _)| !indices.contains(i)).map(|(_, f)| f.clone());
+        FaultSchedule { faults: faults.collect() }
+    }
+
+    /// When the last fault has ended.
+    pub fn end(&self) -> Duration {
+        self.faults.iter().map(|f| f.at + f.fault.duration()).max().unwrap_or_default()
+    }
+
+    /// Number of faults.
+    pub fn len(&self) -> usize {
+        self.faults.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.faults.is_empty()
+    }
+}
+
+impl fmt::Display for FaultSchedule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.faults.is_empty() {
+            return write!(f, "(no faults)");
+        }
+        for (i, timed) in self.faults.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "  +{:>7.3}s {}", timed.at.as_secs_f64(), timed.fault)?;
+        }
+        Ok(())
+    }
+}
+
+/// How likely each kind of fault is, and how often faults come.
+///
+/// A weight of zero leaves a kind out. Presets: [`calm`](Self::calm), [`rebalances`],
+/// [`crashes`], [`zombies`], [`network`], [`broker`], [`everything`].
+///
+/// [`rebalances`]: Self::rebalances
+/// [`crashes`]: Self::crashes
+/// [`zombies`]: Self::zombies
+/// [`network`]: Self::network
+/// [`broker`]: Self::broker
+/// [`everything`]: Self::everything
+#[derive(Clone, Debug, PartialEq)]
+pub struct FaultProfile {
+    /// Preset name (for reports).
+    pub name: &'static str,
+    /// Weight of [`Fault::CrashRestart`].
+    pub crash_restart: u32,
+    /// Weight of [`Fault::AddReplica`].
+    pub add_replica: u32,
+    /// Weight of [`Fault::RemoveReplica`].
+    pub remove_replica: u32,
+    /// Weight of [`Fault::Pause`].
+    pub pause: u32,
+    /// Weight of [`Fault::Isolate`].
+    pub isolate: u32,
+    /// Weight of [`Fault::BrokerRestart`].
+    pub broker_restart: u32,
+    /// Weight of [`Fault::RequestChaos`].
+    pub request_chaos: u32,
+    /// Weight of [`Fault::FailTransactions`].
+    pub fail_transactions: u32,
+    /// Weight of [`Fault::LateMarkers`].
+    pub late_markers: u32,
+    /// Weight of a handover while the changelog's markers are late: a changelog-only
+    /// [`Fault::LateMarkers`] window followed at once by a crash-restart, a scale-up or a
+    /// scale-down (the ordering bug class behind TRX-31).
+    pub late_changelog_handover: u32,
+    /// Gap between two faults (uniform).
+    pub gap: (Duration, Duration),
+    /// Session timeout of the replicas: pauses are drawn around it.
+    pub session_timeout: Duration,
+    /// Transaction timeout of the replicas: some pauses exceed it.
+    pub transaction_timeout: Duration,
+    /// Probability that a pause outlasts the transaction timeout (given a pause).
+    pub pause_past_transaction_timeout: f64,
+    /// Probability that the run also enables the engine's fault points (buggify) and madsim's
+    /// network buggification.
+    pub buggify: f64,
+}
+
+impl FaultProfile {
+    fn base(name: &'static str) -> Self {
+        FaultProfile {
+            name,
+            crash_restart: 0,
+            add_replica: 0,
+            remove_replica: 0,
+            pause: 0,
+            isolate: 0,
+            broker_restart: 0,
+            request_chaos: 0,
+            fail_transactions: 0,
+            late_markers: 0,
+            late_changelog_handover: 0,
+            gap: (Duration::from_millis(300), Duration::from_millis(3_000)),
+            session_timeout: Duration::from_secs(6),
+            transaction_timeout: Duration::from_secs(60),
+            pause_past_transaction_timeout: 0.0,
+            buggify: 0.0,
+        }
+    }
+
+    /// No faults.
+    pub fn calm() -> Self {
+        FaultProfile::base("calm")
+    }
+
+    /// Scale-ups, scale-downs and crash-restarts: tasks change hands.
+    pub fn rebalances() -> Self {
+        FaultProfile { crash_restart: 2, add_replica: 1, remove_replica: 1, ..FaultProfile::base("rebalances") }
+    }
+
+    /// Crash-restarts at any point, with the engine's fault points on half the time.
+    pub fn crashes() -> Self {
+        FaultProfile { crash_restart: 1, buggify: 0.5, ..FaultProfile::base("crashes") }
+    }
+
+    /// Replicas frozen past their session timeout, sometimes past the transaction timeout.
+    pub fn zombies() -> Self {
+        FaultProfile { pause: 1, pause_past_transaction_timeout: 0.15, ..FaultProfile::base("zombies") }
+    }
+
+    /// Network partitions and request faults of every kind.
+    pub fn network() -> Self {
+        FaultProfile { isolate: 1, request_chaos: 2, ..FaultProfile::base("network") }
+    }
+
+    /// Broker restarts, failing transactions, late markers.
+    pub fn broker() -> Self {
+        FaultProfile {
+            broker_restart: 1,
+            fail_transactions: 1,
+            late_markers: 1,
+            late_changelog_handover: 1,
+            ..FaultProfile::base("broker")
+        }
+    }
+
+    /// All of the above.
+    pub fn everything() -> Self {
+        FaultProfile {
+            crash_restart: 4,
+            add_replica: 2,
+            remove_replica: 2,
+            pause: 2,
+            isolate: 2,
+            broker_restart: 2,
+            request_chaos: 2,
+            fail_transactions: 2,
+            late_markers: 1,
+            late_changelog_handover: 3,
+            pause_past_transaction_timeout: 0.1,
+            buggify: 0.5,
+            ..FaultProfile::base("everything")
+        }
+    }
+
+    /// The preset named `name`.
+    pub fn named(name: &str) -> Option<Self> {
+        Some(match name {
+            "calm" => Self::calm(),
+            "rebalances" => Self::rebalances(),
+            "crashes" => Self::crashes(),
+            "zombies" => Self::zombies(),
+            "network" => Self::network(),
+            "broker" => Self::broker(),
+            "everything" => Self::everything(),
+            _ => return None,
+        })
+    }
+
+    /// Every preset's name.
+    pub const PRESETS: [&'static str; 7] =
+        ["calm", "rebalances", "crashes", "zombies", "network", "broker", "everything"];
+
+    fn total_weight(&self) -> u32 {
+        self.crash_restart
+            + self.add_replica
+            + self.remove_replica
+            + self.pause
+            + self.isolate
+            + self.broker_restart
+            + self.request_chaos
+            + self.fail_transactions
+            + self.late_markers
+            + self.late_changelog_handover
+    }
+
+    /// A schedule whose faults fire within `period` (the last one may outlast it).
+    pub fn generate(&self, rng: &mut impl Rng, period: Duration) -> FaultSchedule {
+        let mut faults = Vec::new();
+        let total = self.total_weight();
+        if total == 0 {
+            return FaultSchedule::none();
+        }
+        let mut at = Duration::ZERO;
+        loop {
+            at += uniform(rng, self.gap.0, self.gap.1);
+            if at >= period {
+                break;
+            }
+            let slot = rng.gen_range(0..16);
+            let mut pick = rng.gen_range(0..total);
+            let mut take = |weight: u32| {
+                if pick < weight {
+                    true
+                } else {
+                    pick -= weight;
+                    false
+                }
+            };
+            let fault = if take(self.crash_restart) {
+                Fault::CrashRestart { replica: slot }
+            } else if take(self.add_replica) {
+                Fault::AddReplica
+            } else if take(self.remove_replica) {
+                Fault::RemoveReplica { replica: slot }
+            } else if take(self.pause) {
+                let duration = if rng.gen_bool(self.pause_past_transaction_timeout) {
+                    self.transaction_timeout + uniform(rng, Duration::from_secs(1), Duration::from_secs(15))
+                } else {
+                    self.session_timeout + uniform(rng, Duration::from_secs(1), Duration::from_secs(6))
+                };
+                Fault::Pause { replica: slot, duration }
+            } else if take(self.isolate) {
+                Fault::Isolate {
+                    replica: slot,
+                    duration: uniform(rng, Duration::from_millis(500), Duration::from_secs(8)),
+                }
+            } else if take(self.broker_restart) {
+                Fault::BrokerRestart
+            } else if take(self.request_chaos) {
+                Fault::RequestChaos {
+                    duration: uniform(rng, Duration::from_secs(1), Duration::from_secs(5)),
+                    faults: RequestFaults {
+                        drop_request: rng.gen_range(0.0..0.08),
+                        drop_response: rng.gen_range(0.0..0.08),
+                        delay_request: rng.gen_range(0.0..0.3),
+                        delay_response: rng.gen_range(0.0..0.3),
+                        hold_past_timeout: rng.gen_range(0.0..0.05),
+                        delay_max: uniform(rng, Duration::from_millis(100), Duration::from_secs(2)),
+                        retriable_error: rng.gen_range(0.0..0.1),
+                        fatal_error: rng.gen_range(0.0..0.02),
+                    },
+                }
+            } else if take(self.fail_transactions) {
+                Fault::FailTransactions { duration: uniform(rng, Duration::from_secs(1), Duration::from_secs(3)) }
+            } else if take(self.late_markers) {
+                let max = if rng.gen_bool(0.5) { Duration::from_secs(12) } else { Duration::from_secs(2) };
+                Fault::LateMarkers {
+                    duration: Duration::from_secs(5),
+                    min: Duration::ZERO,
+                    max,
+                    only_changelog: rng.gen_bool(0.3),
+                }
+            } else {
+                // A handover while only the changelog's markers are late.
+                let min = uniform(rng, Duration::from_secs(2), Duration::from_secs(6));
+                faults.push(TimedFault {
+                    at,
+                    fault: Fault::LateMarkers {
+                        duration: uniform(rng, Duration::from_secs(2), Duration::from_secs(5)),
+                        min,
+                        max: min + Duration::from_secs(6),
+                        only_changelog: true,
+                    },
+                });
+                at += uniform(rng, Duration::from_millis(100), Duration::from_millis(800));
+                match rng.gen_range(0..3) {
+                    0 => Fault::CrashRestart { replica: slot },
+                    1 => Fault::AddReplica,
+                    _ => Fault::RemoveReplica { replica: slot },
+                }
+            };
+            faults.push(TimedFault { at, fault });
+        }
+        FaultSchedule { faults }
+    }
+}
+
+fn uniform(rng: &mut impl Rng, low: Duration, high: Duration) -> Duration {
+    if high <= low {
+        return low;
+    }
+    Duration::from_micros(rng.gen_range(low.as_micros() as u64..high.as_micros() as u64))
+}

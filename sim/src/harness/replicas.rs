@@ -1,0 +1,285 @@
+//! Replicas of one application, each a node of the simulation under a supervisor (a crashed
+//! application starts again, like a restarted pod), and the executor of a [`FaultSchedule`].
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use flechtwerk::observer::{ConfigView, Observer};
+use madsim::rand::{thread_rng, Rng};
+use madsim::runtime::Handle;
+use madsim::task::NodeId;
+use madsim::time::sleep;
+
+use super::disk::{DiskStores, SimDisk};
+use super::faults::{Fault, FaultSchedule};
+use crate::cluster::protocol::RequestKind;
+use crate::cluster::{Cluster, KafkaClient, MarkerFaults, RequestFaults};
+use crate::runner::Ctx;
+
+/// How long a crashed application waits before its supervisor starts it again.
+const RESTART_DELAY_MAX_MS: u64 = 1_000;
+
+/// What a replica's application is given.
+#[derive(Clone)]
+pub struct ReplicaEnv {
+    /// The replica's name (`replica-0`, ...): its client id.
+    pub name: String,
+    /// The simulated cluster's client factory.
+    pub kafka: KafkaClient,
+    /// The replica's task state, on its node's (simulated) disk.
+    pub stores: DiskStores,
+    /// The run's context (trace, faults, violations).
+    pub ctx: Ctx,
+    /// What the replica reports for the checks.
+    pub view: Arc<ReplicaView>,
+}
+
+impl ReplicaEnv {
+    /// An observer that keeps `view` current and writes task counts to the trace.
+    pub fn observer(&self) -> ReplicaObserver {
+        ReplicaObserver { name: self.name.clone(), ctx: self.ctx.clone(), view: self.view.clone() }
+    }
+}
+
+/// What a replica's application reports while it runs.
+#[derive(Default)]
+pub struct ReplicaView {
+    /// The config store, as of its last bootstrap or drain (`None` before the first one).
+    pub configs: Mutex<Option<BTreeMap<String, Vec<u8>>>>,
+    /// Live tasks.
+    pub tasks: AtomicUsize,
+}
+
+impl ReplicaView {
+    /// Whether the config store equals `want`.
+    pub fn configs_match(&self, want: &BTreeMap<String, Vec<u8>>) -> bool {
+        self.configs.lock().expect("view lock").as_ref() == Some(want)
+    }
+}
+
+/// The observer of a replica's application (see [`ReplicaEnv::observer`]).
+pub struct ReplicaObserver {
+    name: String,
+    ctx: Ctx,
+    view: Arc<ReplicaView>,
+}
+
+impl Observer for ReplicaObserver {
+    fn tasks_assigned(&self, count: usize) {
+        self.view.tasks.store(count, Ordering::SeqCst);
+        self.ctx.event(format!("{}: {count} tasks", self.name));
+    }
+
+    fn config_store_updated(&self, store: &dyn ConfigView) {
+        *self.view.configs.lock().expect("view lock") = Some(store.to_map());
+    }
+}
+
+/// Runs one incarnation of a replica's application until it ends; `Err` is why it crashed.
+pub type Launch = Arc<dyn Fn(ReplicaEnv) -> Pin<Box<dyn Future<Output = Result<(), String>>>> + Send + Sync>;
+
+/// One replica.
+pub struct Replica {
+    /// Its name.
+    pub name: String,
+    /// Its node.
+    pub node: NodeId,
+    /// What it reports.
+    pub view: Arc<ReplicaView>,
+    /// Whether it is still part of the run (not removed).
+    pub alive: bool,
+}
+
+/// The replicas of a run.
+pub struct Replicas {
+    cluster: Cluster,
+    ctx: Ctx,
+    disk: SimDisk,
+    launch: Launch,
+    max: usize,
+    list: Vec<Replica>,
+    /// Markers always land with a little jitter; a late-marker window returns to this.
+    baseline_markers: MarkerFaults,
+}
+
+impl Replicas {
+    /// Starts `count` replicas of `launch` (at most `max` alive at once, later).
+    pub fn start(cluster: &Cluster, ctx: &Ctx, disk: &SimDisk, launch: Launch, count: usize, max: usize) -> Self {
+        let baseline_markers =
+            MarkerFaults { delay: 0.3, delay_max: Duration::from_millis(300), ..MarkerFaults::default() };
+        cluster.faults().update(|f| f.markers = baseline_markers.clone());
+        let mut replicas = Replicas {
+            cluster: cluster.clone(),
+            ctx: ctx.clone(),
+            disk: disk.clone(),
+            launch,
+            max,
+            list: Vec::new(),
+            baseline_markers,
+        };
+        for _ in 0..count {
+            replicas.add();
+        }
+        replicas
+    }
+
+    /// Every replica ever started, in start order.
+    pub fn all(&self) -> &[Replica] {
+        &self.list
+    }
+
+    /// The replicas still part of the run.
+    pub fn alive(&self) -> impl Iterator<Item = &Replica> {
+        self.list.iter().filter(|r| r.alive)
+    }
+
+    fn add(&mut self) {
+        let name = format!("replica-{}", self.list.len());
+        let view = Arc::new(ReplicaView::default());
+        let env = ReplicaEnv {
+            name: name.clone(),
+            kafka: self.cluster.kafka(),
+            stores: self.disk.stores(&name),
+            ctx: self.ctx.clone(),
+            view: view.clone(),
+        };
+        let launch = self.launch.clone();
+        let node = Handle::current()
+            .create_node()
+            .name(&name)
+            .ip(self.cluster.client_ip())
+            .init(move || supervise(env.clone(), launch.clone()))
+            .build();
+        self.ctx.event(format!("{name}: started"));
+        self.list.push(Replica { name, node: node.id(), view, alive: true });
+    }
+
+    /// The replica a fault aimed at `slot` hits: the `slot mod n`-th alive one.
+    fn target(&self, slot: usize) -> usize {
+        let alive: Vec<usize> = (0..self.list.len()).filter(|&i| self.list[i].alive).collect();
+        alive[slot % alive.len()]
+    }
+
+    /// Runs `schedule` (times relative to now); returns once the last fault has fired (faults
+    /// with a duration end in the background).
+    pub async fn run_schedule(&mut self, schedule: &FaultSchedule) {
+        let start = madsim::time::Instant::now();
+        for timed in &schedule.faults {
+            let due = start + timed.at;
+            let now = madsim::time::Instant::now();
+            if due > now {
+                sleep(due - now).await;
+            }
+            self.apply(&timed.fault);
+        }
+    }
+
+    /// Applies one fault now.
+    pub fn apply(&mut self, fault: &Fault) {
+        let cluster = self.cluster.clone();
+        match *fault {
+            Fault::CrashRestart { replica } => {
+                let r = &self.list[self.target(replica)];
+                cluster.crash_restart(r.node, &r.name);
+            }
+            Fault::AddReplica if self.alive().count() < self.max => {
+                self.ctx.fault("add-replica", format!("replica-{}", self.list.len()));
+                self.add();
+            }
+            Fault::RemoveReplica { replica } if self.alive().count() > 1 => {
+                let i = self.target(replica);
+                self.ctx.fault("remove-replica", self.list[i].name.clone());
+                Handle::current().kill(self.list[i].node);
+                self.list[i].alive = false;
+            }
+            Fault::AddReplica | Fault::RemoveReplica { .. } => {
+                self.ctx.event(format!("skipped {fault}: {} replicas alive", self.alive().count()));
+            }
+            Fault::Pause { replica, duration } => {
+                let r = &self.list[self.target(replica)];
+                let (node, name) = (r.node, r.name.clone());
+                tokio::spawn(async move { cluster.pause_for(node, &name, duration).await });
+            }
+            Fault::Isolate { replica, duration } => {
+                let r = &self.list[self.target(replica)];
+                let (node, name) = (r.node, r.name.clone());
+                cluster.isolate(node, &name);
+                tokio::spawn(async move {
+                    sleep(duration).await;
+                    cluster.heal(node, &name);
+                });
+            }
+            Fault::BrokerRestart => cluster.restart_broker(),
+            Fault::RequestChaos { duration, ref faults } => {
+                self.ctx.fault("request-chaos", format!("{fault}"));
+                let faults = faults.clone();
+                cluster.faults().update(|f| f.requests = faults);
+                tokio::spawn(async move {
+                    sleep(duration).await;
+                    cluster.faults().update(|f| f.requests = RequestFaults::default());
+                });
+            }
+            Fault::FailTransactions { duration } => {
+                self.ctx.fault("fail-transactions", format!("EndTxn and Produce fail for {duration:?}"));
+                let failing = RequestFaults { fatal_error: 0.3, retriable_error: 0.2, ..RequestFaults::default() };
+                cluster.faults().update(|f| {
+                    f.by_kind.insert(RequestKind::EndTxn, failing.clone());
+                    f.by_kind.insert(RequestKind::Produce, failing);
+                });
+                tokio::spawn(async move {
+                    sleep(duration).await;
+                    cluster.faults().update(|f| {
+                        f.by_kind.remove(&RequestKind::EndTxn);
+                        f.by_kind.remove(&RequestKind::Produce);
+                    });
+                });
+            }
+            Fault::LateMarkers { duration, min, max, only_changelog } => {
+                self.ctx.fault("late-markers", format!("{fault}"));
+                cluster.faults().update(|f| {
+                    f.markers = MarkerFaults {
+                        delay: 1.0,
+                        delay_min: min,
+                        delay_max: max,
+                        only_targets_containing: only_changelog.then(|| "-changelog/".to_owned()),
+                        ..MarkerFaults::default()
+                    }
+                });
+                let baseline = self.baseline_markers.clone();
+                tokio::spawn(async move {
+                    sleep(duration).await;
+                    cluster.faults().update(|f| f.markers = baseline);
+                });
+            }
+        }
+    }
+
+    /// Ends every fault for good (quiescence): request faults off, markers on time.
+    pub fn calm_down(&self) {
+        self.cluster.faults().update(|f| {
+            f.requests = RequestFaults::default();
+            f.by_kind.clear();
+            f.markers = MarkerFaults::default();
+        });
+    }
+}
+
+/// A replica's supervisor: runs the application, and after it crashes starts it again.
+async fn supervise(env: ReplicaEnv, launch: Launch) {
+    let mut incarnation = 0;
+    loop {
+        incarnation += 1;
+        *env.view.configs.lock().expect("view lock") = None;
+        env.view.tasks.store(0, Ordering::SeqCst);
+        env.ctx.event(format!("{}: application start #{incarnation}", env.name));
+        match launch(env.clone()).await {
+            Ok(()) => env.ctx.event(format!("{}: application stopped", env.name)),
+            Err(why) => env.ctx.event(format!("{}: application crashed: {why}", env.name)),
+        }
+        sleep(Duration::from_millis(thread_rng().gen_range(10..RESTART_DELAY_MAX_MS))).await;
+    }
+}
