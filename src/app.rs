@@ -192,7 +192,7 @@ impl<S: Transformer> Flechtwerk<S> {
 
     /// Runs until `shutdown` resolves, then stops cleanly; or until an error.
     ///
-    /// A clean stop lets the in-flight batch commit (within a grace of 30 s; past it the batch
+    /// A clean stop lets the in-flight batch commit (within a grace of 10 s; past it the batch
     /// is abandoned and its transactions aborted), stops every task (aborting any transaction
     /// still open, closing its producer, wiping its store), closes the consumers, which leaves
     /// the group at once, and runs the stage's teardown. An error takes the same path after

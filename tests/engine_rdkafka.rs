@@ -13,6 +13,11 @@ use common::Harness;
 use flechtwerk::kafka::rdkafka::RdKafka;
 
 fn harness(test: &str) -> Harness {
+    // RUST_LOG=info (or flechtwerk=debug,librdkafka=debug) shows the engine's and librdkafka's logs.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
     let bootstrap = std::env::var("KAFKA_BOOTSTRAP").unwrap_or_default();
     assert!(
         !bootstrap.is_empty(),

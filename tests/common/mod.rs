@@ -585,7 +585,7 @@ pub async fn failure_after_begin_aborts_at_once(h: &Harness) {
     let (out, too_large) = (output.clone(), limited.clone());
     let stage = transformer([input.as_str()]).transform(move |msg, mut state, o| {
         o.send(Message::new(out.as_str(), msg.key.as_str(), msg.value));
-        o.send(Message::new(too_large.as_str(), "big", vec![b'x'; 4096]));
+        o.send(Message::new(too_large.as_str(), "big", incompressible(4096)));
         state.set(&CURSOR, "half".to_owned())?;
         o.set_state(state);
         Ok(())
@@ -942,4 +942,18 @@ pub async fn trait_stage_enriches_configs(h: &Harness) {
             &br#"{"host":"b.example","url":"https://b.example/"}"#[..]
         ]
     );
+}
+
+/// `n` bytes no compression shrinks (a fixed xorshift sequence): producers compress batches, and
+/// a broker checks `max.message.bytes` against the compressed size.
+pub fn incompressible(n: usize) -> Vec<u8> {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
 }
