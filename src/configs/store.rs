@@ -66,7 +66,7 @@ impl ConfigStore {
     }
 
     /// An empty store whose arena grows in chunks of a fixed `chunk_bytes` (by default chunks
-    /// grow with the store, see [`CHUNK_BYTES`]). Tiny chunks make compaction observable in
+    /// grow with the store up to 1 MiB). Tiny chunks make compaction observable in
     /// tests; each chunk is a memory map of its own, so a size below the page size wastes memory.
     pub fn with_chunk_bytes(chunk_bytes: usize) -> Self {
         assert!(chunk_bytes >= 64, "a chunk must hold at least a small record");

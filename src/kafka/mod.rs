@@ -1,7 +1,7 @@
 //! The Kafka port: exactly what the engines need from Kafka, and nothing of any client library.
 //!
 //! Two adapters implement it: the production one on librdkafka (feature `rdkafka`,
-//! [`rdkafka`](crate::kafka::rdkafka) module) and the simulated cluster of the `flechtwerk-sim`
+//! `flechtwerk::kafka::rdkafka` module) and the simulated cluster of the `flechtwerk-sim`
 //! crate (madsim). One conformance suite (`flechtwerk::testing::conformance`, feature `testing`)
 //! runs the same client-level scenarios on both, so a behaviour the engine relies on is checked against a real broker and kept
 //! honest in the simulator.
