@@ -571,6 +571,18 @@ fn check(scenario: &Scenario, ours: &[Visible]) {
                 );
                 assert!(ours.outputs.is_empty() && ours.changelog.is_empty(), "{name}");
             }
+            // Outputs (and changelog writes) of different state keys in one batch: Python's
+            // buckets go in the order their keys first appear, ours in key order. Per key the
+            // order is the same; neither promises more (batch boundaries differ anyway).
+            "count_bucket_order" => {
+                let keys = |v: &Visible| v.outputs.iter().map(|o| show(Some(&o.0))).collect::<Vec<_>>();
+                assert_eq!(keys(&py), ["order-z", "order-z", "order-a"], "{name}: Python, first seen");
+                assert_eq!(keys(ours), ["order-a", "order-z", "order-z"], "{name}: ours, by key");
+                let mut sorted = py.clone();
+                sorted.outputs.sort_by(|a, b| a.0.cmp(&b.0));
+                sorted.changelog.sort_by(|a, b| a.0.cmp(&b.0));
+                assert_same(scenario, b, &sorted, ours);
+            }
             // Both crash, nothing visible: Python at the put (NaN), ours at the read.
             "count_nan_baseline" => {
                 assert!(!py.committed && !ours.committed, "{name}: {py:?} {ours:?}");
@@ -649,7 +661,8 @@ async fn attr_40_hazard_3_forwarded_timestamps_vs_python() {
 /// Hazard 7, TRX-07, INV-01, INV-17, STO-11: a tombstone reaches the transform as `None` (and a
 /// forwarded one stays a tombstone), an empty value as `{}`; an absent key and an empty key are
 /// one state key `""` and write an empty (not null) key; input headers are not forwarded; a
-/// changelog value Python's lenient reader accepts (a BOM) is corrupt state here.
+/// changelog value Python's lenient reader accepts (a BOM) is corrupt state here; outputs of
+/// different keys in one batch go in key order here, first-seen order in Python.
 #[tokio::test]
 async fn trx_07_hazard_7_tombstones_keys_headers_vs_python() {
     hazard("tombstones_and_keys").await;

@@ -1203,6 +1203,10 @@ MIXED_SCENARIOS += [
      [[B(None, b"{}"), B(b"", b"{}")]]),
     ("tombstones_and_keys", "forward_drops_headers", "forward", "skip", {},
      [[B("hdr-fwd", b'{"a":1}', headers=(("h", b"v"), ("n", None)))]]),
+    # Outputs of different state keys in one batch: Python concatenates the buckets in the order
+    # their keys first appear.
+    ("tombstones_and_keys", "count_bucket_order", "count", "skip", {},
+     [[B("order-z", b"{}"), B("order-a", b"{}"), B("order-z", b"{}")]]),
     ("tombstones_and_keys", "count_bom_baseline", "count", "skip", {"k": b'\xef\xbb\xbf{"n":1}'}, [[B("k", b"{}")]]),
     ("tombstones_and_keys", "count_nan_baseline", "count", "skip", {"k": b'{"n":1,"x":NaN}'}, [[B("k", b"{}")]]),
 ]
