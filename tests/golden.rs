@@ -959,6 +959,45 @@ fn trx_20_attr_44_state_dedup_vs_python() {
     );
 }
 
+/// STO-03, INV-40 (mixed-fleet hazard 7): reading a stored state. The engine reads changelog
+/// bytes with the strict value decoder (`wire::decode_value`, at the first read of a key); Python's
+/// `state.deserialize` is `json.loads(bytes)`, which also reads a UTF-8 BOM, UTF-16 (sniffed), a
+/// CESU-8 surrogate (`surrogatepass`) and NaN. Neither implementation writes those bytes (both
+/// encode canonically), so only a foreign writer can put them in a changelog; there Python reads
+/// what we report as corrupt state (and crashes later at the put for the surrogate and NaN).
+/// Both refuse non-objects and invalid UTF-8. An empty value never reaches a read: restore
+/// deletes on it (`is_tombstone`).
+#[test]
+fn sto_03_state_deserialize_vs_python() {
+    for case in cases("state_deserialize") {
+        let name = text_of(case, "name");
+        let bytes = hex(text_of(case, "bytes_hex"));
+        let ours = wire::decode_value(Some(&bytes));
+        match name {
+            "plain" => {
+                let reserialized = State::wrap(ours.unwrap()).encode().unwrap();
+                assert_eq!(to_hex(&reserialized), text_of(case, "reserialized_hex"), "{name}");
+            }
+            "utf8_bom" | "utf16" => {
+                assert!(opt(case, "reserialized_hex").is_some(), "{name}: Python reads and rewrites it");
+                assert!(matches!(ours, Err(DecodeError::Utf8(_) | DecodeError::Json(_))), "{name}: {ours:?}");
+            }
+            "cesu8" | "nan" => {
+                assert!(opt(case, "reserialize_error").is_some(), "{name}: Python reads it, fails to rewrite it");
+                assert!(ours.is_err(), "{name}: {ours:?}");
+            }
+            "array" | "scalar" | "invalid_utf8" => {
+                assert!(opt(case, "error").is_some(), "{name}: Python refuses it");
+                assert!(ours.is_err(), "{name}: {ours:?}");
+            }
+            "empty" => {
+                assert!(opt(case, "error").is_some() && wire::is_tombstone(Some(&bytes)), "{name}: never read");
+            }
+            other => panic!("unmapped state_deserialize case {other:?}"),
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Config store scenarios
 
