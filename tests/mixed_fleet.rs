@@ -823,3 +823,24 @@ async fn life_03_life_04_hazards_4_5_client_ids_match_python() {
     assert_eq!(admin.partition_count(text_of(ids, "changelog_topic")).await.unwrap(), Some(4));
     assert!(text_of(ids, "admin_client_id").starts_with("aiokafka-"));
 }
+
+/// Hazard 6 (mixing `Guarantee::AtLeastOnce` with exactly-once members): nothing a member tells
+/// the group can carry its guarantee. Python's members join with protocol type `consumer` and
+/// assignor `range`, whose metadata is version 0 with empty user data; ours (librdkafka's range,
+/// `group.protocol=classic`) send version 3 with empty user data, and aiokafka, leading the
+/// group, reads the version-0 fields of it and an empty user data. So no member can refuse the
+/// other kind (docs/compatibility.md, "Mixing guarantees"); the rule is one guarantee per
+/// `application_id`.
+#[test]
+fn hazard_6_the_group_protocol_carries_no_guarantee() {
+    let protocol = field(field(vectors(), "client_ids"), "group_protocol");
+    assert_eq!(text_of(protocol, "protocol_type"), "consumer");
+    assert_eq!(text_of(protocol, "assignor"), "range");
+    assert_eq!(int(field(protocol, "aiokafka_metadata_version")), 0);
+    assert_eq!(text_of(protocol, "aiokafka_user_data_hex"), "");
+    // version 0, one topic "in", user data of length 0
+    assert_eq!(hex(text_of(protocol, "aiokafka_metadata_hex")), b"\x00\x00\x00\x00\x00\x01\x00\x02in\x00\x00\x00\x00");
+    let read = field(protocol, "aiokafka_reads_librdkafka");
+    assert_eq!((int(field(read, "version")), text_of(read, "user_data_hex")), (3, ""));
+    assert_eq!(items(field(read, "subscription")).iter().map(text).collect::<Vec<_>>(), ["in"]);
+}

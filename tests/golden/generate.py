@@ -1317,8 +1317,29 @@ async def _client_ids() -> dict:
     return ids
 
 
+def gen_group_protocol() -> dict:
+    """What a member tells the group: aiokafka's range metadata, and how it reads librdkafka's.
+
+    librdkafka 2.12's range assignor (rdkafka_range_assignor.c,
+    rd_kafka_assignor_get_metadata_with_empty_userdata) writes version 3: topics, empty user
+    data, owned partitions, generation -1, rack id; built here by that layout.
+    """
+    from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+    from aiokafka.coordinator.protocol import ConsumerProtocol, ConsumerProtocolMemberMetadata
+    ours = RangePartitionAssignor.metadata(["in"])
+    v3 = (struct.pack(">hi", 3, 1) + struct.pack(">h", 2) + b"in" + struct.pack(">i", 0)
+          + struct.pack(">i", 0) + struct.pack(">i", -1) + struct.pack(">h", -1))
+    read = ConsumerProtocolMemberMetadata.decode(v3)
+    return {"protocol_type": ConsumerProtocol.PROTOCOL_TYPE, "assignor": RangePartitionAssignor.name,
+            "aiokafka_metadata_hex": ours.encode().hex(), "aiokafka_metadata_version": ours.version,
+            "aiokafka_user_data_hex": ours.user_data.hex(),
+            "librdkafka_v3_metadata_hex": v3.hex(),
+            "aiokafka_reads_librdkafka": {"version": read.version, "subscription": list(read.subscription),
+                                          "user_data_hex": read.user_data.hex()}}
+
+
 def gen_client_ids() -> dict:
-    return asyncio.run(_client_ids())
+    return {**asyncio.run(_client_ids()), "group_protocol": gen_group_protocol()}
 
 
 # --------------------------------------------------------------------------- main
