@@ -131,6 +131,26 @@ impl Message {
         Message { topic: topic.into(), key: key.into_payload(), value: None, timestamp: None }
     }
 
+    /// A message whose value may be absent: `None` writes a tombstone, as Python's
+    /// `Message(value=None)` does. Forwarding an input's value with it keeps a deletion a
+    /// deletion:
+    ///
+    /// ```
+    /// use flechtwerk::Message;
+    /// # let msg = flechtwerk::IncomingMessage { key: "k".into(), value: None, topic: "in".into(),
+    /// #     partition: 0, offset: 0, timestamp: None };
+    /// let out = Message::new_or_tombstone("out", msg.key.as_str(), msg.value);
+    /// assert_eq!(out.encode_value().unwrap(), None);
+    /// ```
+    pub fn new_or_tombstone(topic: impl Into<String>, key: impl IntoPayload, value: Option<impl IntoPayload>) -> Self {
+        Message {
+            topic: topic.into(),
+            key: key.into_payload(),
+            value: value.map(IntoPayload::into_payload),
+            timestamp: None,
+        }
+    }
+
     /// Sets the record timestamp (absent: the producer or broker assigns one).
     pub fn with_timestamp(mut self, timestamp: DateTime<Utc>) -> Self {
         self.timestamp = Some(timestamp);
@@ -174,13 +194,20 @@ impl Message {
 }
 
 /// A decoded input record (ATTR-40): the key as strict UTF-8 text, the value as an [`Event`]
-/// private to the receiver.
+/// private to the receiver, or `None` for a tombstone.
+///
+/// As in the Python implementation (0.17: `IncomingMessage.value: Event | None`), a Kafka
+/// tombstone (a null value) is not an empty event: it reaches `transform` as `None`, so a stage
+/// reading a compacted table sees deletions, and a stage forwarding it writes a tombstone again
+/// ([`Message::tombstone`]). An empty value (`b""`) is an ordinary value and reads as an empty
+/// event, like `{}`. A tombstone is never decoded, so it never reaches `on_invalid_message`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IncomingMessage {
     /// The wire key ("" when absent).
     pub key: String,
-    /// The decoded value (empty when the record's value was empty or absent).
-    pub value: Event,
+    /// The decoded value; `None` for a tombstone (a null wire value), an empty event for an
+    /// empty one.
+    pub value: Option<Event>,
     /// Source topic.
     pub topic: String,
     /// Source partition.

@@ -84,8 +84,8 @@ impl<S: Transformer> Runner<S> {
     /// Replays changelog partition `partition` to its LSO into `store` (STO-11, STO-13); returns
     /// the records replayed. Values go in as bytes, decoded on first read.
     async fn restore(&self, partition: i32, store: &mut dyn StateStore) -> Result<usize, Error> {
-        let client_id = format!("{}-restore-{partition}", self.settings.client_id);
-        let mut consumer = self.kafka.consumer(ConsumerConfig::groupless(client_id))?;
+        // The process identity itself, as Python's restore consumers have it (LIFE-04).
+        let mut consumer = self.kafka.consumer(ConsumerConfig::groupless(self.settings.client_id.clone()))?;
         let changelog = TopicPartition::new(self.settings.changelog_topic(), partition);
         let read = read_to_end(consumer.as_mut(), &[changelog], |record| -> Result<(), Error> {
             let key = wire::decode_key(record.key.as_deref()).map_err(|source| Error::CorruptState {
