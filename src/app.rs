@@ -9,7 +9,7 @@
 //! use flechtwerk::{Flechtwerk, Message};
 //!
 //! let echo = transformer(["in"]).transform(|msg, _state, out| {
-//!     out.send(Message::new_or_tombstone("out", msg.key.as_str(), msg.value));
+//!     out.send(Message::new("out", msg.key.as_str(), msg.value));
 //!     Ok(())
 //! });
 //! let app = Flechtwerk::builder()

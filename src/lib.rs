@@ -57,7 +57,7 @@ pub use configs::{ConfigStore, ConfigStoreError};
 pub use engine::bounds::MAX_POLL_RECORDS_DEFAULT;
 pub use engine::Guarantee;
 pub use error::Error;
-pub use message::{IncomingMessage, IntoPayload, Message, Payload};
+pub use message::{IncomingMessage, IntoPayload, IntoValue, Message, Payload};
 pub use record::attribute;
 pub use record::{Config, Event, Record, State};
 pub use stage::{transformer, Output, Transformer};

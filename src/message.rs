@@ -94,6 +94,30 @@ impl IntoPayload for Event {
     }
 }
 
+/// What a [`Message`]'s value may be: any payload, or an optional one (`None` is a tombstone).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a Message value: a value is bytes | str | Event, or an Option of one",
+    note = "a State is emitted, not persisted: set it through the output handle instead of sending it",
+    note = "a Config travels as data: wrap it as `Event::from(config.into_record())`",
+    note = "a raw JSON map must be wrapped: `Event::wrap(map)`"
+)]
+pub trait IntoValue {
+    /// The payload, or `None` for a tombstone.
+    fn into_value(self) -> Option<Payload>;
+}
+
+impl<T: IntoPayload> IntoValue for T {
+    fn into_value(self) -> Option<Payload> {
+        Some(self.into_payload())
+    }
+}
+
+impl<T: IntoPayload> IntoValue for Option<T> {
+    fn into_value(self) -> Option<Payload> {
+        self.map(IntoPayload::into_payload)
+    }
+}
+
 /// A record to produce (ATTR-41): topic, key, value (`None` is a tombstone), optional
 /// timestamp.
 ///
@@ -120,35 +144,26 @@ pub struct Message {
 }
 
 impl Message {
-    /// A message with a value.
-    pub fn new(topic: impl Into<String>, key: impl IntoPayload, value: impl IntoPayload) -> Self {
-        Message { topic: topic.into(), key: key.into_payload(), value: Some(value.into_payload()), timestamp: None }
+    /// A message with a value — or, for an `Option` that is `None`, a tombstone, as Python's
+    /// `Message(value=None)`. Forwarding an input's value keeps a deletion a deletion:
+    ///
+    /// ```
+    /// use flechtwerk::{Event, Message};
+    /// # let msg = flechtwerk::IncomingMessage { key: "k".into(), value: None, topic: "in".into(),
+    /// #     partition: 0, offset: 0, timestamp: None };
+    /// let forwarded = Message::new("out", msg.key.as_str(), msg.value); // an input tombstone
+    /// assert_eq!(forwarded.encode_value().unwrap(), None);
+    /// let plain = Message::new("out", "k", Event::new());
+    /// assert_eq!(plain.encode_value().unwrap().as_deref(), Some(&b"{}"[..]));
+    /// ```
+    pub fn new(topic: impl Into<String>, key: impl IntoPayload, value: impl IntoValue) -> Self {
+        Message { topic: topic.into(), key: key.into_payload(), value: value.into_value(), timestamp: None }
     }
 
     /// A tombstone: a record with a null value. On a config topic it deletes the key, and only
     /// a real null lets log compaction remove the key from the topic.
     pub fn tombstone(topic: impl Into<String>, key: impl IntoPayload) -> Self {
         Message { topic: topic.into(), key: key.into_payload(), value: None, timestamp: None }
-    }
-
-    /// A message whose value may be absent: `None` writes a tombstone, as Python's
-    /// `Message(value=None)` does. Forwarding an input's value with it keeps a deletion a
-    /// deletion:
-    ///
-    /// ```
-    /// use flechtwerk::Message;
-    /// # let msg = flechtwerk::IncomingMessage { key: "k".into(), value: None, topic: "in".into(),
-    /// #     partition: 0, offset: 0, timestamp: None };
-    /// let out = Message::new_or_tombstone("out", msg.key.as_str(), msg.value);
-    /// assert_eq!(out.encode_value().unwrap(), None);
-    /// ```
-    pub fn new_or_tombstone(topic: impl Into<String>, key: impl IntoPayload, value: Option<impl IntoPayload>) -> Self {
-        Message {
-            topic: topic.into(),
-            key: key.into_payload(),
-            value: value.map(IntoPayload::into_payload),
-            timestamp: None,
-        }
     }
 
     /// Sets the record timestamp (absent: the producer or broker assigns one).

@@ -140,7 +140,7 @@ fn stage(
                     o.set_state(state);
                     o.send(timestamped(Message::new(out.as_str(), msg.key.as_str(), Event::new().with(&N, n)?)));
                 }
-                "forward" => o.send(timestamped(Message::new_or_tombstone(out.as_str(), msg.key.as_str(), msg.value))),
+                "forward" => o.send(timestamped(Message::new(out.as_str(), msg.key.as_str(), msg.value))),
                 "keep_value" | "echo_keep" => {
                     if kind == "echo_keep" {
                         o.send(Message::new(out.as_str(), msg.key.as_str(), Event::wrap(state.raw().clone())));

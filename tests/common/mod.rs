@@ -261,7 +261,7 @@ pub async fn eos_failed_batch_makes_nothing_visible(h: &Harness) {
     h.produce(&input, &[(None, "k", Some(br#"{"n":1}"#))]).await;
     let out = output.clone();
     let stage = transformer([input.as_str()]).transform(move |msg, mut state, o| {
-        o.send(Message::new_or_tombstone(out.as_str(), msg.key.as_str(), msg.value));
+        o.send(Message::new(out.as_str(), msg.key.as_str(), msg.value));
         state.set(&CURSOR, "half".to_owned())?;
         o.set_state(state);
         Err("boom".into())
@@ -284,7 +284,7 @@ pub async fn invalid_skipped_offset_commits(h: &Harness) {
     let out = output.clone();
     let stage = transformer([input.as_str()]).on_invalid_message(|_| InvalidMessageAction::Skip).transform(
         move |msg, _state, o| {
-            o.send(Message::new_or_tombstone(out.as_str(), msg.key.as_str(), msg.value));
+            o.send(Message::new(out.as_str(), msg.key.as_str(), msg.value));
             Ok(())
         },
     );
@@ -509,7 +509,7 @@ pub async fn default_policy_raises_before_any_transaction(h: &Harness) {
     h.produce(&input, &[(None, "k", Some(br#"{"n":1}"#)), (None, "k", Some(b"[1,2]"))]).await;
     let out = output.clone();
     let stage = transformer([input.as_str()]).transform(move |msg, _state, o| {
-        o.send(Message::new_or_tombstone(out.as_str(), msg.key.as_str(), msg.value));
+        o.send(Message::new(out.as_str(), msg.key.as_str(), msg.value));
         Ok(())
     });
     let probe = Arc::new(Probe::default());
