@@ -141,3 +141,62 @@ async fn trx_23_trx_30_life_04_cfg_17_identities_and_state_per_partition() {
 async fn stg_03_trait_stage_enriches_configs() {
     common::trait_stage_enriches_configs(&harness("stg03")).await;
 }
+
+/// STG-42, STO-05: a stage that never sets state creates no store file: with RocksDB stores in a
+/// fresh directory, a stateless run leaves the directory without any database.
+#[cfg(feature = "rocksdb")]
+#[tokio::test]
+async fn stg_42_a_stateless_stage_opens_no_store() {
+    use common::Probe;
+    use flechtwerk::stage::transformer;
+    use flechtwerk::state::RocksDbStores;
+    use flechtwerk::{Flechtwerk, Message};
+
+    let h = harness("stg42");
+    let input = h.topic("input", 2, false).await;
+    let output = h.topic("output", 2, false).await;
+    let root = std::env::temp_dir().join(format!("flechtwerk-stg42-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    h.produce(&input, &[(Some(0), "a", Some(b"{}")), (Some(1), "b", Some(b"{}"))]).await;
+    let out = output.clone();
+    let stage = transformer([input.as_str()]).transform(move |msg, _state, o| {
+        o.send(Message::new(out.as_str(), msg.key.as_str(), msg.value));
+        Ok(())
+    });
+    let app = Flechtwerk::builder()
+        .application_id(h.name("stg42"))
+        .client_id("pod-0")
+        .kafka(h.kafka.clone())
+        .replication_factor(1)
+        .session_timeout(Duration::from_secs(6))
+        .observer(Arc::new(Probe::default()))
+        .state_stores(Arc::new(RocksDbStores::new(&root)))
+        .build(stage)
+        .unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(async move {
+        app.run_until(async {
+            let _ = stopped.await;
+        })
+        .await
+    });
+    h.read_until(&output, |r| r.len() >= 2).await;
+    let _ = stop.send(());
+    run.await.unwrap().unwrap();
+    let created: Vec<_> = walk(&root);
+    assert!(created.iter().all(|p| p.is_dir()), "a stateless stage created files: {created:?}");
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[cfg(feature = "rocksdb")]
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            let path = entry.path();
+            found.extend(walk(&path));
+            found.push(path);
+        }
+    }
+    found
+}
