@@ -144,7 +144,7 @@ async fn stg_03_trait_stage_enriches_configs() {
 
 /// STG-42, STO-05: a stage that never sets state creates no store file: with RocksDB stores in a
 /// fresh directory, a stateless run leaves the directory without any database.
-#[cfg(feature = "rocksdb")]
+#[cfg(all(feature = "rocksdb", not(madsim)))]
 #[tokio::test]
 async fn stg_42_a_stateless_stage_opens_no_store() {
     use common::Probe;
@@ -189,7 +189,7 @@ async fn stg_42_a_stateless_stage_opens_no_store() {
     let _ = std::fs::remove_dir_all(&root);
 }
 
-#[cfg(feature = "rocksdb")]
+#[cfg(all(feature = "rocksdb", not(madsim)))]
 fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut found = Vec::new();
     if let Ok(entries) = std::fs::read_dir(dir) {

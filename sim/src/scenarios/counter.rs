@@ -401,6 +401,12 @@ async fn run(ctx: Ctx) {
     while !quiescent(&cluster, &variant) && ctx.now() < deadline {
         sleep(Duration::from_secs(1)).await;
     }
+    // A replica may have crashed and restarted in the meantime (an error left by a fault): its
+    // store converges again after its bootstrap.
+    let deadline = ctx.now() + CONFIG_CONVERGENCE_MAX;
+    while ctx.now() < deadline && !replicas.alive().all(|r| r.view.configs_match(&want_configs)) {
+        sleep(Duration::from_millis(500)).await;
+    }
     let labels = labels.lock().expect("labels lock").clone();
     check(&ctx, &cluster, &variant, &replicas, inputs, &labels, &want_configs);
 }

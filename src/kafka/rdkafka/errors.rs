@@ -85,8 +85,12 @@ pub(super) fn classify(error: &RdError, fatal: Option<Code>) -> KafkaErrorKind {
                 KafkaErrorKind::Fatal
             }
         }
+        // A client with a fatal error is done for, whatever this error's own code (a delivery
+        // purged from the queue when the producer was fenced reports _PURGE_QUEUE): the fatal
+        // error decides.
+        _ if fenced_cause => KafkaErrorKind::Fenced,
+        _ if fatal.is_some() => KafkaErrorKind::Fatal,
         other => match other.rdkafka_error_code() {
-            Some(Code::Fatal) if fenced_cause => KafkaErrorKind::Fenced,
             Some(code) => code_kind(code),
             None => KafkaErrorKind::Other,
         },

@@ -271,6 +271,10 @@ mod tests {
             KafkaErrorKind::Fenced
         );
         assert_eq!(classify(&RdError::MessageProduction(Code::Fatal), None), KafkaErrorKind::Fatal);
+        // A delivery purged because its producer was fenced: the client's fatal error decides
+        // (found by the conformance scenario broker-restart against Apache Kafka).
+        assert_eq!(classify(&RdError::MessageProduction(Code::PurgeQueue), Some(Code::Fenced)), KafkaErrorKind::Fenced);
+        assert_eq!(classify(&RdError::MessageProduction(Code::PurgeQueue), Some(Code::Fatal)), KafkaErrorKind::Fatal);
     }
 
     #[test]
