@@ -26,23 +26,95 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
+
 use crate::engine::bounds::{MAX_POLL_RECORDS_DEFAULT, SESSION_TIMEOUT_DEFAULT, SESSION_TIMEOUT_MIN};
 use crate::engine::settings::{Guarantee, Settings};
 use crate::engine::stop::Stop;
-use crate::engine::tasks::Runner;
+use crate::engine::{tasks, tokens};
 use crate::error::Error;
 use crate::kafka::{Compression, Kafka};
 use crate::observer::{NoopObserver, Observer};
-use crate::stage::Transformer;
+use crate::stage::{Extractor, Transformer};
 use crate::state::StateStores;
 
 /// A configured application: one stage, its Kafka, its observer and state stores.
 ///
 /// `run` / `run_until` may be called again after a run ended, never twice at once (one
 /// instance, one set of clients; a second concurrent call fails with [`Error::Invalid`]).
-pub struct Flechtwerk<S> {
-    runner: Arc<Runner<S>>,
+pub struct Flechtwerk {
+    runner: Arc<dyn Run>,
     running: Arc<AtomicBool>,
+}
+
+/// A runner, whatever the stage's shape.
+trait Run: Send + Sync {
+    fn run<'a>(&'a self, stop: &'a Stop) -> BoxFuture<'a, Result<(), Error>>;
+}
+
+impl<S: Transformer> Run for tasks::Runner<S> {
+    fn run<'a>(&'a self, stop: &'a Stop) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(tasks::Runner::run(self, stop))
+    }
+}
+
+impl<S: Extractor> Run for tokens::Runner<S> {
+    fn run<'a>(&'a self, stop: &'a Stop) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(tokens::Runner::run(self, stop))
+    }
+}
+
+/// What [`FlechtwerkBuilder::build`] accepts: a stage of either shape, which chooses its runner
+/// (STG-24). `M` tells the shapes apart; it is inferred.
+pub trait IntoRunner<M>: sealed::Sealed<M> {
+    #[doc(hidden)]
+    fn into_runner(self, parts: RunnerParts) -> Result<Arc<dyn RunHandle>, Error>;
+}
+
+/// The runner of a built stage (opaque).
+#[doc(hidden)]
+#[allow(private_bounds)]
+pub trait RunHandle: Run {}
+impl<T: Run> RunHandle for T {}
+
+/// Everything but the stage (opaque: built by [`FlechtwerkBuilder`]).
+#[doc(hidden)]
+pub struct RunnerParts {
+    settings: Settings,
+    kafka: Arc<dyn Kafka>,
+    observer: Arc<dyn Observer>,
+    stores: Arc<dyn StateStores>,
+}
+
+/// The transformer shape (see [`IntoRunner`]).
+#[doc(hidden)]
+pub enum TransformerShape {}
+/// The extractor shape (see [`IntoRunner`]).
+#[doc(hidden)]
+pub enum ExtractorShape {}
+
+mod sealed {
+    pub trait Sealed<M> {}
+    impl<S: crate::stage::Transformer> Sealed<super::TransformerShape> for S {}
+    impl<S: crate::stage::Extractor> Sealed<super::ExtractorShape> for S {}
+}
+
+impl<S: Transformer> IntoRunner<TransformerShape> for S {
+    fn into_runner(self, parts: RunnerParts) -> Result<Arc<dyn RunHandle>, Error> {
+        let RunnerParts { settings, kafka, observer, stores } = parts;
+        Ok(Arc::new(tasks::Runner { stage: Arc::new(self), settings, kafka, observer, stores }))
+    }
+}
+
+impl<S: Extractor> IntoRunner<ExtractorShape> for S {
+    fn into_runner(self, parts: RunnerParts) -> Result<Arc<dyn RunHandle>, Error> {
+        let RunnerParts { settings, kafka, observer, stores } = parts;
+        match settings.poll_interval {
+            Some(interval) if !interval.is_zero() => {}
+            _ => return Err(Error::Invalid("an extractor needs a positive poll_interval".into())),
+        }
+        Ok(Arc::new(tokens::Runner { stage: Arc::new(self), settings, kafka, observer, stores }))
+    }
 }
 
 /// Builder of a [`Flechtwerk`] handle.
@@ -55,11 +127,12 @@ pub struct FlechtwerkBuilder {
     replication_factor: i16,
     session_timeout: Duration,
     guarantee: Guarantee,
+    poll_interval: Option<Duration>,
     observer: Arc<dyn Observer>,
     stores: Arc<dyn StateStores>,
 }
 
-impl Flechtwerk<()> {
+impl Flechtwerk {
     /// Starts a builder.
     pub fn builder() -> FlechtwerkBuilder {
         FlechtwerkBuilder {
@@ -71,6 +144,7 @@ impl Flechtwerk<()> {
             replication_factor: -1,
             session_timeout: SESSION_TIMEOUT_DEFAULT,
             guarantee: Guarantee::ExactlyOnce,
+            poll_interval: None,
             observer: Arc::new(NoopObserver),
             stores: crate::state::default_stores(),
         }
@@ -143,8 +217,17 @@ impl FlechtwerkBuilder {
         self
     }
 
-    /// Builds the handle for `stage`. No connection is made here.
-    pub fn build<S: Transformer>(self, stage: S) -> Result<Flechtwerk<S>, Error> {
+    /// Extractors: the wait between poll cycles, measured from the end of one cycle to the start
+    /// of the next (EXT-03); required, and positive (LIFE-12). A stage's wakeup ends the wait
+    /// early. Transformers ignore it.
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = Some(interval);
+        self
+    }
+
+    /// Builds the handle for `stage`, a [`Transformer`] or an [`Extractor`]. No connection is
+    /// made here.
+    pub fn build<S: IntoRunner<M>, M>(self, stage: S) -> Result<Flechtwerk, Error> {
         let required = |what: &str| Error::Invalid(format!("Flechtwerk needs {what}"));
         if self.max_poll_records == 0 {
             return Err(Error::Invalid("max_poll_records must be at least 1".into()));
@@ -160,28 +243,27 @@ impl FlechtwerkBuilder {
                 "session_timeout must be at least {SESSION_TIMEOUT_MIN:?} (members heartbeat every third of it)"
             )));
         }
-        Ok(Flechtwerk {
-            runner: Arc::new(Runner {
-                stage: Arc::new(stage),
-                settings: Settings {
-                    application_id,
-                    client_id,
-                    max_poll_records: self.max_poll_records,
-                    compression: self.compression,
-                    replication_factor: self.replication_factor,
-                    session_timeout: self.session_timeout,
-                    guarantee: self.guarantee,
-                },
-                kafka,
-                observer: self.observer,
-                stores: self.stores,
-            }),
-            running: Arc::new(AtomicBool::new(false)),
-        })
+        let parts = RunnerParts {
+            settings: Settings {
+                application_id,
+                client_id,
+                max_poll_records: self.max_poll_records,
+                compression: self.compression,
+                replication_factor: self.replication_factor,
+                session_timeout: self.session_timeout,
+                guarantee: self.guarantee,
+                poll_interval: self.poll_interval,
+            },
+            kafka,
+            observer: self.observer,
+            stores: self.stores,
+        };
+        let runner: Arc<dyn Run> = stage.into_runner(parts)?;
+        Ok(Flechtwerk { runner, running: Arc::new(AtomicBool::new(false)) })
     }
 }
 
-impl<S: Transformer> Flechtwerk<S> {
+impl Flechtwerk {
     /// Runs the stage until an error: validates the topics, bootstraps the config store, joins
     /// the group and processes. It never returns `Ok`; stop it with
     /// [`run_until`](Self::run_until) for a clean shutdown.

@@ -11,6 +11,11 @@ use std::time::Duration;
 use flechtwerk_sim::cluster::{BrokerConfig, FaultPlan, LocalCluster, MarkerFaults};
 
 fn harness(test: &str) -> Harness {
+    // RUST_LOG=debug shows the engine's logs.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
     Harness::new(Arc::new(LocalCluster::new()), format!("local-{test}"), 1)
 }
 
@@ -200,4 +205,39 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
         }
     }
     found
+}
+
+#[tokio::test]
+async fn ext_10_pages_commit_at_state_boundaries() {
+    common::extractor::pages_commit_at_state_boundaries(&harness("ext10pages")).await;
+}
+
+#[tokio::test]
+async fn ext_14_a_failed_poll_aborts_only_its_open_page() {
+    common::extractor::a_failed_poll_aborts_only_its_open_page(&harness("ext14a")).await;
+}
+
+#[tokio::test]
+async fn it_ext_1_two_extractors_split_and_hand_over() {
+    common::extractor::two_extractors_split_and_hand_over(&harness("itext1")).await;
+}
+
+#[tokio::test]
+async fn it_ext_2_unequal_config_partition_counts_are_refused() {
+    common::extractor::unequal_config_partition_counts_are_refused(&harness("itext2")).await;
+}
+
+#[tokio::test]
+async fn cfg_32_suspended_and_deleted_configs_are_not_polled() {
+    common::extractor::suspended_and_deleted_configs_are_not_polled(&harness("cfg32suspended")).await;
+}
+
+#[tokio::test]
+async fn ext_40_replicas_beyond_the_tokens_are_standbys() {
+    common::extractor::replicas_beyond_the_tokens_are_standbys(&harness("ext40replicas")).await;
+}
+
+#[tokio::test]
+async fn ext_20_a_restart_resumes_from_the_committed_cursor() {
+    common::extractor::a_restart_resumes_from_the_committed_cursor(&harness("ext20a")).await;
 }

@@ -7,6 +7,7 @@
 //! the topics through the same `enrich_config`, which is why an enriched store cannot diverge
 //! from what a fresh boot builds.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::configs::{decode_config_update, ConfigBootstrap, ConfigStore};
@@ -19,10 +20,15 @@ use crate::observer::Observer;
 use crate::record::Config;
 use crate::wire::PolicyError;
 
+/// The config store, shared: the loop that drains it writes it (briefly, between its own
+/// reads), stage code reads it — a transformer's batch under one read guard (one consistent
+/// snapshot per batch, CFG-24), an extractor's polls per lookup (CFG-25).
+pub(crate) type SharedStore = Arc<tokio::sync::RwLock<ConfigStore>>;
+
 /// The config store and the consumer that keeps it current.
 pub(crate) struct ConfigTopics {
     consumer: Option<Box<dyn Consumer>>,
-    store: ConfigStore,
+    store: SharedStore,
 }
 
 fn enrich_error(key: &str, source: BoxError) -> Error {
@@ -40,7 +46,7 @@ async fn enriched(hooks: Hooks<'_>, key: &str, config: Config) -> Result<Config,
 impl ConfigTopics {
     /// No config topics: an empty store, no consumer.
     pub(crate) fn none() -> Self {
-        ConfigTopics { consumer: None, store: ConfigStore::new() }
+        ConfigTopics { consumer: None, store: Arc::default() }
     }
 
     /// Reads `topics` to the ends captured now into a fresh store (CFG-10..16).
@@ -80,7 +86,7 @@ impl ConfigTopics {
         observer.config_store_restored(store.len());
         observer.config_store_entries(store.len());
         observer.config_store_updated(&store);
-        Ok(ConfigTopics { consumer: Some(consumer), store })
+        Ok(ConfigTopics { consumer: Some(consumer), store: Arc::new(tokio::sync::RwLock::new(store)) })
     }
 
     /// Decodes, enriches and stores each survivor (the path of an enriching stage).
@@ -101,39 +107,53 @@ impl ConfigTopics {
         Ok(bootstrap.finish())
     }
 
-    /// The store, read-only.
-    pub(crate) fn store(&self) -> &ConfigStore {
+    /// The store.
+    pub(crate) fn store(&self) -> &SharedStore {
         &self.store
     }
 
     /// Applies everything that arrived since the last drain, without waiting (CFG-20). Returns
-    /// how many records were applied.
-    pub(crate) async fn drain(&mut self, hooks: Hooks<'_>, observer: &dyn Observer) -> Result<usize, Error> {
+    /// the (topic, key) of each record applied, in order (a key may repeat). Records are decoded
+    /// and enriched first; the store is locked only to apply them.
+    pub(crate) async fn drain(
+        &mut self,
+        hooks: Hooks<'_>,
+        observer: &dyn Observer,
+    ) -> Result<Vec<(Arc<str>, String)>, Error> {
         let Some(consumer) = self.consumer.as_mut() else {
-            return Ok(0);
+            return Ok(Vec::new());
         };
         let polled = consumer.poll(DRAIN_RECORDS_MAX, Duration::ZERO).await?;
-        let mut applied = 0;
+        let mut updates = Vec::new();
         for record in &polled.records {
             let Some((key, value)) = decode_config_update(record, hooks.policy, observer)? else {
                 continue; // skipped: the previous value stays (INV-12)
             };
-            match value {
+            let config = match value {
+                None => None,
+                Some(map) => Some(enriched(hooks, &key, Config::wrap(map)).await?),
+            };
+            updates.push((record, key, config));
+        }
+        if updates.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut store = self.store.write().await;
+        let mut applied = Vec::with_capacity(updates.len());
+        for (record, key, config) in updates {
+            match config {
                 None => {
-                    self.store.delete(&key);
+                    store.delete(&key);
                 }
-                Some(map) => {
-                    let config = enriched(hooks, &key, Config::wrap(map)).await?;
-                    self.store.put(&key, &config).map_err(|e| PolicyError::substitute_not_encodable(record, e))?;
+                Some(config) => {
+                    store.put(&key, &config).map_err(|e| PolicyError::substitute_not_encodable(record, e))?;
                 }
             }
             observer.config_message_in(&record.topic);
-            applied += 1;
+            applied.push((Arc::clone(&record.topic), key));
         }
-        if applied > 0 {
-            observer.config_store_entries(self.store.len());
-            observer.config_store_updated(&self.store);
-        }
+        observer.config_store_entries(store.len());
+        observer.config_store_updated(&*store);
         Ok(applied)
     }
 

@@ -6,6 +6,7 @@
 #![allow(dead_code)] // each test binary uses a subset
 
 pub mod doubles;
+pub mod extractor;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -178,8 +179,9 @@ impl Harness {
         committed
     }
 
-    /// Builds and starts an application.
-    pub fn start<S: Transformer>(
+    /// Builds and starts an application (a transformer or an extractor; extractors poll every
+    /// 200 ms).
+    pub fn start<S: flechtwerk::IntoRunner<M>, M>(
         &self,
         app_id: &str,
         client_id: &str,
@@ -192,6 +194,7 @@ impl Harness {
             .kafka(self.kafka.clone())
             .replication_factor(self.replication)
             .session_timeout(Duration::from_secs(6))
+            .poll_interval(Duration::from_millis(200))
             .observer(observer)
             .build(stage)
             .unwrap();

@@ -224,7 +224,10 @@ impl<S: Transformer> Runner<S> {
                 tasks.stop_all(&*self.observer, "group membership lost").await?;
                 continue;
             };
-            let batch = self.process_batch(records, tasks, configs.store(), &metadata, inputs);
+            // One consistent snapshot of the config store for the whole batch (CFG-24): nothing
+            // writes it until the next drain, in this loop.
+            let store = configs.store().read().await;
+            let batch = self.process_batch(records, tasks, &store, &metadata, inputs);
             let offsets = tokio::select! {
                 biased;
                 offsets = batch => offsets?,
