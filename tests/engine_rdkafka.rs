@@ -166,3 +166,8 @@ async fn ext_40_replicas_beyond_the_tokens_are_standbys() {
 async fn ext_20_a_restart_resumes_from_the_committed_cursor() {
     common::extractor::a_restart_resumes_from_the_committed_cursor(&harness("ext20a")).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ext_43_a_misaligned_changelog_is_refused() {
+    common::extractor::a_misaligned_changelog_is_refused(&harness("ext43")).await;
+}

@@ -112,16 +112,19 @@ impl ConfigTopics {
         &self.store
     }
 
-    /// Applies everything that arrived since the last drain, without waiting (CFG-20). Returns
-    /// the (topic, key) of each record applied, in order (a key may repeat). Records are decoded
-    /// and enriched first; the store is locked only to apply them.
+    /// Applies everything that arrived since the last drain, without waiting (CFG-20). Records
+    /// are decoded and enriched first; the store is locked only to apply them, and `applied`
+    /// runs under the same lock with the (topic, key) of each record applied, in order (a key
+    /// may repeat): whatever it derives from the store changes with the store, atomically for
+    /// every reader.
     pub(crate) async fn drain(
         &mut self,
         hooks: Hooks<'_>,
         observer: &dyn Observer,
-    ) -> Result<Vec<(Arc<str>, String)>, Error> {
+        applied: impl FnOnce(&ConfigStore, Vec<(Arc<str>, String)>) -> Result<(), Error>,
+    ) -> Result<(), Error> {
         let Some(consumer) = self.consumer.as_mut() else {
-            return Ok(Vec::new());
+            return Ok(());
         };
         let polled = consumer.poll(DRAIN_RECORDS_MAX, Duration::ZERO).await?;
         let mut updates = Vec::new();
@@ -136,10 +139,10 @@ impl ConfigTopics {
             updates.push((record, key, config));
         }
         if updates.is_empty() {
-            return Ok(Vec::new());
+            return Ok(());
         }
         let mut store = self.store.write().await;
-        let mut applied = Vec::with_capacity(updates.len());
+        let mut keys = Vec::with_capacity(updates.len());
         for (record, key, config) in updates {
             match config {
                 None => {
@@ -150,11 +153,11 @@ impl ConfigTopics {
                 }
             }
             observer.config_message_in(&record.topic);
-            applied.push((Arc::clone(&record.topic), key));
+            keys.push((Arc::clone(&record.topic), key));
         }
         observer.config_store_entries(store.len());
         observer.config_store_updated(&*store);
-        Ok(applied)
+        applied(&store, keys)
     }
 
     /// Releases the consumer.

@@ -171,17 +171,19 @@ fn counts_and_owners(records: &[RawRecord]) -> BTreeMap<String, (Vec<i64>, Vec<S
     by_key
 }
 
-/// IT-EXT-1, EXT-25, EXT-32, EXT-43: two sharded extractors split the configs by token and hand
-/// over state exactly once. The config topic has 2 partitions, both configs are written to
-/// partition 0 (ownership follows the state key, not the record's partition), and the changelog
-/// has 1 partition (no alignment needed). Per key, counts are 1..n with no gap and no repeat,
-/// and the owner stamp changes at most twice (no dual ownership).
+/// IT-EXT-1, EXT-25, EXT-32: two sharded extractors split the configs by token and hand over
+/// state exactly once. The config topic has 2 partitions, both configs are written to partition
+/// 0 (ownership follows the state key, not the record's partition). The changelog is
+/// pre-created with one partition per token (the Python acceptance scenario uses 1 partition,
+/// "deliberately unaligned"; this port refuses that, see `a_misaligned_changelog_is_refused`).
+/// Per key, counts are 1..n with no gap and no repeat, and the owner stamp changes at most
+/// twice (no dual ownership).
 pub async fn two_extractors_split_and_hand_over(h: &Harness) {
     let configs = h.topic("configs", 2, true).await;
     let output = h.topic("output", 1, false).await;
     let app = h.name("ext1");
     let changelog_spec =
-        flechtwerk::kafka::NewTopic::new(format!("{app}-changelog"), 1).replication(h.replication).compacted();
+        flechtwerk::kafka::NewTopic::new(format!("{app}-changelog"), 2).replication(h.replication).compacted();
     h.kafka.admin().unwrap().create_topic(&changelog_spec).await.unwrap();
     let (k0, k1) = keys_for_both_tokens();
     h.produce(
@@ -318,4 +320,17 @@ pub async fn a_restart_resumes_from_the_committed_cursor(h: &Harness) {
     let (counts, _) = counts_and_owners(&outputs).remove("feed").unwrap();
     assert_eq!(counts, (1..=counts.len() as i64).collect::<Vec<_>>(), "the cursor continues");
     let _ = Duration::ZERO;
+}
+
+/// EXT-43 (Rust): an extractor's changelog must have one partition per token. With another
+/// count, a token's restore can stop behind another token's open page and miss its own last
+/// cursors (found by the `extractor` simulation), so the runner refuses it at startup.
+pub async fn a_misaligned_changelog_is_refused(h: &Harness) {
+    let configs = h.topic("configs", 2, true).await;
+    let app = h.name("ext43");
+    let spec = flechtwerk::kafka::NewTopic::new(format!("{app}-changelog"), 1).replication(h.replication).compacted();
+    h.kafka.admin().unwrap().create_topic(&spec).await.unwrap();
+    let stage = extractor([configs.as_str()]).poll(|_, _, _| Ok(Vec::new()));
+    let error = h.start(&app, "pod-0", stage, Arc::new(Probe::default())).ended().await.unwrap_err().to_string();
+    assert!(error.contains("changelog") && error.contains("ownership-token space has 2"), "{error}");
 }

@@ -208,7 +208,7 @@ impl<S: Transformer> Runner<S> {
                 }
             }
             buggify::point("loop.after_poll").await;
-            configs.drain(hooks, &*self.observer).await?;
+            configs.drain(hooks, &*self.observer, |_, _| Ok(())).await?;
             // Records of partitions without a live task are dropped uncommitted: their next
             // owner processes them (TRX-02, TRX-35).
             let records: Vec<_> =

@@ -121,6 +121,9 @@ async fn cycle<S: Extractor>(ctx: &CycleContext<S>, tokens: &mut [Token]) -> Res
 /// The active configs of the held tokens: not suspended, owned by their state key's token
 /// (EXT-32, CFG-32), in wire-key order, each a private copy of the stored config (EXT-18).
 async fn active_set<S: Extractor>(ctx: &CycleContext<S>, held: &[i32]) -> Result<Vec<Active>, Error> {
+    // The store first: a drain updates the entries under its write lock, so these entries are
+    // the store's (CFG-30).
+    let store = ctx.configs.read().await;
     let owned: Vec<(String, String, i32)> = {
         let entries = ctx.entries.lock().expect("entries lock");
         entries
@@ -133,7 +136,6 @@ async fn active_set<S: Extractor>(ctx: &CycleContext<S>, held: &[i32]) -> Result
             })
             .collect()
     };
-    let store = ctx.configs.read().await;
     let mut active = Vec::with_capacity(owned.len());
     for (key, state_key, token) in owned {
         // A config deleted since the entries were updated is simply not polled.

@@ -129,14 +129,30 @@ impl<S: Extractor> Runner<S> {
         }
     }
 
-    /// Creates the changelog if it is missing (LIFE-16: just before use, never by the handle).
-    /// Its partition count is free (the restore reads every partition, EXT-43); a new one gets
-    /// the token space's.
+    /// Creates the changelog if it is missing (LIFE-16: just before use, never by the handle),
+    /// with one partition per token, and refuses an existing one with another count.
+    ///
+    /// Why aligned (a deliberate departure from EXT-43, which says any count works): changelog
+    /// records are placed by key hashing, and Kafka's partitioner *is* `token_for`, so with N
+    /// partitions every token writes only its own partition. A new holder's fence completes the
+    /// token's last transaction, and the restore, which stops at each partition's last stable
+    /// offset, then sees every cursor of the token. With another count, partitions are shared
+    /// between tokens, and another token's open page holds the shared partition's LSO below
+    /// this token's latest cursors: the restore misses them and the token re-emits what it had
+    /// committed. The `extractor` simulation found it (docs/simulation.md).
     async fn ensure_changelog(&self, tokens: u32) -> Result<(), Error> {
-        let spec = NewTopic::new(self.settings.changelog_topic(), tokens)
-            .replication(self.settings.replication_factor)
-            .compacted();
-        self.kafka.admin()?.create_topic(&spec).await?;
+        let changelog = self.settings.changelog_topic();
+        let spec = NewTopic::new(&changelog, tokens).replication(self.settings.replication_factor).compacted();
+        let admin = self.kafka.admin()?;
+        if admin.create_topic(&spec).await? == crate::kafka::TopicCreation::AlreadyExists {
+            let existing = admin.partition_count(&changelog).await?;
+            if existing != Some(tokens) {
+                return Err(invalid(format!(
+                    "the extractor's changelog {changelog} has {existing:?} partitions, the ownership-token space has \
+                     {tokens}: they must be equal (a restore could otherwise miss committed cursors)"
+                )));
+            }
+        }
         Ok(())
     }
 
@@ -239,16 +255,18 @@ impl<S: Extractor> Runner<S> {
                 }
             }
             buggify::point("tokens.after_poll").await;
-            let applied = configs.drain(hooks, &*self.observer).await?;
-            if !applied.is_empty() {
-                let mut keys = Vec::with_capacity(applied.len());
-                for (topic, key) in applied {
-                    self.observer.message_in(&topic);
-                    keys.push(key);
-                }
-                let store = configs.store().read().await;
-                update_entries(&*self.stage, entries, &store, keys)?;
-            }
+            // The entries change under the store's lock, with the store (CFG-30): a cycle reads
+            // both at once.
+            configs
+                .drain(hooks, &*self.observer, |store, applied| {
+                    let mut keys = Vec::with_capacity(applied.len());
+                    for (topic, key) in applied {
+                        self.observer.message_in(&topic);
+                        keys.push(key);
+                    }
+                    update_entries(&*self.stage, entries, store, keys)
+                })
+                .await?;
             if let Some(tokens) = pending.take() {
                 let take = self.take_assignment(tokens, configs.store(), entries, store, cycles);
                 tokio::select! {
