@@ -681,3 +681,306 @@ impl Observer for PrometheusObserver {
         self.topic(topic, |t| t.mqtt_messages_in.get(&self.families.mqtt_messages_in, || t.values()).inc());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+    }
+
+    fn demo() -> PrometheusObserver {
+        PrometheusObserver::new(&labels(&[("app", "demo")]), 500).unwrap()
+    }
+
+    /// The sample lines of `family` (its own name and its `_bucket`/`_count`/`_sum` lines).
+    fn samples(text: &str, family: &str) -> Vec<String> {
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter(|l| {
+                let name = l.split(['{', ' ']).next().unwrap();
+                name == family || name.strip_prefix(family).is_some_and(|s| ["_bucket", "_count", "_sum"].contains(&s))
+            })
+            .map(str::to_owned)
+            .collect()
+    }
+
+    fn bounds(text: &str, family: &str) -> Vec<String> {
+        samples(text, &format!("{family}"))
+            .iter()
+            .filter(|l| l.starts_with(&format!("{family}_bucket")))
+            .map(|l| l.split("le=\"").nth(1).unwrap().split('"').next().unwrap().to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn met_01_duration_ladder() {
+        let observer = demo();
+        observer.message_processed(Duration::from_millis(3));
+        observer.batch_processed(1, Duration::from_secs(700));
+        observer.poll_cycle(Duration::from_secs(1));
+        let text = observer.render();
+        let expected = "0.005 0.01 0.025 0.05 0.075 0.1 0.25 0.5 0.75 1.0 2.5 5.0 7.5 10.0 30.0 60.0 120.0 300.0 600.0 +Inf";
+        for family in
+            ["flechtwerk_message_processing_seconds", "flechtwerk_batch_processing_seconds", "flechtwerk_poll_cycle_seconds"]
+        {
+            assert_eq!(bounds(&text, family).join(" "), expected, "{family}");
+        }
+        // 700 s lands in +Inf only.
+        assert!(text.contains("flechtwerk_batch_processing_seconds_bucket{app=\"demo\",le=\"600.0\"} 0.0\n"));
+        assert!(text.contains("flechtwerk_batch_processing_seconds_bucket{app=\"demo\",le=\"+Inf\"} 1.0\n"));
+    }
+
+    #[test]
+    fn met_02_byte_ladder_in_exponent_form_above_1e6() {
+        let observer = demo();
+        observer.message_in_bytes("in", 1_014_623);
+        observer.message_in_bytes("in", 5_000_000);
+        observer.message_out_bytes("out", 10);
+        observer.state_record_bytes(10);
+        let text = observer.render();
+        let expected = "256.0 1024.0 4096.0 16384.0 65536.0 131072.0 262144.0 393216.0 524288.0 655360.0 786432.0 \
+                        917504.0 1.048576e+06 2.097152e+06 4.194304e+06 +Inf";
+        for family in ["flechtwerk_message_in_bytes", "flechtwerk_message_out_bytes", "flechtwerk_state_record_bytes"] {
+            assert_eq!(bounds(&text, family).join(" "), expected, "{family}");
+        }
+        // 1 014 623 lands in 1.048576e+06, not in 917504.0; 5 000 000 only in +Inf.
+        for (le, count) in [("917504.0", "0.0"), ("1.048576e+06", "1.0"), ("4.194304e+06", "1.0"), ("+Inf", "2.0")] {
+            let line = format!("flechtwerk_message_in_bytes_bucket{{app=\"demo\",le=\"{le}\",topic=\"in\"}} {count}\n");
+            assert!(text.contains(&line), "{line} in\n{text}");
+        }
+        assert!(text.contains("flechtwerk_message_in_bytes_sum{app=\"demo\",topic=\"in\"} 6.014623e+06\n"));
+    }
+
+    #[test]
+    fn met_03_batch_size_ladder_follows_the_cap() {
+        assert_eq!(batch_size_buckets(100), [1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 99.0, 100.0]);
+        assert_eq!(batch_size_buckets(500), [1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 499.0, 500.0]);
+        assert_eq!(batch_size_buckets(2), [1.0, 2.0]);
+        assert_eq!(batch_size_buckets(3), [1.0, 2.0, 3.0]);
+        assert_eq!(batch_size_buckets(51), [1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 51.0]);
+        let observer = PrometheusObserver::new(&[], 100).unwrap();
+        observer.batch_processed(100, Duration::ZERO);
+        assert_eq!(
+            bounds(&observer.render(), "flechtwerk_batch_size").join(" "),
+            "1.0 2.0 5.0 10.0 25.0 50.0 99.0 100.0 +Inf"
+        );
+        assert!(PrometheusObserver::new(&[], 0).is_err());
+        assert!(PrometheusObserver::new(&[], BATCH_CAP_MAX + 1).is_err());
+        assert!(PrometheusObserver::new(&[], BATCH_CAP_MAX).is_ok());
+    }
+
+    /// The 1-2.5-5 sequence (Python: m * 10**e // 10 for m in (10, 25, 50)).
+    fn one_two_five(below: u128) -> Vec<f64> {
+        let mut steps = Vec::new();
+        for e in 0..20u32 {
+            for m in [10u128, 25, 50] {
+                let step = m * 10u128.pow(e) / 10;
+                if step < below {
+                    steps.push(step as f64);
+                }
+            }
+        }
+        steps
+    }
+
+    proptest! {
+        /// MET-03 for any cap: strictly increasing, ends in cap − 1 and cap, and below them
+        /// exactly the 1-2.5-5 steps under cap − 1.
+        #[test]
+        fn met_03_ladder_for_any_cap(cap in prop_oneof![1usize..2_000, 1usize..=BATCH_CAP_MAX]) {
+            let ladder = batch_size_buckets(cap);
+            prop_assert!(ladder.windows(2).all(|w| w[0] < w[1]), "{ladder:?}");
+            prop_assert_eq!(ladder[ladder.len() - 1], cap as f64);
+            prop_assert_eq!(ladder[ladder.len() - 2], (cap - 1) as f64);
+            prop_assert_eq!(&ladder[..ladder.len() - 2], &one_two_five(cap as u128 - 1)[..]);
+            prop_assert!(ladder.iter().all(|b| b.fract() == 0.0));
+            // Every cap builds a registrable histogram.
+            prop_assert!(PrometheusObserver::new(&[], cap).is_ok());
+        }
+    }
+
+    #[test]
+    fn met_04_running_maxima_per_topic_and_per_observer() {
+        let observer = demo();
+        let read = |o: &PrometheusObserver, family: &str, topic: Option<&str>| -> Option<String> {
+            let text = o.render();
+            let labels = match topic {
+                Some(t) => format!("{{app=\"demo\",topic=\"{t}\"}}"),
+                None => "{app=\"demo\"}".to_owned(),
+            };
+            samples(&text, family)
+                .into_iter()
+                .find_map(|l| l.strip_prefix(&format!("{family}{labels} ")).map(str::to_owned))
+        };
+        let mut seen = Vec::new();
+        for n in [100, 50, 200] {
+            observer.message_in_bytes("a", n);
+            seen.push(read(&observer, "flechtwerk_message_in_max_bytes", Some("a")).unwrap());
+        }
+        assert_eq!(seen, ["100.0", "100.0", "200.0"]);
+        // Per topic: another topic starts from nothing.
+        observer.message_in_bytes("b", 7);
+        assert_eq!(read(&observer, "flechtwerk_message_in_max_bytes", Some("b")).as_deref(), Some("7.0"));
+        assert_eq!(read(&observer, "flechtwerk_message_in_max_bytes", Some("a")).as_deref(), Some("200.0"));
+        // 0 never exceeds the start: no gauge for a topic that only saw empty records (Python's `n > max.get(topic, 0)`).
+        observer.message_out_bytes("c", 0);
+        assert_eq!(read(&observer, "flechtwerk_message_out_max_bytes", Some("c")), None);
+        observer.message_out_bytes("c", 3);
+        observer.message_out_bytes("c", 2);
+        assert_eq!(read(&observer, "flechtwerk_message_out_max_bytes", Some("c")).as_deref(), Some("3.0"));
+        for n in [100, 50, 200, 10] {
+            observer.state_record_bytes(n);
+        }
+        assert_eq!(read(&observer, "flechtwerk_state_record_max_bytes", None).as_deref(), Some("200.0"));
+        // Per observer instance: a second observer keeps its own maxima.
+        let other = demo();
+        other.message_in_bytes("a", 5);
+        assert_eq!(read(&other, "flechtwerk_message_in_max_bytes", Some("a")).as_deref(), Some("5.0"));
+        assert_eq!(read(&observer, "flechtwerk_message_in_max_bytes", Some("a")).as_deref(), Some("200.0"));
+    }
+
+    #[test]
+    fn met_04_running_max_under_concurrent_writers_ends_at_the_maximum() {
+        let observer = Arc::new(demo());
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                let observer = observer.clone();
+                std::thread::spawn(move || {
+                    for n in 0..2_000 {
+                        observer.message_in_bytes("in", n * 4 + t);
+                    }
+                })
+            })
+            .collect();
+        threads.into_iter().for_each(|t| t.join().unwrap());
+        assert!(observer.render().contains("flechtwerk_message_in_max_bytes{app=\"demo\",topic=\"in\"} 7999.0\n"));
+    }
+
+    #[test]
+    fn metrics_labels_lead_in_the_callers_order_and_samples_sort_by_name() {
+        let observer = PrometheusObserver::new(&labels(&[("zone", "eu"), ("app", "x"), ("pod", "p-0")]), 500).unwrap();
+        observer.message_in("in");
+        observer.message_in_bytes("in", 300);
+        observer.transaction_committed();
+        // The families' label names: the caller's, in the caller's order, then the family's own.
+        let families = observer.registry().gather();
+        let desc = |name: &str| {
+            let family = families.iter().find(|f| f.name() == name).unwrap();
+            family.get_metric()[0].get_label().iter().map(|l| l.name().to_owned()).collect::<Vec<_>>()
+        };
+        // (Label pairs come sorted by name out of a registry; the declared order is in the desc.)
+        assert_eq!(desc("flechtwerk_messages_in_total"), ["app", "pod", "topic", "zone"]);
+        let declared = observer.families.messages_in.desc()[0].variable_labels.clone();
+        assert_eq!(declared, ["zone", "app", "pod", "topic"]);
+        let declared = observer.families.messages_invalid.desc()[0].variable_labels.clone();
+        assert_eq!(declared, ["zone", "app", "pod", "outcome", "topic"]);
+        // The exposition sorts a sample's labels by name, `le` among them, as prometheus_client does.
+        let text = observer.render();
+        assert!(text.contains("flechtwerk_messages_in_total{app=\"x\",pod=\"p-0\",topic=\"in\",zone=\"eu\"} 1.0\n"));
+        assert!(text
+            .contains("flechtwerk_message_in_bytes_bucket{app=\"x\",le=\"1024.0\",pod=\"p-0\",topic=\"in\",zone=\"eu\"} 1.0\n"));
+        assert!(text.contains("flechtwerk_transactions_committed_total{app=\"x\",pod=\"p-0\",zone=\"eu\"} 1.0\n"));
+    }
+
+    #[test]
+    fn empty_metrics_labels_work() {
+        // Python 0.17 crashes here (`.labels()` on a family without label names).
+        let observer = PrometheusObserver::new(&[], 500).unwrap();
+        observer.tasks_assigned(2);
+        observer.message_in("in");
+        observer.batch_processed(3, Duration::from_millis(1));
+        let text = observer.render();
+        assert!(text.contains("\nflechtwerk_tasks_assigned 2.0\n"), "{text}");
+        assert!(text.contains("\nflechtwerk_messages_in_total{topic=\"in\"} 1.0\n"));
+        assert!(text.contains("\nflechtwerk_batch_size_bucket{le=\"5.0\"} 1.0\n"));
+        assert!(text.contains("\nflechtwerk_batch_size_sum 3.0\n"));
+    }
+
+    #[test]
+    fn metrics_labels_are_checked() {
+        let refused = |pairs: &[(&str, &str)]| PrometheusObserver::new(&labels(pairs), 500).unwrap_err();
+        assert!(refused(&[("topic", "x")]).contains("reserved"));
+        assert!(refused(&[("le", "x")]).contains("reserved"));
+        assert!(refused(&[("app", "a"), ("app", "b")]).contains("twice"));
+        assert!(refused(&[("my-app", "x")]).contains("not a Prometheus label name"));
+        assert!(refused(&[("1app", "x")]).contains("not a Prometheus label name"));
+        assert!(refused(&[("", "x")]).contains("not a Prometheus label name"));
+        assert!(refused(&[("__name", "x")]).contains("reserved by Prometheus"));
+        // Any value goes, escaped in the exposition.
+        let observer = PrometheusObserver::new(&labels(&[("app", "a\"b\\c\nd"), ("_x9", "")]), 500).unwrap();
+        observer.mqtt_connected();
+        assert!(observer.render().contains(r#"flechtwerk_mqtt_connects_total{_x9="",app="a\"b\\c\nd"} 1.0"#));
+    }
+
+    #[test]
+    fn families_appear_at_their_first_event() {
+        let observer = demo();
+        assert_eq!(observer.render(), "", "no family before any event");
+        observer.tasks_assigned(0);
+        assert!(observer.render().starts_with("# HELP flechtwerk_tasks_assigned "));
+        assert!(!observer.render().contains("flechtwerk_messages_invalid_total"));
+        observer.message_invalid("in", InvalidOutcome::Skipped);
+        let text = observer.render();
+        assert!(text.contains("flechtwerk_messages_invalid_total{app=\"demo\",outcome=\"skipped\",topic=\"in\"} 1.0\n"));
+        // The other families of a topic stay out until their own events.
+        observer.message_in("in");
+        assert!(!observer.render().contains("flechtwerk_message_in_bytes"));
+    }
+
+    #[test]
+    fn two_observers_never_share_a_metric() {
+        let (a, b) = (demo(), demo());
+        a.message_in("in");
+        a.message_in("in");
+        b.message_in("in");
+        assert!(a.render().contains("flechtwerk_messages_in_total{app=\"demo\",topic=\"in\"} 2.0\n"));
+        assert!(b.render().contains("flechtwerk_messages_in_total{app=\"demo\",topic=\"in\"} 1.0\n"));
+    }
+
+    #[test]
+    fn every_hook_feeds_its_family() {
+        struct Store;
+        impl ConfigView for Store {
+            fn len(&self) -> usize {
+                2
+            }
+            fn for_each_entry(&self, f: &mut dyn FnMut(&str, &[u8])) {
+                f("k1", b"{}");
+                f("key-2", b"{\"a\":1}");
+            }
+        }
+        let observer = demo();
+        observer.active_configs(5);
+        observer.config_message_in("configs");
+        observer.config_store_entries(2);
+        observer.config_store_restored(7);
+        observer.config_store_updated(&Store);
+        observer.state_restored(3, 12);
+        observer.state_restored(3, 4);
+        observer.tokens_assigned(3);
+        observer.mqtt_buffered("sensors/+/temp", 17);
+        observer.mqtt_disconnected();
+        observer.mqtt_message_dropped("(unmatched)", "stale");
+        observer.mqtt_message_in("sensors/+/temp");
+        let text = observer.render();
+        for line in [
+            "flechtwerk_active_configs{app=\"demo\"} 5.0",
+            "flechtwerk_config_messages_in_total{app=\"demo\",topic=\"configs\"} 1.0",
+            "flechtwerk_config_store_entries{app=\"demo\"} 2.0",
+            "flechtwerk_config_store_restored_entries_total{app=\"demo\"} 7.0",
+            // (2 + 2) + (5 + 7): keys plus values, as Python's ConfigStore.nbytes weighs them.
+            "flechtwerk_config_store_bytes{app=\"demo\"} 16.0",
+            "flechtwerk_state_restored_entries_total{app=\"demo\",partition=\"3\"} 16.0",
+            "flechtwerk_tokens_assigned{app=\"demo\"} 3.0",
+            "flechtwerk_mqtt_buffered_messages{app=\"demo\",topic=\"sensors/+/temp\"} 17.0",
+            "flechtwerk_mqtt_disconnects_total{app=\"demo\"} 1.0",
+            "flechtwerk_mqtt_messages_dropped_total{app=\"demo\",reason=\"stale\",topic=\"(unmatched)\"} 1.0",
+            "flechtwerk_mqtt_messages_in_total{app=\"demo\",topic=\"sensors/+/temp\"} 1.0",
+        ] {
+            assert!(text.contains(&format!("{line}\n")), "{line} in\n{text}");
+        }
+    }
+}
