@@ -161,7 +161,10 @@ impl FlechtwerkBuilder {
     /// Names must be Prometheus label names and not the metrics' own (`topic`, `outcome`,
     /// `partition`, `reason`, `kid`, `scope`, `le`); checked by `build`. Without
     /// [`metrics`](Self::metrics) there are no metrics to label.
-    pub fn metrics_labels<K: Into<String>, V: Into<String>>(mut self, labels: impl IntoIterator<Item = (K, V)>) -> Self {
+    pub fn metrics_labels<K: Into<String>, V: Into<String>>(
+        mut self,
+        labels: impl IntoIterator<Item = (K, V)>,
+    ) -> Self {
         self.metrics_labels = labels.into_iter().map(|(k, v)| (k.into(), v.into())).collect();
         self
     }

@@ -206,8 +206,11 @@ pub trait MetricsConfig: Send + Sync {
     /// The metrics of one application: `labels` (the application's `metrics_labels`, in the
     /// caller's order) lead the label names of every metric; `max_poll_records` tops the
     /// `batch_size` ladder (MET-03). An error says why the labels cannot be used.
-    fn instance(&self, labels: &[(String, String)], max_poll_records: usize)
-        -> Result<Arc<dyn MetricsInstance>, String>;
+    fn instance(
+        &self,
+        labels: &[(String, String)],
+        max_poll_records: usize,
+    ) -> Result<Arc<dyn MetricsInstance>, String>;
 }
 
 /// The metrics of one application instance: the observer that feeds them, their exposition,

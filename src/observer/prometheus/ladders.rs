@@ -9,8 +9,21 @@ pub const DURATION_BUCKETS: [f64; 19] =
 /// MET-02: every byte histogram (messages in and out, state records). Dense from 256 KiB up to
 /// the 1 MiB default record ceiling, with a bound exactly on 1 048 576, and two beyond it.
 pub const BYTE_BUCKETS: [f64; 15] = [
-    256.0, 1_024.0, 4_096.0, 16_384.0, 65_536.0, 131_072.0, 262_144.0, 393_216.0, 524_288.0, 655_360.0, 786_432.0,
-    917_504.0, 1_048_576.0, 2_097_152.0, 4_194_304.0,
+    256.0,
+    1_024.0,
+    4_096.0,
+    16_384.0,
+    65_536.0,
+    131_072.0,
+    262_144.0,
+    393_216.0,
+    524_288.0,
+    655_360.0,
+    786_432.0,
+    917_504.0,
+    1_048_576.0,
+    2_097_152.0,
+    4_194_304.0,
 ];
 
 /// The largest `max_poll_records` a ladder can end in: an `f64` bound still tells the cap from
@@ -31,10 +44,7 @@ pub const BATCH_CAP_MAX: usize = 1 << 53;
 /// assert_eq!(batch_size_buckets(1), [0.0, 1.0]);
 /// ```
 pub fn batch_size_buckets(max_poll_records: usize) -> Vec<f64> {
-    assert!(
-        (1..=BATCH_CAP_MAX).contains(&max_poll_records),
-        "max_poll_records {max_poll_records} is outside 1..=2^53"
-    );
+    assert!((1..=BATCH_CAP_MAX).contains(&max_poll_records), "max_poll_records {max_poll_records} is outside 1..=2^53");
     let cap = max_poll_records as u128;
     let mut ladder = Vec::new();
     // Python: (m * 10**e // 10 for e in count() for m in (10, 25, 50)), taken while < cap - 1.

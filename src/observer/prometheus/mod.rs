@@ -215,8 +215,9 @@ impl Families {
         let counter = |name: &str, help: &str, own: &[&str]| {
             register(registry, CounterVec::new(Opts::new(name, help), &names(labels, own))?)
         };
-        let gauge =
-            |name: &str, help: &str, own: &[&str]| register(registry, GaugeVec::new(Opts::new(name, help), &names(labels, own))?);
+        let gauge = |name: &str, help: &str, own: &[&str]| {
+            register(registry, GaugeVec::new(Opts::new(name, help), &names(labels, own))?)
+        };
         let histogram = |name: &str, help: &str, own: &[&str], buckets: &[f64]| {
             let opts = HistogramOpts::new(name, help).buckets(buckets.to_vec());
             register(registry, HistogramVec::new(opts, &names(labels, own))?)
@@ -722,10 +723,13 @@ mod tests {
         observer.batch_processed(1, Duration::from_secs(700));
         observer.poll_cycle(Duration::from_secs(1));
         let text = observer.render();
-        let expected = "0.005 0.01 0.025 0.05 0.075 0.1 0.25 0.5 0.75 1.0 2.5 5.0 7.5 10.0 30.0 60.0 120.0 300.0 600.0 +Inf";
-        for family in
-            ["flechtwerk_message_processing_seconds", "flechtwerk_batch_processing_seconds", "flechtwerk_poll_cycle_seconds"]
-        {
+        let expected =
+            "0.005 0.01 0.025 0.05 0.075 0.1 0.25 0.5 0.75 1.0 2.5 5.0 7.5 10.0 30.0 60.0 120.0 300.0 600.0 +Inf";
+        for family in [
+            "flechtwerk_message_processing_seconds",
+            "flechtwerk_batch_processing_seconds",
+            "flechtwerk_poll_cycle_seconds",
+        ] {
             assert_eq!(bounds(&text, family).join(" "), expected, "{family}");
         }
         // 700 s lands in +Inf only.
@@ -880,8 +884,9 @@ mod tests {
         // The exposition sorts a sample's labels by name, `le` among them, as prometheus_client does.
         let text = observer.render();
         assert!(text.contains("flechtwerk_messages_in_total{app=\"x\",pod=\"p-0\",topic=\"in\",zone=\"eu\"} 1.0\n"));
-        assert!(text
-            .contains("flechtwerk_message_in_bytes_bucket{app=\"x\",le=\"1024.0\",pod=\"p-0\",topic=\"in\",zone=\"eu\"} 1.0\n"));
+        assert!(text.contains(
+            "flechtwerk_message_in_bytes_bucket{app=\"x\",le=\"1024.0\",pod=\"p-0\",topic=\"in\",zone=\"eu\"} 1.0\n"
+        ));
         assert!(text.contains("flechtwerk_transactions_committed_total{app=\"x\",pod=\"p-0\",zone=\"eu\"} 1.0\n"));
     }
 
