@@ -246,9 +246,9 @@ fn expected_from(
     };
     let mut add =
         |name: &str, labels: Vec<(String, String)>, by: f64| *expected.entry(key(name, &labels)).or_default() += by;
-    let mut histograms: BTreeMap<(String, Vec<(String, String)>), Vec<f64>> = BTreeMap::new();
-    let mut maxima: BTreeMap<(String, Vec<(String, String)>), f64> = BTreeMap::new();
-    let mut gauges: BTreeMap<(String, Vec<(String, String)>), f64> = BTreeMap::new();
+    let mut histograms: BTreeMap<Series, Vec<f64>> = BTreeMap::new();
+    let mut maxima: BTreeMap<Series, f64> = BTreeMap::new();
+    let mut gauges: BTreeMap<Series, f64> = BTreeMap::new();
     let mut observe = |name: &str, labels: Vec<(String, String)>, v: f64, max: Option<&str>| {
         histograms.entry((name.to_owned(), labels.clone())).or_default().push(v);
         if let Some(max) = max {
@@ -342,6 +342,9 @@ fn expected_from(
     }
     expected
 }
+
+/// A series: its family name and label pairs.
+type Series = (String, Vec<(String, String)>);
 
 fn is_timing(series: &str) -> bool {
     let name = series.split('{').next().unwrap();

@@ -9,6 +9,8 @@
 
 use std::time::Duration;
 
+use tracing::Instrument as _;
+
 use crate::configs::{decode_config_update, ConfigBootstrap, ConfigStore};
 use crate::engine::bounds::DRAIN_RECORDS_MAX;
 use crate::engine::hooks::Hooks;
@@ -44,6 +46,7 @@ impl ConfigTopics {
     }
 
     /// Reads `topics` to the ends captured now into a fresh store (CFG-10..16).
+    #[tracing::instrument(name = "config.bootstrap", skip_all, fields(topics = ?topics, entries = tracing::field::Empty))]
     pub(crate) async fn bootstrap(
         kafka: &dyn Kafka,
         client_id: &str,
@@ -77,6 +80,7 @@ impl ConfigTopics {
         } else {
             bootstrap.finish_unenriched(hooks.policy, observer)?
         };
+        tracing::Span::current().record("entries", store.len());
         observer.config_store_restored(store.len());
         observer.config_store_entries(store.len());
         observer.config_store_updated(&store);
@@ -113,8 +117,25 @@ impl ConfigTopics {
             return Ok(0);
         };
         let polled = consumer.poll(DRAIN_RECORDS_MAX, Duration::ZERO).await?;
+        if polled.records.is_empty() {
+            return Ok(0);
+        }
+        // A span only for a drain that has records (an empty one runs every loop).
+        let span = tracing::info_span!("config.drain", records = polled.records.len(), applied = tracing::field::Empty);
+        let applied = self.apply_drained(&polled.records, hooks, observer).instrument(span.clone()).await?;
+        span.record("applied", applied);
+        Ok(applied)
+    }
+
+    /// Applies drained records; returns how many were applied.
+    async fn apply_drained(
+        &mut self,
+        records: &[crate::wire::RawRecord],
+        hooks: Hooks<'_>,
+        observer: &dyn Observer,
+    ) -> Result<usize, Error> {
         let mut applied = 0;
-        for record in &polled.records {
+        for record in records {
             let Some((key, value)) = decode_config_update(record, hooks.policy, observer)? else {
                 continue; // skipped: the previous value stays (INV-12)
             };

@@ -709,7 +709,7 @@ mod tests {
     }
 
     fn bounds(text: &str, family: &str) -> Vec<String> {
-        samples(text, &format!("{family}"))
+        samples(text, family)
             .iter()
             .filter(|l| l.starts_with(&format!("{family}_bucket")))
             .map(|l| l.split("le=\"").nth(1).unwrap().split('"').next().unwrap().to_owned())
