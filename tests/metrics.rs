@@ -610,3 +610,60 @@ fn metrics_labels_are_checked_at_build() {
         .unwrap();
     assert_eq!(off.render_metrics(), None);
 }
+
+/// The Grafana dashboard (docs/grafana/flechtwerk.json) is an importable JSON model that queries
+/// only families this port (and Python 0.17) exposes, filtered by its `metrics_labels`
+/// template variables.
+#[test]
+fn the_grafana_dashboard_queries_existing_families() {
+    use flechtwerk::json::{self, Value};
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/grafana/flechtwerk.json")).unwrap();
+    let Ok(Value::Object(dashboard)) = json::parse(&text) else { panic!("not a JSON object") };
+    let Some(Value::List(inputs)) = dashboard.get("__inputs") else { panic!("no __inputs") };
+    assert!(inputs
+        .iter()
+        .any(|i| matches!(i, Value::Object(o) if o.get("name") == Some(&Value::Str("DS_PROMETHEUS".into())))));
+    let Some(Value::Object(templating)) = dashboard.get("templating") else { panic!("no templating") };
+    let Some(Value::List(variables)) = templating.get("list") else { panic!("no variables") };
+    let names: Vec<&Value> =
+        variables.iter().filter_map(|v| if let Value::Object(o) = v { o.get("name") } else { None }).collect();
+    assert_eq!(names, [&Value::Str("app".into()), &Value::Str("pod".into())]);
+
+    fn exprs<'a>(value: &'a Value, out: &mut Vec<&'a str>) {
+        match value {
+            Value::Object(map) => {
+                for (key, v) in map.iter() {
+                    match (key.as_str(), v) {
+                        ("expr", Value::Str(e)) => out.push(e),
+                        _ => exprs(v, out),
+                    }
+                }
+            }
+            Value::List(items) => items.iter().for_each(|v| exprs(v, out)),
+            _ => {}
+        }
+    }
+    let mut all = Vec::new();
+    let whole = Value::Object(dashboard.clone());
+    exprs(&whole, &mut all);
+    assert!(all.len() >= 20, "{} queries", all.len());
+    let mut used = BTreeSet::new();
+    for expr in all {
+        assert!(expr.contains(r#"app=~"$app",pod=~"$pod""#), "not filtered by the template variables: {expr}");
+        let mut rest = expr;
+        while let Some(at) = rest.find("flechtwerk_") {
+            let name: String = rest[at..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+            rest = &rest[at + name.len()..];
+            let family = ["_bucket", "_count", "_sum"]
+                .iter()
+                .find_map(|s| name.strip_suffix(s).filter(|f| RUST_FAMILIES.contains(f)))
+                .unwrap_or(&name)
+                .to_owned();
+            assert!(RUST_FAMILIES.contains(&family.as_str()), "{name} in {expr} is no family");
+            used.insert(family);
+        }
+    }
+    // Every family has a panel.
+    let unused: Vec<&str> = RUST_FAMILIES.iter().copied().filter(|f| !used.contains(*f)).collect();
+    assert!(unused.is_empty(), "families without a panel: {unused:?}");
+}
