@@ -57,14 +57,16 @@ mod server;
 pub mod text;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
 use foldhash::fast::FixedState;
 use futures::future::BoxFuture;
 use prometheus::core::{Collector, MetricVec, MetricVecBuilder};
-use prometheus::{Counter, CounterVec, Gauge, GaugeVec, Histogram, HistogramOpts, HistogramVec, Opts, Registry};
+use prometheus::{
+    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+};
 
 pub use self::ladders::{batch_size_buckets, BATCH_CAP_MAX, BYTE_BUCKETS, DURATION_BUCKETS};
 use self::server::Server;
@@ -177,33 +179,33 @@ fn names<'a>(labels: &'a [(String, String)], own: &[&'a str]) -> Vec<&'a str> {
 /// help texts. All are registered at once; a family shows in a scrape once it has a child,
 /// which it gets at its first event (as Python's lazily built families appear).
 struct Families {
-    messages_in: CounterVec,
-    messages_invalid: CounterVec,
-    messages_out: CounterVec,
+    messages_in: IntCounterVec,
+    messages_invalid: IntCounterVec,
+    messages_out: IntCounterVec,
     message_in_bytes: HistogramVec,
-    message_in_max_bytes: GaugeVec,
+    message_in_max_bytes: IntGaugeVec,
     message_out_bytes: HistogramVec,
-    message_out_max_bytes: GaugeVec,
+    message_out_max_bytes: IntGaugeVec,
     message_processing_seconds: HistogramVec,
     batch_size: HistogramVec,
     batch_processing_seconds: HistogramVec,
-    transactions_committed: CounterVec,
-    active_configs: GaugeVec,
+    transactions_committed: IntCounterVec,
+    active_configs: IntGaugeVec,
     poll_cycle_seconds: HistogramVec,
-    config_messages_in: CounterVec,
-    config_store_bytes: GaugeVec,
-    config_store_entries: GaugeVec,
-    config_store_restored: CounterVec,
-    state_restored: CounterVec,
+    config_messages_in: IntCounterVec,
+    config_store_bytes: IntGaugeVec,
+    config_store_entries: IntGaugeVec,
+    config_store_restored: IntCounterVec,
+    state_restored: IntCounterVec,
     state_record_bytes: HistogramVec,
-    state_record_max_bytes: GaugeVec,
-    tasks_assigned: GaugeVec,
-    tokens_assigned: GaugeVec,
-    mqtt_buffered: GaugeVec,
-    mqtt_connects: CounterVec,
-    mqtt_disconnects: CounterVec,
-    mqtt_dropped: CounterVec,
-    mqtt_messages_in: CounterVec,
+    state_record_max_bytes: IntGaugeVec,
+    tasks_assigned: IntGaugeVec,
+    tokens_assigned: IntGaugeVec,
+    mqtt_buffered: IntGaugeVec,
+    mqtt_connects: IntCounterVec,
+    mqtt_disconnects: IntCounterVec,
+    mqtt_dropped: IntCounterVec,
+    mqtt_messages_in: IntCounterVec,
 }
 
 impl Families {
@@ -213,10 +215,10 @@ impl Families {
             Ok(c)
         }
         let counter = |name: &str, help: &str, own: &[&str]| {
-            register(registry, CounterVec::new(Opts::new(name, help), &names(labels, own))?)
+            register(registry, IntCounterVec::new(Opts::new(name, help), &names(labels, own))?)
         };
         let gauge = |name: &str, help: &str, own: &[&str]| {
-            register(registry, GaugeVec::new(Opts::new(name, help), &names(labels, own))?)
+            register(registry, IntGaugeVec::new(Opts::new(name, help), &names(labels, own))?)
         };
         let histogram = |name: &str, help: &str, own: &[&str], buckets: &[f64]| {
             let opts = HistogramOpts::new(name, help).buckets(buckets.to_vec());
@@ -399,7 +401,7 @@ struct RunningMax {
 }
 
 impl RunningMax {
-    fn observe<'a>(&self, value: u64, gauge: impl FnOnce() -> &'a Gauge) {
+    fn observe<'a>(&self, value: u64, gauge: impl FnOnce() -> &'a IntGauge) {
         if value <= self.seen.load(Ordering::Relaxed) {
             return;
         }
@@ -407,25 +409,41 @@ impl RunningMax {
         let _guard = self.update.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if value > self.seen.load(Ordering::Relaxed) {
             self.seen.store(value, Ordering::Relaxed);
-            gauge().set(value as f64);
+            gauge().set(value as i64);
         }
     }
 }
 
+/// Topics kept in [`Topics::slots`], found by a scan without a lock; more go to the map.
+const TOPIC_SLOTS: usize = 16;
+
+/// The children of every topic seen, by topic. Topics are few (a stage's inputs, outputs and
+/// config topics) and only ever added, so the first [`TOPIC_SLOTS`] live in write-once slots
+/// that a hook scans without taking a lock; the rest (many MQTT filters, say) in a map.
+struct Topics {
+    slots: [OnceLock<TopicMetrics>; TOPIC_SLOTS],
+    /// Slots filled (each filled before this count covers it).
+    used: AtomicUsize,
+    /// Serializes adding a topic.
+    adding: Mutex<()>,
+    overflow: RwLock<HashMap<Box<str>, TopicMetrics, FixedState>>,
+}
+
 /// The children of one topic (a Kafka topic, or an MQTT subscription filter).
 struct TopicMetrics {
+    name: Box<str>,
     values: Vec<String>,
-    messages_in: Lazy<Counter>,
-    messages_out: Lazy<Counter>,
+    messages_in: Lazy<IntCounter>,
+    messages_out: Lazy<IntCounter>,
     in_bytes: Lazy<Histogram>,
-    in_max: Lazy<Gauge>,
+    in_max: Lazy<IntGauge>,
     in_running_max: RunningMax,
     out_bytes: Lazy<Histogram>,
-    out_max: Lazy<Gauge>,
+    out_max: Lazy<IntGauge>,
     out_running_max: RunningMax,
-    config_messages_in: Lazy<Counter>,
-    mqtt_messages_in: Lazy<Counter>,
-    mqtt_buffered: Lazy<Gauge>,
+    config_messages_in: Lazy<IntCounter>,
+    mqtt_messages_in: Lazy<IntCounter>,
+    mqtt_buffered: Lazy<IntGauge>,
 }
 
 impl TopicMetrics {
@@ -454,23 +472,23 @@ pub struct PrometheusObserver {
     families: Families,
     /// The `metrics_labels` values, in label order.
     values: Vec<String>,
-    topics: RwLock<HashMap<Box<str>, TopicMetrics, FixedState>>,
+    topics: Topics,
     message_processing_seconds: Lazy<Histogram>,
     batch_size: Lazy<Histogram>,
     batch_processing_seconds: Lazy<Histogram>,
-    transactions_committed: Lazy<Counter>,
-    active_configs: Lazy<Gauge>,
+    transactions_committed: Lazy<IntCounter>,
+    active_configs: Lazy<IntGauge>,
     poll_cycle_seconds: Lazy<Histogram>,
-    config_store_bytes: Lazy<Gauge>,
-    config_store_entries: Lazy<Gauge>,
-    config_store_restored: Lazy<Counter>,
+    config_store_bytes: Lazy<IntGauge>,
+    config_store_entries: Lazy<IntGauge>,
+    config_store_restored: Lazy<IntCounter>,
     state_record_bytes: Lazy<Histogram>,
-    state_record_max: Lazy<Gauge>,
+    state_record_max: Lazy<IntGauge>,
     state_running_max: RunningMax,
-    tasks_assigned: Lazy<Gauge>,
-    tokens_assigned: Lazy<Gauge>,
-    mqtt_connects: Lazy<Counter>,
-    mqtt_disconnects: Lazy<Counter>,
+    tasks_assigned: Lazy<IntGauge>,
+    tokens_assigned: Lazy<IntGauge>,
+    mqtt_connects: Lazy<IntCounter>,
+    mqtt_disconnects: Lazy<IntCounter>,
 }
 
 impl std::fmt::Debug for PrometheusObserver {
@@ -494,7 +512,12 @@ impl PrometheusObserver {
             registry,
             families,
             values: labels.iter().map(|(_, value)| value.clone()).collect(),
-            topics: RwLock::new(HashMap::with_hasher(FixedState::default())),
+            topics: Topics {
+                slots: std::array::from_fn(|_| OnceLock::new()),
+                used: AtomicUsize::new(0),
+                adding: Mutex::new(()),
+                overflow: RwLock::new(HashMap::with_hasher(FixedState::default())),
+            },
             message_processing_seconds: Lazy::new(),
             batch_size: Lazy::new(),
             batch_processing_seconds: Lazy::new(),
@@ -538,36 +561,62 @@ impl PrometheusObserver {
 
     /// Runs `f` on the children of `topic` (made at the topic's first event).
     fn topic<R>(&self, topic: &str, f: impl FnOnce(&TopicMetrics) -> R) -> R {
-        if let Some(metrics) = self.topics.read().unwrap_or_else(|p| p.into_inner()).get(topic) {
+        let topics = &self.topics;
+        let used = topics.used.load(Ordering::Acquire);
+        for slot in &topics.slots[..used] {
+            let metrics = slot.get().expect("a counted slot is filled");
+            if *metrics.name == *topic {
+                return f(metrics);
+            }
+        }
+        if used == TOPIC_SLOTS {
+            if let Some(metrics) = topics.overflow.read().unwrap_or_else(|p| p.into_inner()).get(topic) {
+                return f(metrics);
+            }
+        }
+        let _adding = topics.adding.lock().unwrap_or_else(|p| p.into_inner());
+        let used = topics.used.load(Ordering::Acquire);
+        // Added meanwhile?
+        for slot in &topics.slots[..used] {
+            let metrics = slot.get().expect("a counted slot is filled");
+            if *metrics.name == *topic {
+                return f(metrics);
+            }
+        }
+        if used < TOPIC_SLOTS {
+            let metrics = topics.slots[used].get_or_init(|| self.new_topic(topic));
+            topics.used.store(used + 1, Ordering::Release);
             return f(metrics);
         }
-        let mut topics = self.topics.write().unwrap_or_else(|p| p.into_inner());
-        let metrics = topics.entry(Box::from(topic)).or_insert_with(|| {
-            let mut values = self.values.clone();
-            values.push(topic.to_owned());
-            TopicMetrics {
-                values,
-                messages_in: Lazy::new(),
-                messages_out: Lazy::new(),
-                in_bytes: Lazy::new(),
-                in_max: Lazy::new(),
-                in_running_max: RunningMax::default(),
-                out_bytes: Lazy::new(),
-                out_max: Lazy::new(),
-                out_running_max: RunningMax::default(),
-                config_messages_in: Lazy::new(),
-                mqtt_messages_in: Lazy::new(),
-                mqtt_buffered: Lazy::new(),
-            }
-        });
-        f(metrics)
+        let mut overflow = topics.overflow.write().unwrap_or_else(|p| p.into_inner());
+        f(overflow.entry(Box::from(topic)).or_insert_with(|| self.new_topic(topic)))
     }
 
-    fn counter<'a>(&'a self, lazy: &'a Lazy<Counter>, family: &CounterVec) -> &'a Counter {
+    fn new_topic(&self, topic: &str) -> TopicMetrics {
+        let mut values = self.values.clone();
+        values.push(topic.to_owned());
+        TopicMetrics {
+            name: Box::from(topic),
+            values,
+            messages_in: Lazy::new(),
+            messages_out: Lazy::new(),
+            in_bytes: Lazy::new(),
+            in_max: Lazy::new(),
+            in_running_max: RunningMax::default(),
+            out_bytes: Lazy::new(),
+            out_max: Lazy::new(),
+            out_running_max: RunningMax::default(),
+            config_messages_in: Lazy::new(),
+            mqtt_messages_in: Lazy::new(),
+            mqtt_buffered: Lazy::new(),
+        }
+    }
+
+    fn counter<'a>(&'a self, lazy: &'a Lazy<IntCounter>, family: &IntCounterVec) -> &'a IntCounter {
         lazy.get(family, || self.label_values())
     }
 
-    fn gauge<'a>(&'a self, lazy: &'a Lazy<Gauge>, family: &GaugeVec) -> &'a Gauge {
+    fn gauge<'a>(&'a self, lazy: &'a Lazy<IntGauge>, family: &IntGaugeVec) -> &'a IntGauge {
         lazy.get(family, || self.label_values())
     }
 
@@ -624,7 +673,7 @@ impl Observer for PrometheusObserver {
     }
 
     fn active_configs(&self, count: usize) {
-        self.gauge(&self.active_configs, &self.families.active_configs).set(count as f64);
+        self.gauge(&self.active_configs, &self.families.active_configs).set(count as i64);
     }
 
     fn config_message_in(&self, topic: &str) {
@@ -632,20 +681,20 @@ impl Observer for PrometheusObserver {
     }
 
     fn config_store_entries(&self, count: usize) {
-        self.gauge(&self.config_store_entries, &self.families.config_store_entries).set(count as f64);
+        self.gauge(&self.config_store_entries, &self.families.config_store_entries).set(count as i64);
     }
 
     fn config_store_restored(&self, count: usize) {
-        self.counter(&self.config_store_restored, &self.families.config_store_restored).inc_by(count as f64);
+        self.counter(&self.config_store_restored, &self.families.config_store_restored).inc_by(count as u64);
     }
 
     fn config_store_updated(&self, store: &dyn ConfigView) {
-        self.gauge(&self.config_store_bytes, &self.families.config_store_bytes).set(store.wire_bytes() as f64);
+        self.gauge(&self.config_store_bytes, &self.families.config_store_bytes).set(store.wire_bytes() as i64);
     }
 
     fn state_restored(&self, partition: i32, count: usize) {
         let partition = partition.to_string();
-        self.families.state_restored.with_label_values(&self.with(&[&partition])).inc_by(count as f64);
+        self.families.state_restored.with_label_values(&self.with(&[&partition])).inc_by(count as u64);
     }
 
     fn state_record_bytes(&self, bytes: usize) {
@@ -655,15 +704,15 @@ impl Observer for PrometheusObserver {
     }
 
     fn tasks_assigned(&self, count: usize) {
-        self.gauge(&self.tasks_assigned, &self.families.tasks_assigned).set(count as f64);
+        self.gauge(&self.tasks_assigned, &self.families.tasks_assigned).set(count as i64);
     }
 
     fn tokens_assigned(&self, count: usize) {
-        self.gauge(&self.tokens_assigned, &self.families.tokens_assigned).set(count as f64);
+        self.gauge(&self.tokens_assigned, &self.families.tokens_assigned).set(count as i64);
     }
 
     fn mqtt_buffered(&self, topic: &str, count: usize) {
-        self.topic(topic, |t| t.mqtt_buffered.get(&self.families.mqtt_buffered, || t.values()).set(count as f64));
+        self.topic(topic, |t| t.mqtt_buffered.get(&self.families.mqtt_buffered, || t.values()).set(count as i64));
     }
 
     fn mqtt_connected(&self) {
@@ -933,6 +982,34 @@ mod tests {
         // The other families of a topic stay out until their own events.
         observer.message_in("in");
         assert!(!observer.render().contains("flechtwerk_message_in_bytes"));
+    }
+
+    #[test]
+    fn many_topics_from_many_threads() {
+        // More topics than the lock-free slots: the rest go to the map; added concurrently.
+        let observer = Arc::new(demo());
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let observer = observer.clone();
+                std::thread::spawn(move || {
+                    for round in 0..3 {
+                        for t in 0..(TOPIC_SLOTS * 3) {
+                            observer.message_in(&format!("topic-{t}"));
+                            observer.message_out_bytes(&format!("topic-{t}"), round * 10 + t);
+                        }
+                    }
+                })
+            })
+            .collect();
+        threads.into_iter().for_each(|t| t.join().unwrap());
+        let text = observer.render();
+        for t in 0..(TOPIC_SLOTS * 3) {
+            let line = format!("flechtwerk_messages_in_total{{app=\"demo\",topic=\"topic-{t}\"}} 12.0\n");
+            assert!(text.contains(&line), "{line}");
+            let max = format!("flechtwerk_message_out_max_bytes{{app=\"demo\",topic=\"topic-{t}\"}} {}.0\n", 20 + t);
+            assert!(text.contains(&max), "{max}");
+        }
+        assert_eq!(text.matches("# TYPE flechtwerk_messages_in_total counter").count(), 1);
     }
 
     #[test]
