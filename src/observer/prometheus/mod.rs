@@ -49,7 +49,7 @@
 //! - **No keyring or secret families** (`keyring_keys_loaded`, `secret_*`): this port has no
 //!   keyring or field encryption, so no hook feeds them.
 //! - `flechtwerk_config_store_bytes` is fed by the `config_store_updated` hook (the store's
-//!   [`ConfigView::wire_bytes`](crate::observer::ConfigView::wire_bytes)); Python has a hook of
+//!   [`ConfigView::wire_bytes`]); Python has a hook of
 //!   its own for it, called at the same two places.
 
 mod ladders;
