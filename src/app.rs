@@ -22,8 +22,9 @@
 //! ```
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -34,7 +35,7 @@ use crate::engine::stop::Stop;
 use crate::engine::{tasks, tokens};
 use crate::error::Error;
 use crate::kafka::{Compression, Kafka};
-use crate::observer::{NoopObserver, Observer};
+use crate::observer::{FanOut, MetricsConfig, MetricsInstance, NoopObserver, Observer};
 use crate::stage::{Extractor, Transformer};
 use crate::state::StateStores;
 
@@ -45,6 +46,9 @@ use crate::state::StateStores;
 pub struct Flechtwerk {
     runner: Arc<dyn Run>,
     running: Arc<AtomicBool>,
+    metrics: Option<Arc<dyn MetricsInstance>>,
+    /// Where the metrics endpoint listens while a run serves it.
+    metrics_address: Arc<Mutex<Option<SocketAddr>>>,
 }
 
 /// A runner, whatever the stage's shape.
@@ -128,7 +132,9 @@ pub struct FlechtwerkBuilder {
     session_timeout: Duration,
     guarantee: Guarantee,
     poll_interval: Option<Duration>,
-    observer: Arc<dyn Observer>,
+    observer: Option<Arc<dyn Observer>>,
+    metrics: Option<Arc<dyn MetricsConfig>>,
+    metrics_labels: Vec<(String, String)>,
     stores: Arc<dyn StateStores>,
 }
 
@@ -145,7 +151,9 @@ impl Flechtwerk {
             session_timeout: SESSION_TIMEOUT_DEFAULT,
             guarantee: Guarantee::ExactlyOnce,
             poll_interval: None,
-            observer: Arc::new(NoopObserver),
+            observer: None,
+            metrics: None,
+            metrics_labels: Vec::new(),
             stores: crate::state::default_stores(),
         }
     }
@@ -204,9 +212,34 @@ impl FlechtwerkBuilder {
         self
     }
 
-    /// The observer receiving every metric event (default: none).
+    /// An observer receiving every metric event (default: none). With [`metrics`](Self::metrics)
+    /// on as well, both receive every event.
     pub fn observer(mut self, observer: Arc<dyn Observer>) -> Self {
-        self.observer = observer;
+        self.observer = Some(observer);
+        self
+    }
+
+    /// Metrics on (default: off, no metric exists and nothing is served): with the Prometheus
+    /// adapter (feature `prometheus`), `metrics(Metrics::serve("127.0.0.1:9464"))` keeps every
+    /// `flechtwerk_*` metric in this application's own registry and serves it at `/metrics` on
+    /// that address while the application runs. A port that is taken fails the run at startup
+    /// (LIFE-17).
+    pub fn metrics(mut self, metrics: impl MetricsConfig + 'static) -> Self {
+        self.metrics = Some(Arc::new(metrics));
+        self
+    }
+
+    /// Labels on every metric (KNOB `metrics_labels`): their names lead every family's label
+    /// names, in the order given, their values are on every sample; e.g. `[("app", "counter"),
+    /// ("pod", "pod-0")]`. They tell instances, applications and stages apart in one Prometheus.
+    /// Names must be Prometheus label names and not the metrics' own (`topic`, `outcome`,
+    /// `partition`, `reason`, `kid`, `scope`, `le`); checked by `build`. Without
+    /// [`metrics`](Self::metrics) there are no metrics to label.
+    pub fn metrics_labels<K: Into<String>, V: Into<String>>(
+        mut self,
+        labels: impl IntoIterator<Item = (K, V)>,
+    ) -> Self {
+        self.metrics_labels = labels.into_iter().map(|(k, v)| (k.into(), v.into())).collect();
         self
     }
 
@@ -243,6 +276,16 @@ impl FlechtwerkBuilder {
                 "session_timeout must be at least {SESSION_TIMEOUT_MIN:?} (members heartbeat every third of it)"
             )));
         }
+        let metrics = match &self.metrics {
+            Some(config) => Some(config.instance(&self.metrics_labels, self.max_poll_records).map_err(Error::Invalid)?),
+            None => None,
+        };
+        let observer: Arc<dyn Observer> = match (&metrics, self.observer) {
+            (None, None) => Arc::new(NoopObserver),
+            (None, Some(observer)) => observer,
+            (Some(metrics), None) => metrics.observer(),
+            (Some(metrics), Some(observer)) => Arc::new(FanOut::new(vec![metrics.observer(), observer])),
+        };
         let parts = RunnerParts {
             settings: Settings {
                 application_id,
@@ -255,15 +298,32 @@ impl FlechtwerkBuilder {
                 poll_interval: self.poll_interval,
             },
             kafka,
-            observer: self.observer,
+            observer,
             stores: self.stores,
         };
         let runner: Arc<dyn Run> = stage.into_runner(parts)?;
-        Ok(Flechtwerk { runner, running: Arc::new(AtomicBool::new(false)) })
+        Ok(Flechtwerk {
+            runner,
+            running: Arc::new(AtomicBool::new(false)),
+            metrics,
+            metrics_address: Arc::new(Mutex::new(None)),
+        })
     }
 }
 
 impl Flechtwerk {
+    /// The exposition of this application's metrics as a scrape sees it now (text format
+    /// 0.0.4); `None` with metrics off.
+    pub fn render_metrics(&self) -> Option<String> {
+        self.metrics.as_ref().map(|metrics| metrics.render())
+    }
+
+    /// Where the metrics endpoint listens, while a run serves it (the bound port when the
+    /// configured one was 0).
+    pub fn metrics_address(&self) -> Option<SocketAddr> {
+        *self.metrics_address.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Runs the stage until an error: validates the topics, bootstraps the config store, joins
     /// the group and processes. It never returns `Ok`; stop it with
     /// [`run_until`](Self::run_until) for a clean shutdown.
@@ -295,12 +355,32 @@ impl Flechtwerk {
         if self.running.swap(true, Ordering::AcqRel) {
             return Err(Error::Invalid("this Flechtwerk is already running".into()));
         }
+        // The metrics endpoint first: a port that is taken fails the start (LIFE-17).
+        let server = match &self.metrics {
+            Some(metrics) => match metrics.serve().await {
+                Ok(server) => server,
+                Err(source) => {
+                    self.running.store(false, Ordering::Release);
+                    let address = metrics.address().unwrap_or_default().to_owned();
+                    return Err(Error::Metrics { address, source });
+                }
+            },
+            None => None,
+        };
+        let metrics_address = Arc::clone(&self.metrics_address);
+        *metrics_address.lock().unwrap_or_else(|p| p.into_inner()) = server.as_ref().map(|s| s.local_addr());
         let stop = Stop::new();
         let runner = Arc::clone(&self.runner);
         let running = Arc::clone(&self.running);
         let run_stop = stop.clone();
         let mut handle = tokio::spawn(async move {
             let result = runner.run(&run_stop).await;
+            // The endpoint lives exactly as long as the run: stopped (its port free again)
+            // however the run ends, a dropped `run_until` future included.
+            if let Some(server) = server {
+                server.stop().await;
+            }
+            *metrics_address.lock().unwrap_or_else(|p| p.into_inner()) = None;
             running.store(false, Ordering::Release);
             result
         });

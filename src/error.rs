@@ -75,6 +75,16 @@ pub enum Error {
         #[source]
         source: DecodeError,
     },
+    /// The metrics endpoint could not be served: its port is taken, say (LIFE-17). A startup
+    /// error, not a warning.
+    #[error("cannot serve metrics on {address}")]
+    Metrics {
+        /// The configured address.
+        address: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
     /// A message or state holds a value JSON cannot carry (NaN, infinity).
     #[error("cannot encode {what}")]
     Encode {

@@ -10,6 +10,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tracing::Instrument as _;
+
 use crate::configs::{decode_config_update, ConfigBootstrap, ConfigStore};
 use crate::engine::bounds::DRAIN_RECORDS_MAX;
 use crate::engine::hooks::Hooks;
@@ -50,6 +52,7 @@ impl ConfigTopics {
     }
 
     /// Reads `topics` to the ends captured now into a fresh store (CFG-10..16).
+    #[tracing::instrument(name = "config.bootstrap", skip_all, fields(topics = ?topics, entries = tracing::field::Empty))]
     pub(crate) async fn bootstrap(
         kafka: &dyn Kafka,
         client_id: &str,
@@ -83,6 +86,7 @@ impl ConfigTopics {
         } else {
             bootstrap.finish_unenriched(hooks.policy, observer)?
         };
+        tracing::Span::current().record("entries", store.len());
         observer.config_store_restored(store.len());
         observer.config_store_entries(store.len());
         observer.config_store_updated(&store);
@@ -127,8 +131,27 @@ impl ConfigTopics {
             return Ok(());
         };
         let polled = consumer.poll(DRAIN_RECORDS_MAX, Duration::ZERO).await?;
+        if polled.records.is_empty() {
+            return Ok(());
+        }
+        // A span only for a drain that has records (an empty one runs every loop).
+        let span = tracing::info_span!("config.drain", records = polled.records.len(), applied = tracing::field::Empty);
+        let count = self.apply_drained(&polled.records, hooks, observer, applied).instrument(span.clone()).await?;
+        span.record("applied", count);
+        Ok(())
+    }
+
+    /// Applies drained records under the store's write lock, then `applied`; returns how many
+    /// were applied.
+    async fn apply_drained(
+        &mut self,
+        records: &[crate::wire::RawRecord],
+        hooks: Hooks<'_>,
+        observer: &dyn Observer,
+        applied: impl FnOnce(&ConfigStore, Vec<(Arc<str>, String)>) -> Result<(), Error>,
+    ) -> Result<usize, Error> {
         let mut updates = Vec::new();
-        for record in &polled.records {
+        for record in records {
             let Some((key, value)) = decode_config_update(record, hooks.policy, observer)? else {
                 continue; // skipped: the previous value stays (INV-12)
             };
@@ -139,7 +162,7 @@ impl ConfigTopics {
             updates.push((record, key, config));
         }
         if updates.is_empty() {
-            return Ok(());
+            return Ok(0);
         }
         let mut store = self.store.write().await;
         let mut keys = Vec::with_capacity(updates.len());
@@ -157,7 +180,9 @@ impl ConfigTopics {
         }
         observer.config_store_entries(store.len());
         observer.config_store_updated(&*store);
-        applied(&store, keys)
+        let count = keys.len();
+        applied(&store, keys)?;
+        Ok(count)
     }
 
     /// Releases the consumer.

@@ -241,6 +241,7 @@ impl<S: Transformer> Runner<S> {
     }
 
     /// Starts tasks concurrently (TRX-31): fence, restore, then resume their partitions.
+    #[tracing::instrument(name = "tasks.start", skip_all, fields(tasks = ?pending, generation = tracing::field::Empty))]
     async fn start_tasks(
         &self,
         consumer: &mut dyn Consumer,
@@ -248,6 +249,9 @@ impl<S: Transformer> Runner<S> {
         tasks: &mut Tasks,
         inputs: &[String],
     ) -> Result<(), Error> {
+        if let Some(metadata) = consumer.group_metadata() {
+            tracing::Span::current().record("generation", metadata.generation);
+        }
         let started = try_join_all(pending.iter().map(|&p| self.start_task(p))).await?;
         for task in started {
             let partitions: Vec<TopicPartition> =
