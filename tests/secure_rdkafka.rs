@@ -480,36 +480,48 @@ async fn no_describe_on_a_config_topic_is_not_reported_as_missing() {
     .await;
 }
 
-/// A failing run with librdkafka's debug output on (every context), a client key given as PEM:
-/// neither the password nor the key appears in any captured log line, error or `Debug`.
+/// librdkafka's debug output on (every context), a client key given as PEM.
+fn debugging(user: &str, password: Secret, key: &ClientKey) -> RdKafka {
+    let mut settings = BTreeMap::new();
+    settings.insert("debug".to_owned(), "all".to_owned());
+    RdKafka::with_settings(env("KAFKA_SECURE_BOOTSTRAP"), settings)
+        .expect("debug is no reserved setting")
+        .with_security(
+            Security::sasl_ssl(SaslMechanism::ScramSha512, user, password)
+                .with_ca_file(env("KAFKA_CA_FILE"))
+                .with_client_certificate_pem(key.certificate.clone(), Secret::new(key.key.clone()), None),
+        )
+        .expect("security")
+}
+
+/// Two failing runs with librdkafka's debug output on (every context) and a client key given as
+/// PEM — one with the real password that gets as far as the first transaction (every ACL but
+/// Write on the output), one with a wrong password: neither password nor the key appears in any
+/// captured log line, error or `Debug`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn secrets_never_leak_into_logs_or_errors() {
     init_logs();
     let counter = prepare("secrets", 10, 5).await;
     let (user, password) = credentials("KAFKA_SASL_USER");
-    // The real password, but no ACL at all: authentication succeeds, everything is refused.
+    let grants: Vec<Grant> = counter.acls().into_iter().filter(|g| !g.resource.1.ends_with("-out")).collect();
+    grant(&user, &grants).await;
     let key = client_key();
-    let mut settings = BTreeMap::new();
-    settings.insert("debug".to_owned(), "all".to_owned());
-    let kafka = RdKafka::with_settings(env("KAFKA_SECURE_BOOTSTRAP"), settings)
-        .expect("debug is no reserved setting")
-        .with_security(
-            Security::sasl_ssl(SaslMechanism::ScramSha512, &user, password.clone())
-                .with_ca_file(env("KAFKA_CA_FILE"))
-                .with_client_certificate_pem(key.certificate.clone(), Secret::new(key.key.clone()), None),
-        )
-        .expect("security");
+    let kafka = debugging(&user, password.clone(), &key);
     let printed = format!("{kafka:?}");
     let (error, took) = run_refused(&counter, Arc::new(kafka)).await;
-    report("no ACL at all (secret grep run)", &error, took);
-    // And a wrong password the same way.
+    report("no Write on the output, debug=all (secret grep run)", &error, took);
+    assert_eq!(kafka_error(&error).kind(), KafkaErrorKind::Authorization, "{error}");
     let wrong = Secret::new(format!("wrong-{}", unique("pw")));
-    let (wrong_error, _) =
-        run_refused(&counter, Arc::new(secure(&user, wrong.clone(), SaslMechanism::ScramSha256))).await;
+    let (wrong_error, _) = run_refused(&counter, Arc::new(debugging(&user, wrong.clone(), &key))).await;
+    assert_eq!(kafka_error(&wrong_error).kind(), KafkaErrorKind::Authentication, "{wrong_error}");
 
     let logs = String::from_utf8_lossy(&captured().lock().expect("capture").clone()).into_owned();
+    if let Some(path) = std::env::var_os("SECURE_TEST_LOG_FILE") {
+        std::fs::write(path, &logs).expect("writing the captured logs");
+    }
     assert!(logs.contains("librdkafka"), "librdkafka's logs were captured");
-    assert!(logs.lines().count() > 100, "debug output was captured ({} lines)", logs.lines().count());
+    assert!(logs.contains("sasl.password = [redacted]"), "librdkafka dumped its configuration, redacted");
+    assert!(logs.lines().count() > 1000, "debug output was captured ({} lines)", logs.lines().count());
     let key_lines: Vec<&str> = key.key.lines().filter(|l| !l.starts_with("-----") && l.len() >= 16).collect();
     assert!(!key_lines.is_empty());
     let texts = [

@@ -276,6 +276,7 @@ impl Kafka for RdKafka {
             timeout: config.transaction_timeout,
             closed,
             refusal,
+            in_call: Arc::new(tokio::sync::Mutex::new(())),
         }))
     }
 

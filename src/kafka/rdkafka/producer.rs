@@ -17,6 +17,10 @@ pub(super) struct RdProducer {
     pub(super) closed: tokio::sync::watch::Sender<bool>,
     /// The client's refusal slot (its context is out of reach inside rdkafka's FutureProducer).
     pub(super) refusal: Arc<Refusal>,
+    /// Held by a blocking transactional call until librdkafka returns, even when the caller's
+    /// future was dropped: the next call (an abort after a cancelled `send_offsets_to_transaction`,
+    /// say) waits for it instead of failing with `_CONFLICT` and leaving the transaction open.
+    pub(super) in_call: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl RdProducer {
@@ -36,7 +40,9 @@ impl RdProducer {
         let producer = self.handle(operation)?;
         let context = self.context.clone();
         let refusal = self.refusal.clone();
+        let in_call = self.in_call.clone().lock_owned().await;
         blocking_unless_refused(&refusal, operation, move || {
+            let _in_call = in_call;
             call(&producer)
                 .map_err(|e| rd_error(operation, &e, producer.client().fatal_error()).with_context(context.clone()))
         })
