@@ -291,6 +291,23 @@ fn report(case: &str, error: &flechtwerk::Error, took: Duration) {
 // Tests
 // ---------------------------------------------------------------------------------------------
 
+/// docs/security.md lists, as `kafka-acls.sh` commands, exactly what `transformer_acls` grants
+/// (the test below grants nothing else).
+#[test]
+fn the_documented_transformer_acls_are_the_ones_granted() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/security.md")).expect("docs");
+    let documented: Vec<&str> = doc
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("kafka-acls.sh --add --allow-principal User:APP "))
+        .collect();
+    let granted: Vec<String> = transformer_acls("APPLICATION_ID", &["INPUT"], &["CONFIG"], &["OUTPUT"])
+        .iter()
+        .map(|g| format!("kafka-acls.sh --add --allow-principal User:APP {}", g.args().join(" ")))
+        .collect();
+    assert_eq!(documented, granted, "docs/security.md and transformer_acls differ");
+}
+
 #[test]
 fn librdkafka_has_tls_and_sasl_built_in() {
     let features = builtin_features();
