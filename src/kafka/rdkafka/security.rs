@@ -482,6 +482,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "rdkafka")]
     fn settings_of_sasl_ssl() {
         let security =
             Security::sasl_ssl(SaslMechanism::ScramSha256, "app", Secret::new("pw")).with_ca_file("/etc/ca.pem");
