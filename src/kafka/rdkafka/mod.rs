@@ -1,6 +1,13 @@
 //! The production Kafka adapter on librdkafka (feature `rdkafka`): [`RdKafka`] builds the
-//! port's consumers, producers and admin clients from bootstrap servers plus optional extra
-//! librdkafka settings. Everything is injected; nothing is read from the environment.
+//! port's consumers, producers and admin clients from bootstrap servers, a typed [`Security`]
+//! (TLS, SASL; docs/security.md) and optional extra librdkafka settings. Everything is injected;
+//! nothing is read from the environment.
+//!
+//! Refusals: librdkafka only logs a failed authentication or TLS handshake and reconnects
+//! forever; the adapter fails every call waiting on that client with a
+//! [`KafkaErrorKind::Authentication`] error instead, and a broker's authorization error with
+//! [`KafkaErrorKind::Authorization`] (naming the resource and the missing permission), also in
+//! a consumer's poll.
 //!
 //! Fixed choices (the port's contract depends on them, so extra settings cannot change them):
 //! consumers read `read_committed`, never auto-commit, join with eager Range assignment and never
