@@ -430,6 +430,26 @@ async fn a_plaintext_client_on_the_tls_port_is_refused() {
     nothing_committed(&counter).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_client_on_the_plaintext_port_is_refused() {
+    init_logs();
+    let counter = prepare("tlsonplain", 10, 5).await;
+    let (user, password) = credentials("KAFKA_SASL_USER");
+    let kafka: Arc<dyn Kafka> = Arc::new(
+        RdKafka::new(env("KAFKA_BOOTSTRAP"))
+            .with_security(
+                Security::sasl_ssl(SaslMechanism::ScramSha512, user, password).with_ca_file(env("KAFKA_CA_FILE")),
+            )
+            .expect("security"),
+    );
+    let (error, took) = run_refused(&counter, kafka).await;
+    report("TLS client on the plaintext port", &error, took);
+    assert_eq!(kafka_error(&error).kind(), KafkaErrorKind::Authentication, "{error}");
+    assert!(error.to_string().contains("TLS client on a plaintext listener"), "{error}");
+    assert!(took < REFUSAL_BOUND, "took {took:?}");
+    nothing_committed(&counter).await;
+}
+
 /// Grants the transformer's ACLs but `missing`, runs the counter as app, expects an
 /// authorization error whose text contains `names`.
 async fn missing_acl(case: &str, missing: impl Fn(&Grant) -> Option<Grant>, names: &[&str]) {

@@ -361,10 +361,19 @@ pub(super) fn refusal(code: Option<Code>, reason: &str, tls: bool) -> Option<(Ka
     let dropped_at_first_request = !tls
         && (reason.contains(PLAINTEXT_ON_TLS_HINT)
             || (reason.contains("Disconnected") && reason.contains("in state APIVERSION_QUERY")));
+    // A TLS handshake the peer broke off (librdkafka reports `_TRANSPORT`, "SSL handshake failed:
+    // Disconnected: ...") is a broker going away as often as a TLS client on a plaintext listener.
+    let tls_failed = reason.contains("SSL handshake failed");
+    let disconnected = reason.contains("Disconnected");
     let (what, evidence) = match code {
         Some(Code::SSL) => ("TLS handshake failed", Evidence::Certain),
         Some(c) if is_authentication_code(c) => ("SASL authentication failed", Evidence::Certain),
-        _ if reason.contains("SSL handshake failed") => ("TLS handshake failed", Evidence::Certain),
+        _ if tls_failed && !disconnected => ("TLS handshake failed", Evidence::Certain),
+        _ if tls_failed => (
+            "the broker closed the connection during the TLS handshake: a TLS client on a plaintext \
+             listener? (check the security protocol)",
+            Evidence::Handshake,
+        ),
         _ if reason.contains("SASL authentication error") => ("SASL authentication failed", Evidence::Certain),
         _ if dropped_at_first_request => (
             "the broker closed the connection at the first request: a plaintext client on a TLS listener? \
@@ -556,8 +565,16 @@ mod tests {
         assert!(refusal(Some(Code::BrokerTransportFailure), "Connection refused", false).is_none());
         assert!(refusal(Some(Code::AllBrokersDown), "1/1 brokers are down", false).is_none());
 
+        // A broker that goes away during the TLS handshake: only before anything succeeded.
+        let broken_off = "sasl_ssl://10.0.0.1:9094/1: SSL handshake failed: Disconnected: connection closed by peer: \
+                          connecting to a PLAINTEXT broker listener? (after 3ms in state SSL_HANDSHAKE)";
+        let (error, evidence) = refusal(Some(Code::BrokerTransportFailure), broken_off, true).expect("a refusal");
+        assert_eq!(evidence, Evidence::Handshake, "{error}");
+        assert!(error.to_string().contains("TLS client on a plaintext listener"), "{error}");
+
         let refused = Refusal::new();
         refused.mark_connected();
+        refused.record("c", refusal(None, broken_off, true).expect("a refusal"));
         refused.record("c", refusal(None, line, false).expect("a refusal"));
         assert!(refused.get().is_none(), "after a success, a dropped connection is a broker going away");
         refused.record("c", sasl_refusal());
