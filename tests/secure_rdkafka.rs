@@ -10,6 +10,10 @@
 //! super user ANONYMOUS), `KAFKA_SECURE_BOOTSTRAP`, `KAFKA_CA_FILE`, `KAFKA_SASL_ADMIN`,
 //! `KAFKA_SASL_USER`. ACLs are granted with `scripts/kafka acl` (override:
 //! `KAFKA_ACL_COMMAND`, a command taking AclCommand's arguments).
+//!
+//! `--nocapture` prints each refusal's text and time (`REFUSED ...`). Debugging aids:
+//! `SECURE_TEST_DUMP_LOGS=1` prints the captured warnings and errors after each refusal,
+//! `SECURE_TEST_LOG_FILE=path` writes everything the secret grep read.
 
 #![cfg(all(feature = "rdkafka", not(madsim)))]
 
