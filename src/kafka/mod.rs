@@ -11,7 +11,7 @@
 //! depends on it.
 
 mod error;
-#[cfg(all(feature = "rdkafka", not(madsim)))]
+#[cfg(all(feature = "rdkafka-plaintext", not(madsim)))]
 pub mod rdkafka;
 // `pub` items here are the test kit's too (`testing` re-exports them).
 #[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
