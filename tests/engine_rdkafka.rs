@@ -171,3 +171,8 @@ async fn ext_20_a_restart_resumes_from_the_committed_cursor() {
 async fn ext_43_a_misaligned_changelog_restores_past_other_tokens_open_pages() {
     common::extractor::a_misaligned_changelog_restores_past_other_tokens_open_pages(&harness("ext43")).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ext_38_ext_43_a_waiting_restore_lets_the_rebalance_fence_what_it_waits_for() {
+    common::extractor::a_waiting_restore_lets_the_rebalance_fence_what_it_waits_for(&harness("ext38")).await;
+}

@@ -174,8 +174,8 @@ fn counts_and_owners(records: &[RawRecord]) -> BTreeMap<String, (Vec<i64>, Vec<S
 /// IT-EXT-1, EXT-25, EXT-32: two sharded extractors split the configs by token and hand over
 /// state exactly once. The config topic has 2 partitions, both configs are written to partition
 /// 0 (ownership follows the state key, not the record's partition). The changelog is
-/// pre-created with one partition per token (the Python acceptance scenario uses 1 partition,
-/// "deliberately unaligned"; this port refuses that, see `a_misaligned_changelog_is_refused`).
+/// pre-created with 1 partition, deliberately unaligned as in the acceptance scenario (EXT-43:
+/// the runner adopts it and restores to the high watermark).
 /// Per key, counts are 1..n with no gap and no repeat, and the owner stamp changes at most
 /// twice (no dual ownership).
 pub async fn two_extractors_split_and_hand_over(h: &Harness) {
@@ -183,7 +183,7 @@ pub async fn two_extractors_split_and_hand_over(h: &Harness) {
     let output = h.topic("output", 1, false).await;
     let app = h.name("ext1");
     let changelog_spec =
-        flechtwerk::kafka::NewTopic::new(format!("{app}-changelog"), 2).replication(h.replication).compacted();
+        flechtwerk::kafka::NewTopic::new(format!("{app}-changelog"), 1).replication(h.replication).compacted();
     h.kafka.admin().unwrap().create_topic(&changelog_spec).await.unwrap();
     let (k0, k1) = keys_for_both_tokens();
     h.produce(
@@ -376,4 +376,106 @@ pub async fn a_misaligned_changelog_restores_past_other_tokens_open_pages(h: &Ha
     running.stop().await.unwrap();
     let first = value(&outputs[0]).require(&N).unwrap();
     assert_eq!(first, 6, "b continues after its committed cursor 5 (a restore stopped at the LSO restarts at 1)");
+}
+
+/// EXT-38, EXT-43: a restore that waits for another token's open page must not hold up the
+/// rebalance that fences it. The changelog has 1 partition for 2 tokens; both tokens' previous
+/// holders left a page open on it, and the holder of one token is still a group member. The
+/// replica gets the other token, fences it (aborting that page), and its restore waits for the
+/// remaining page. Then the last holder leaves the group: only a rebalance in which the waiting
+/// replica takes part can give it that token, whose fence ends the wait. A restore run in the
+/// main loop never lets it take part (the page stays open until its transaction times out, 90 s
+/// here); ours runs beside the membership, is cancelled by the revoke, and starts again after
+/// the fence.
+pub async fn a_waiting_restore_lets_the_rebalance_fence_what_it_waits_for(h: &Harness) {
+    use flechtwerk::kafka::{ConsumerConfig, NewTopic, ProducerConfig, ProducerRecord};
+    use std::sync::atomic::AtomicBool;
+    let configs = h.topic("configs", 2, true).await;
+    let output = h.topic("output", 1, false).await;
+    let app = h.name("ext38");
+    let changelog = format!("{app}-changelog");
+    let admin = h.kafka.admin().unwrap();
+    admin.create_topic(&NewTopic::new(&changelog, 1).replication(h.replication).compacted()).await.unwrap();
+    let (k0, k1) = keys_for_both_tokens();
+    h.produce(
+        &configs,
+        &[(Some(0), k0.as_str(), Some(br#"{"on":true}"#)), (Some(0), k1.as_str(), Some(br#"{"on":true}"#))],
+    )
+    .await;
+    // The holder of both tokens until now: a group member, kept alive by a task until `leave`.
+    let mut holder = h.kafka.consumer(ConsumerConfig::member(h.name("holder"), &app)).unwrap();
+    holder.subscribe(std::slice::from_ref(&configs)).await.unwrap();
+    let assigned = Arc::new(AtomicUsize::new(0));
+    let leave = Arc::new(AtomicBool::new(false));
+    let pump = {
+        let (assigned, leave) = (assigned.clone(), leave.clone());
+        tokio::spawn(async move {
+            while !leave.load(Ordering::SeqCst) {
+                let polled = holder.poll(100, Duration::from_millis(100)).await.unwrap();
+                for event in polled.rebalances {
+                    if let flechtwerk::kafka::Rebalance::Assigned { partitions, .. } = event {
+                        assigned.store(partitions.len(), Ordering::SeqCst);
+                    }
+                }
+            }
+            holder.close().await.unwrap();
+        })
+    };
+    wait_for("the holder holds both tokens", || assigned.load(Ordering::SeqCst) == 2).await;
+    // Its open pages, one per token: cursor 3 committed, cursor 9 undecided.
+    let mut pages = Vec::new();
+    for (token, key) in [(0, &k0), (1, &k1)] {
+        let mut config = ProducerConfig::transactional(h.name(&format!("page-{token}")), format!("{app}-{token}"));
+        config.transaction_timeout = Duration::from_secs(90);
+        let producer = h.kafka.producer(config).unwrap();
+        producer.init_transactions().await.unwrap();
+        for (cursor, commit) in [(3, true), (9, false)] {
+            producer.begin_transaction().await.unwrap();
+            let record = ProducerRecord {
+                partition: Some(0),
+                ..ProducerRecord::new(changelog.clone(), key.clone(), format!(r#"{{"cursor":{cursor}}}"#))
+            };
+            producer.send(record).await.unwrap().await.unwrap();
+            if commit {
+                producer.commit_transaction().await.unwrap();
+            }
+        }
+        pages.push(producer);
+    }
+
+    let out = output.clone();
+    let stage = extractor([configs.as_str()]).poll(move |key, _config, state| {
+        let cursor = state.get(&CURSOR)?.unwrap_or(0) + 1;
+        Ok(vec![
+            Emit::Message(Message::new(out.as_str(), key, Event::new().with(&N, cursor)?)),
+            Emit::State(State::new().with(&CURSOR, cursor)?),
+        ])
+    });
+    let probe = Arc::new(ExtractorProbe::default());
+    let running = h.start(&app, "pod-0", stage, probe.clone());
+    // The split: one token each; ours fenced its page, its restore waits for the holder's.
+    wait_for("one token each", || probe.tokens.load(Ordering::SeqCst) == 1 && assigned.load(Ordering::SeqCst) == 1)
+        .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(h.read(&output).await.is_empty(), "polled while the restore could not see every cursor");
+    leave.store(true, Ordering::SeqCst);
+    pump.await.unwrap();
+    let outputs = h
+        .read_within(&output, Duration::from_secs(45), |r| {
+            let keys: BTreeSet<_> = r.iter().map(|r| r.key.clone()).collect();
+            keys.len() == 2
+        })
+        .await;
+    running.stop().await.unwrap();
+    let mut first = BTreeMap::new();
+    for record in &outputs {
+        first.entry(record.key.clone()).or_insert_with(|| value(record).require(&N).unwrap());
+    }
+    assert_eq!(
+        first.len(),
+        2,
+        "both tokens polled within 45 s of the holder leaving (a restore blocking the rebalance waits 90 s): {outputs:?}"
+    );
+    assert!(first.values().all(|&n| n == 4), "each key resumes after its committed cursor 3: {first:?}");
+    drop(pages);
 }

@@ -308,10 +308,6 @@ impl<S: Extractor> Runner<S> {
             return Ok(());
         }
         let started = try_join_all(tokens.iter().map(|&token| self.start_token(token))).await?;
-        buggify::point("tokens.before_restore").await;
-        let token_space = entries.lock().expect("entries lock").tokens;
-        let restored = self.restore(store, token_space).await?;
-        tracing::info!(?tokens, restored, "tokens granted: fenced, changelog restored");
         let ctx = Arc::new(CycleContext {
             stage: Arc::clone(&self.stage),
             observer: Arc::clone(&self.observer),
@@ -321,8 +317,43 @@ impl<S: Extractor> Runner<S> {
             changelog: self.settings.changelog_topic(),
             poll_interval: self.settings.poll_interval.expect("validated: extractors have a poll_interval"),
         });
+        let restore = Restore {
+            kafka: Arc::clone(&self.kafka),
+            changelog: self.settings.changelog_topic(),
+            client_id: self.settings.client_id.clone(),
+            store: Arc::clone(store),
+            tokens: entries.lock().expect("entries lock").tokens,
+        };
+        // The restore runs in the cycles' task, not here: it can wait long on a changelog shared
+        // between tokens (see `Restore::run`), and meanwhile the main loop must keep the
+        // membership alive. Were it to wait here, a rebalance that moves the very token whose
+        // open page it waits for could never complete: the page would stay open until its
+        // transaction timeout (the `extractor` simulation found this deadlock). A revoke
+        // cancels the restore like a cycle, and the barrier wipes the store only after the task
+        // ended, so a restore never brings revoked tokens back (EXT-38).
         let cancel = Stop::new();
-        let handle = tokio::spawn(run_cycles(ctx, started, cancel.clone()));
+        let task = {
+            let cancel = cancel.clone();
+            let granted = tokens.clone();
+            async move {
+                let restored = tokio::select! {
+                    biased;
+                    () = cancel.raised() => return (started, Ok(())),
+                    restored = async {
+                        buggify::point("tokens.before_restore").await;
+                        restore.run().await
+                    } => restored,
+                };
+                match restored {
+                    Ok(records) => {
+                        tracing::info!(tokens = ?granted, records, "tokens granted: fenced, changelog restored")
+                    }
+                    Err(error) => return (started, Err(error)),
+                }
+                run_cycles(ctx, started, cancel).await
+            }
+        };
+        let handle = tokio::spawn(task);
         *cycles = Some(Cycles { cancel, handle });
         Ok(())
     }
@@ -341,6 +372,43 @@ impl<S: Extractor> Runner<S> {
         Ok(Token { token, producer, txn: TxnState::default() })
     }
 
+    /// The handover barrier (EXT-36): cancels the running cycles and waits for them to unwind
+    /// (their open pages aborted), stops the token producers after that, wipes the store. A
+    /// no-op when nothing ran since the last handover. A cycle that had failed surfaces its
+    /// error here.
+    async fn suspend(&self, cycles: &mut Option<Cycles>, store: &SharedState) -> Result<(), Error> {
+        let Some(running) = cycles.take() else {
+            return Ok(());
+        };
+        running.cancel.raise();
+        let (tokens, result) = match running.handle.await {
+            Ok(outcome) => outcome,
+            Err(error) => panic!("the poll cycles of the extractor panicked: {error}"),
+        };
+        for token in tokens {
+            assert!(!token.txn.is_open(), "the cycles abort their open pages before they hand the tokens back");
+            if tokio::time::timeout(CLOSE_TIMEOUT, token.producer.close()).await.is_err() {
+                tracing::warn!(token = token.token, "closing a token producer timed out");
+            }
+        }
+        store.lock().expect("state store lock").wipe()?;
+        self.observer.active_configs(0);
+        self.observer.tokens_assigned(0);
+        result
+    }
+}
+
+/// A restore of the extractor's changelog into the shared store (EXT-37).
+struct Restore {
+    kafka: Arc<dyn Kafka>,
+    changelog: String,
+    client_id: String,
+    store: SharedState,
+    /// The ownership-token space: a changelog with this many partitions is aligned.
+    tokens: u32,
+}
+
+impl Restore {
     /// Restores the entire changelog into the store, after the fence (EXT-37, STO-11); returns
     /// the records replayed.
     ///
@@ -352,9 +420,9 @@ impl<S: Extractor> Runner<S> {
     /// open page can hold its LSO below this token's last cursors: then each partition is read
     /// to the high watermark seen after the fence, which waits until the pages open at that
     /// moment are decided (bounded by their transaction timeout).
-    async fn restore(&self, store: &SharedState, tokens: u32) -> Result<u64, Error> {
-        let changelog = self.settings.changelog_topic();
-        let mut consumer = self.kafka.consumer(ConsumerConfig::groupless(self.settings.client_id.clone()))?;
+    async fn run(self) -> Result<u64, Error> {
+        let Self { kafka, changelog, client_id, store, tokens } = self;
+        let mut consumer = kafka.consumer(ConsumerConfig::groupless(client_id))?;
         let count = consumer.partition_count(&changelog).await?.unwrap_or(0);
         let partitions: Vec<TopicPartition> = (0..i32::try_from(count).expect("a partition count fits"))
             .map(|p| TopicPartition::new(&changelog, p))
@@ -393,31 +461,6 @@ impl<S: Extractor> Runner<S> {
             Err(ReadError::Kafka(e)) => Err(e.into()),
             Err(ReadError::Callback(e)) => Err(e),
         }
-    }
-
-    /// The handover barrier (EXT-36): cancels the running cycles and waits for them to unwind
-    /// (their open pages aborted), stops the token producers after that, wipes the store. A
-    /// no-op when nothing ran since the last handover. A cycle that had failed surfaces its
-    /// error here.
-    async fn suspend(&self, cycles: &mut Option<Cycles>, store: &SharedState) -> Result<(), Error> {
-        let Some(running) = cycles.take() else {
-            return Ok(());
-        };
-        running.cancel.raise();
-        let (tokens, result) = match running.handle.await {
-            Ok(outcome) => outcome,
-            Err(error) => panic!("the poll cycles of the extractor panicked: {error}"),
-        };
-        for token in tokens {
-            assert!(!token.txn.is_open(), "the cycles abort their open pages before they hand the tokens back");
-            if tokio::time::timeout(CLOSE_TIMEOUT, token.producer.close()).await.is_err() {
-                tracing::warn!(token = token.token, "closing a token producer timed out");
-            }
-        }
-        store.lock().expect("state store lock").wipe()?;
-        self.observer.active_configs(0);
-        self.observer.tokens_assigned(0);
-        result
     }
 }
 
