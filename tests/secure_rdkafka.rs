@@ -1,6 +1,7 @@
 //! The librdkafka adapter over TLS and SASL against Apache Kafka's SASL_SSL listener, with ACLs
 //! (docs/security.md): the counter counts exactly once as the ordinary user `app` holding
-//! exactly the transformer's documented ACLs; the conformance scenarios pass over SASL_SSL; a
+//! exactly the transformer's documented ACLs, and two extractor replicas extract exactly once
+//! holding exactly the extractor's; the conformance scenarios pass over SASL_SSL; a
 //! wrong password, an untrusted certificate, a plaintext client on the TLS port and each missing
 //! ACL end `run()` with a named error within a bound and commit nothing; no log line or error
 //! of a failing run holds a password or key material.
@@ -135,6 +136,21 @@ fn transformer_acls(app: &str, inputs: &[&str], configs: &[&str], outputs: &[&st
     for input in inputs {
         grants.push(Grant::literal(&["Read", "Describe"], "topic", input));
     }
+    for config in configs {
+        grants.push(Grant::literal(&["Read", "Describe"], "topic", config));
+    }
+    for output in outputs {
+        grants.push(Grant::literal(&["Write", "Describe"], "topic", output));
+    }
+    grants.push(Grant::literal(&["Read", "Write", "Describe", "Create"], "topic", &format!("{app}-changelog")));
+    grants.push(Grant::literal(&["Read", "Describe"], "group", app));
+    grants.push(Grant::prefixed(&["Write", "Describe"], "transactional-id", &format!("{app}-")));
+    grants
+}
+
+/// The extractor's ACLs (docs/security.md, "Extractor"): one line each.
+fn extractor_acls(app: &str, configs: &[&str], outputs: &[&str]) -> Vec<Grant> {
+    let mut grants = Vec::new();
     for config in configs {
         grants.push(Grant::literal(&["Read", "Describe"], "topic", config));
     }
@@ -299,17 +315,33 @@ fn report(case: &str, error: &flechtwerk::Error, took: Duration) {
 /// (the test below grants nothing else).
 #[test]
 fn the_documented_transformer_acls_are_the_ones_granted() {
+    let granted = transformer_acls("APPLICATION_ID", &["INPUT"], &["CONFIG"], &["OUTPUT"]);
+    assert_eq!(documented_acls("### Transformer"), commands(&granted), "docs/security.md and transformer_acls differ");
+}
+
+/// docs/security.md's extractor commands are exactly what `extractor_acls` grants.
+#[test]
+fn the_documented_extractor_acls_are_the_ones_granted() {
+    let granted = extractor_acls("APPLICATION_ID", &["CONFIG"], &["OUTPUT"]);
+    assert_eq!(documented_acls("### Extractor"), commands(&granted), "docs/security.md and extractor_acls differ");
+}
+
+/// The `kafka-acls.sh` lines of one section of docs/security.md.
+fn documented_acls(section: &str) -> Vec<String> {
     let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/security.md")).expect("docs");
-    let documented: Vec<&str> = doc
+    let start = doc.find(section).unwrap_or_else(|| panic!("docs/security.md has no {section}"));
+    let rest = &doc[start + section.len()..];
+    let end = rest.find("\n### ").unwrap_or(rest.len());
+    rest[..end]
         .lines()
         .map(str::trim)
         .filter(|l| l.starts_with("kafka-acls.sh --add --allow-principal User:APP "))
-        .collect();
-    let granted: Vec<String> = transformer_acls("APPLICATION_ID", &["INPUT"], &["CONFIG"], &["OUTPUT"])
-        .iter()
-        .map(|g| format!("kafka-acls.sh --add --allow-principal User:APP {}", g.args().join(" ")))
-        .collect();
-    assert_eq!(documented, granted, "docs/security.md and transformer_acls differ");
+        .map(str::to_owned)
+        .collect()
+}
+
+fn commands(grants: &[Grant]) -> Vec<String> {
+    grants.iter().map(|g| format!("kafka-acls.sh --add --allow-principal User:APP {}", g.args().join(" "))).collect()
 }
 
 #[test]
@@ -359,6 +391,99 @@ async fn counter_counts_exactly_once_as_app_with_exactly_the_documented_acls() {
     assert!(violations.is_empty(), "exactly-once violated: {violations:?}");
     assert_eq!(finals, counter.per_key, "every key counted to its input count");
     assert_eq!(outputs.len(), inputs, "one output per input");
+}
+
+/// The extractor as `app` with exactly its documented ACLs: two replicas split the tokens
+/// (the membership group, the per-token transactional ids, the changelog it creates) and every
+/// feed's items arrive once, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extractor_extracts_exactly_once_as_app_with_exactly_the_documented_acls() {
+    use flechtwerk::attribute::{Attribute, INT};
+    use flechtwerk::stage::{extractor, Emit};
+    use flechtwerk::{Event, Message, State};
+    const CURSOR: Attribute<i64> = Attribute::new("cursor", &INT);
+    const ITEM: Attribute<i64> = Attribute::new("item", &INT);
+    const ITEMS: i64 = 30;
+    init_logs();
+    let app = unique("extractor");
+    let (configs, output) = (format!("{app}-configs"), format!("{app}-out"));
+    let kafka = plaintext();
+    let admin = kafka.admin().expect("admin");
+    admin.create_topic(&NewTopic::new(&configs, 4).replication(1).compacted()).await.expect("create");
+    admin.create_topic(&NewTopic::new(&output, 2).replication(1)).await.expect("create");
+    let feeds: Vec<String> = (0..8).map(|i| format!("feed-{i}")).collect();
+    let producer = kafka.producer(ProducerConfig::idempotent(format!("{app}-writer"))).expect("writer");
+    for feed in &feeds {
+        producer
+            .send(ProducerRecord::new(&configs, feed.clone(), "{\"on\":true}"))
+            .await
+            .expect("send")
+            .await
+            .expect("config");
+    }
+    producer.close().await;
+    let (user, password) = credentials("KAFKA_SASL_USER");
+    grant(&user, &extractor_acls(&app, &[&configs], &[&output])).await;
+
+    let replica = |client: &str| {
+        let out = output.clone();
+        let stage = extractor([configs.as_str()]).poll(move |key, _config, state| {
+            let cursor = state.get(&CURSOR)?.unwrap_or(0);
+            let mut emits = Vec::new();
+            // One page per poll: up to five items and the cursor after them.
+            let last = (cursor + 5).min(ITEMS);
+            for item in cursor + 1..=last {
+                emits.push(Emit::Message(Message::new(out.as_str(), key, Event::new().with(&ITEM, item)?)));
+            }
+            emits.push(Emit::State(State::new().with(&CURSOR, last)?));
+            Ok(emits)
+        });
+        let kafka: Arc<dyn Kafka> = Arc::new(secure(&user, password.clone(), SaslMechanism::ScramSha512));
+        Flechtwerk::builder()
+            .application_id(&app)
+            .client_id(client)
+            .kafka(kafka)
+            .replication_factor(1)
+            .session_timeout(Duration::from_secs(6))
+            .poll_interval(Duration::from_millis(100))
+            .build(stage)
+            .expect("build")
+    };
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let running: Vec<_> = ["pod-0", "pod-1"]
+        .into_iter()
+        .map(|client| {
+            let app = replica(client);
+            let mut stopped = stopped.clone();
+            tokio::spawn(async move {
+                app.run_until(async move { stopped.wait_for(|s| *s).await.map(|_| ()).unwrap_or(()) }).await
+            })
+        })
+        .collect();
+    let want = feeds.len() * ITEMS as usize;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let outputs = loop {
+        let outputs = read_topic(&*kafka, &format!("{app}-reader"), &output).await.expect("read");
+        if outputs.len() >= want || Instant::now() > deadline || running.iter().any(|r| r.is_finished()) {
+            break outputs;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    stop.send(true).expect("replicas listen");
+    for run in running {
+        run.await.expect("join").expect("the extractor ran without error over SASL_SSL as app");
+    }
+    let mut per_feed: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+    for record in &outputs {
+        let key = String::from_utf8(record.key.clone().expect("keyed").to_vec()).expect("utf-8");
+        let value = Event::wrap(flechtwerk::wire::decode_value(record.value.as_deref()).expect("a JSON object"));
+        per_feed.entry(key).or_default().push(value.require(&ITEM).expect("item"));
+    }
+    let expected: Vec<i64> = (1..=ITEMS).collect();
+    for feed in &feeds {
+        assert_eq!(per_feed.get(feed), Some(&expected), "{feed}: every item once, in order");
+    }
+    assert_eq!(outputs.len(), want, "nothing else in the output");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
