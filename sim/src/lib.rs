@@ -11,8 +11,11 @@
 pub mod cluster;
 pub mod report;
 pub mod stages;
+pub mod timeline;
 pub mod trace;
 
+#[cfg(madsim)]
+pub mod chaos;
 #[cfg(madsim)]
 pub mod harness;
 #[cfg(madsim)]

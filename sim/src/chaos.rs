@@ -1,0 +1,762 @@
+//! Chaos-test your own stage: run a transformer you wrote under our seeded faults, from a plain
+//! `#[test]` built with `--cfg madsim`, and check it with a differential oracle.
+//!
+//! ```ignore
+//! use flechtwerk_sim::chaos::{Chaos, Input};
+//!
+//! #[test]
+//! fn running_sums_are_exactly_once() {
+//!     Chaos::transformer(|| running_sum("amounts", "sums"))
+//!         .input("amounts", 4)
+//!         .output("sums", 4)
+//!         .inputs(300, |rng, i| Input::new("amounts", format!("acct-{}", rng.below(20)), format!(r#"{{"amount":{i}}}"#)))
+//!         .profile("everything")
+//!         .replicas(3)
+//!         .run();
+//! }
+//! ```
+//!
+//! For every seed the harness runs the stage twice on the simulated cluster:
+//!
+//! 1. **under chaos**: `replicas` replicas, the profile's fault schedule (generated from the
+//!    seed), the inputs fed while the faults fire, then quiescence;
+//! 2. **for reference**: one replica, no faults, fed exactly the inputs that the chaos run's
+//!    broker committed, partition by partition in the same order.
+//!
+//! Exactly-once makes the two equal, whatever the faults did: per output topic and key, the
+//! committed outputs are the same sequence, and per changelog partition and key, the final state
+//! is the same. A lost, repeated or reordered effect shows as a diff per key. Structural checks
+//! come on top: every input offset committed and no transaction left open after quiescence (a
+//! stall is a violation too), and every live replica's config store equal to the config topics'
+//! compaction. `check` adds properties of your own over the committed outputs.
+//!
+//! The oracle needs a *deterministic* stage: the same inputs in the same order per partition give
+//! the same outputs. Config entries are written before the inputs (`configs`), so a join reads
+//! the same configs in both runs. Outputs of one output key must come from one input partition
+//! (the usual shape: keyed by the input key or the state key), since the interleaving of
+//! different partitions is not fixed even without faults.
+//!
+//! On a failure the test panics with the seed, each violation, the fault schedule **shrunk** to
+//! the fewest faults that still fail (greedy, one fault at a time), and a replay line. Seeds come
+//! from [`Chaos::seeds`] (default `0..20`); `FLECHTWERK_CHAOS_SEEDS=N` or `=A..B` in the test's
+//! environment overrides them (CI), `FLECHTWERK_CHAOS_SEED=S` replays one seed with its trace.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::future::Future;
+use std::ops::Range;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use flechtwerk::kafka::{Kafka, NewTopic, ProducerConfig, ProducerRecord};
+use flechtwerk::wire::RawRecord;
+use flechtwerk::{Flechtwerk, IntoRunner};
+use madsim::rand::RngCore;
+use madsim::runtime::{Handle, Runtime};
+use madsim::time::sleep;
+
+use crate::cluster::{Cluster, KafkaClient};
+use crate::harness::disk::SimDisk;
+use crate::harness::faults::{FaultProfile, FaultSchedule};
+use crate::harness::replicas::{Launch, ReplicaEnv, Replicas};
+use crate::harness::truth;
+use crate::runner::Ctx;
+
+/// The replicas' session timeout (the profiles draw pauses around it).
+const SESSION_TIMEOUT: Duration = Duration::from_secs(6);
+/// The engine's transformer transaction timeout (some pauses outlast it).
+const TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
+/// Replicas alive at most at once (scale-ups stop there).
+const REPLICAS_MAX: usize = 4;
+/// How long a run may take to commit everything once the faults stop.
+const QUIESCENCE_MAX: Duration = Duration::from_secs(300);
+/// Keys whose differences a failure prints (the rest are counted).
+const DIFFS_SHOWN: usize = 5;
+/// Runs the shrinker may spend on one failing seed.
+const SHRINK_RUNS_MAX: usize = 40;
+
+/// One input or config record: topic, key, value (`None`: a tombstone).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Input {
+    /// Topic.
+    pub topic: String,
+    /// Key.
+    pub key: String,
+    /// Value bytes; `None` is a tombstone.
+    pub value: Option<Vec<u8>>,
+}
+
+impl Input {
+    /// A record with a value.
+    pub fn new(topic: impl Into<String>, key: impl Into<String>, value: impl Into<Vec<u8>>) -> Self {
+        Input { topic: topic.into(), key: key.into(), value: Some(value.into()) }
+    }
+
+    /// A tombstone.
+    pub fn tombstone(topic: impl Into<String>, key: impl Into<String>) -> Self {
+        Input { topic: topic.into(), key: key.into(), value: None }
+    }
+}
+
+/// The deterministic random source the input generator gets (SplitMix64, seeded from the seed):
+/// the same seed gives the same inputs in every run of it, shrinking runs included.
+#[derive(Clone, Debug)]
+pub struct Gen(u64);
+
+impl Gen {
+    fn new(seed: u64, stream: u64) -> Self {
+        Gen(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ stream)
+    }
+
+    /// A number in `0..n` (`n` > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+}
+
+impl RngCore for Gen {
+    fn next_u32(&mut self) -> u32 {
+        (self.next_u64() >> 32) as u32
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn fill_bytes(&mut self, dest: &mut [u8]) {
+        for chunk in dest.chunks_mut(8) {
+            let bytes = self.next_u64().to_le_bytes();
+            chunk.copy_from_slice(&bytes[..chunk.len()]);
+        }
+    }
+
+    fn try_fill_bytes(&mut self, dest: &mut [u8]) -> Result<(), madsim::rand::Error> {
+        self.fill_bytes(dest);
+        Ok(())
+    }
+}
+
+/// What a run's broker committed, as the checks see it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Outcome {
+    /// Per output topic and key, the committed values in offset order.
+    pub outputs: BTreeMap<(String, String), Vec<Option<Bytes>>>,
+    /// Per changelog partition and state key, the last committed value (`None`: deleted).
+    pub state: BTreeMap<(i32, String), Option<Bytes>>,
+    /// The committed input records, per partition in offset order.
+    pub inputs: Vec<RawRecord>,
+}
+
+type Property = Arc<dyn Fn(&Outcome) -> Result<(), String> + Send + Sync>;
+type Generator = Arc<dyn Fn(&mut Gen, usize) -> Input + Send + Sync>;
+type Factory =
+    Arc<dyn Fn(ReplicaEnv, String, usize) -> Pin<Box<dyn Future<Output = Result<(), String>>>> + Send + Sync>;
+
+/// A chaos test of one transformer stage (see the [module](self) docs).
+#[derive(Clone)]
+pub struct Chaos {
+    factory: Factory,
+    application_id: String,
+    inputs_topics: Vec<(String, u32)>,
+    outputs_topics: Vec<(String, u32)>,
+    config_topics: Vec<(String, u32)>,
+    configs: Vec<Input>,
+    generator: Option<(usize, Generator)>,
+    profile: FaultProfile,
+    replicas: usize,
+    period: Duration,
+    max_poll_records: usize,
+    seeds: Range<u64>,
+    properties: Vec<Property>,
+}
+
+/// Why a seed failed.
+#[derive(Clone, Debug)]
+pub struct Failure {
+    /// The seed.
+    pub seed: u64,
+    /// What was violated.
+    pub violations: Vec<String>,
+    /// The seed's fault schedule.
+    pub schedule: FaultSchedule,
+    /// The fewest faults found that still fail (the seed's schedule when nothing could go).
+    pub shrunk: FaultSchedule,
+    /// The SVG timeline of the shrunk schedule's failing run (see [`crate::timeline`]), if it
+    /// could be written.
+    pub timeline: Option<std::path::PathBuf>,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "seed {} failed:", self.seed)?;
+        for v in &self.violations {
+            writeln!(f, "  - {v}")?;
+        }
+        writeln!(f, "its {} faults shrink to {} that still fail:", self.schedule.len(), self.shrunk.len())?;
+        for line in self.shrunk.to_string().lines() {
+            writeln!(f, "  {line}")?;
+        }
+        if let Some(path) = &self.timeline {
+            writeln!(f, "timeline of the shrunk run: {}", path.display())?;
+        }
+        write!(f, "replay: FLECHTWERK_CHAOS_SEED={} RUSTFLAGS=\"--cfg madsim\" cargo test <this test>", self.seed)
+    }
+}
+
+impl Chaos {
+    /// A chaos test of the transformer that `stage` builds (called once per replica start).
+    pub fn transformer<S, M>(stage: impl Fn() -> S + Send + Sync + 'static) -> Self
+    where
+        S: IntoRunner<M> + 'static,
+        M: 'static,
+    {
+        let stage = Arc::new(stage);
+        let factory: Factory = Arc::new(move |env: ReplicaEnv, app: String, max_poll_records: usize| {
+            let stage = stage.clone();
+            Box::pin(async move {
+                let app = Flechtwerk::builder()
+                    .application_id(&app)
+                    .client_id(&env.name)
+                    .kafka(Arc::new(env.kafka.clone()))
+                    .max_poll_records(max_poll_records)
+                    .session_timeout(SESSION_TIMEOUT)
+                    .replication_factor(1)
+                    .observer(Arc::new(env.observer()))
+                    .state_stores(Arc::new(env.stores.clone()))
+                    .build(stage())
+                    .map_err(|e| e.to_string())?;
+                let Err(error) = app.run().await;
+                Err(error.to_string())
+            })
+        });
+        Chaos {
+            factory,
+            application_id: "chaos-app".into(),
+            inputs_topics: Vec::new(),
+            outputs_topics: Vec::new(),
+            config_topics: Vec::new(),
+            configs: Vec::new(),
+            generator: None,
+            profile: FaultProfile::everything(),
+            replicas: 3,
+            period: Duration::from_secs(15),
+            max_poll_records: 50,
+            seeds: 0..20,
+            properties: Vec::new(),
+        }
+    }
+
+    /// The application id (default `chaos-app`): group, transactional ids, changelog name.
+    pub fn application_id(mut self, id: impl Into<String>) -> Self {
+        self.application_id = id.into();
+        self
+    }
+
+    /// An input topic the stage consumes, with its partition count.
+    pub fn input(mut self, topic: impl Into<String>, partitions: u32) -> Self {
+        self.inputs_topics.push((topic.into(), partitions));
+        self
+    }
+
+    /// An output topic the stage writes, with its partition count.
+    pub fn output(mut self, topic: impl Into<String>, partitions: u32) -> Self {
+        self.outputs_topics.push((topic.into(), partitions));
+        self
+    }
+
+    /// A config topic the stage joins (created compacted), with its partition count.
+    pub fn config(mut self, topic: impl Into<String>, partitions: u32) -> Self {
+        self.config_topics.push((topic.into(), partitions));
+        self
+    }
+
+    /// Config records written (and acknowledged) before the replicas start.
+    pub fn configs(mut self, records: impl IntoIterator<Item = Input>) -> Self {
+        self.configs.extend(records);
+        self
+    }
+
+    /// `count` inputs, the `i`-th made by `generate(rng, i)`; fed while the faults fire.
+    pub fn inputs(mut self, count: usize, generate: impl Fn(&mut Gen, usize) -> Input + Send + Sync + 'static) -> Self {
+        self.generator = Some((count, Arc::new(generate)));
+        self
+    }
+
+    /// A fault profile by preset name: `calm`, `rebalances`, `crashes`, `zombies`, `network`,
+    /// `broker` or `everything` (the default). Panics on another name, listing the presets.
+    pub fn profile(mut self, name: &str) -> Self {
+        self.profile = FaultProfile::named(name)
+            .unwrap_or_else(|| panic!("no fault profile {name:?}; presets: {:?}", FaultProfile::PRESETS));
+        self
+    }
+
+    /// A fault profile with its knobs set (start from a preset, e.g. `FaultProfile::crashes()`).
+    pub fn fault_profile(mut self, profile: FaultProfile) -> Self {
+        self.profile = profile;
+        self
+    }
+
+    /// Replicas under chaos (default 3; at most 4 alive at once).
+    pub fn replicas(mut self, count: usize) -> Self {
+        self.replicas = count.clamp(1, REPLICAS_MAX);
+        self
+    }
+
+    /// How long faults fire and inputs flow (default 15 s of simulated time).
+    pub fn period(mut self, period: Duration) -> Self {
+        self.period = period;
+        self
+    }
+
+    /// The replicas' `max_poll_records` (default 50).
+    pub fn max_poll_records(mut self, records: usize) -> Self {
+        self.max_poll_records = records.max(1);
+        self
+    }
+
+    /// The seeds to run when the environment names none (default `0..20`).
+    pub fn seeds(mut self, seeds: Range<u64>) -> Self {
+        self.seeds = seeds;
+        self
+    }
+
+    /// A property of your own over a chaos run's committed outcome, checked on every seed.
+    pub fn check(mut self, property: impl Fn(&Outcome) -> Result<(), String> + Send + Sync + 'static) -> Self {
+        self.properties.push(Arc::new(property));
+        self
+    }
+
+    /// Runs every seed; panics with the first failure (shrunk) and its replay line.
+    pub fn run(self) {
+        if let Err(failure) = self.try_run() {
+            panic!("{failure}");
+        }
+    }
+
+    /// Runs every seed; the first failure, shrunk.
+    pub fn try_run(&self) -> Result<(), Failure> {
+        let (seeds, verbose) = self.seeds_to_run();
+        for seed in seeds {
+            let schedule = self.schedule(seed);
+            let violations = self.run_seed(seed, &schedule, verbose);
+            if !violations.is_empty() {
+                let shrunk = self.shrink(seed, &schedule);
+                let timeline = self.write_timeline(seed, &shrunk);
+                return Err(Failure { seed, violations, schedule, shrunk, timeline });
+            }
+        }
+        Ok(())
+    }
+
+    /// The seed's fault schedule (from the profile, drawn from the seed).
+    pub fn schedule(&self, seed: u64) -> FaultSchedule {
+        let profile = FaultProfile {
+            session_timeout: SESSION_TIMEOUT,
+            transaction_timeout: TRANSACTION_TIMEOUT,
+            ..self.profile.clone()
+        };
+        profile.generate(&mut Gen::new(seed, 1), self.period)
+    }
+
+    /// Runs one seed with `schedule` (the chaos run and its reference): its violations.
+    pub fn run_seed(&self, seed: u64, schedule: &FaultSchedule, verbose: bool) -> Vec<String> {
+        self.run_seed_traced(seed, schedule, verbose).0
+    }
+
+    /// Runs `schedule` on `seed` again and writes the chaos run's timeline: into
+    /// `FLECHTWERK_CHAOS_TIMELINE_DIR`, or `flechtwerk-chaos` in the system's temporary
+    /// directory, named after the test (its thread) and the seed.
+    fn write_timeline(&self, seed: u64, schedule: &FaultSchedule) -> Option<std::path::PathBuf> {
+        let (violations, events) = self.run_seed_traced(seed, schedule, false);
+        let dir = std::env::var_os("FLECHTWERK_CHAOS_TIMELINE_DIR")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| std::env::temp_dir().join("flechtwerk-chaos"));
+        let test = std::thread::current().name().unwrap_or("chaos").replace("::", "-");
+        let path = dir.join(format!("{test}-seed-{seed}.svg"));
+        let mut notes: Vec<String> = violations.iter().map(|v| format!("violated: {v}")).collect();
+        notes.push(format!("faults ({}):", schedule.len()));
+        notes.extend(schedule.to_string().lines().map(|l| format!("  {l}")));
+        let svg = crate::timeline::render_svg(&events, &format!("{test}: seed {seed}"), &notes);
+        std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, svg)).ok().map(|()| path)
+    }
+
+    fn run_seed_traced(
+        &self,
+        seed: u64,
+        schedule: &FaultSchedule,
+        verbose: bool,
+    ) -> (Vec<String>, Vec<crate::trace::Event>) {
+        let inputs = self.generate_inputs(seed);
+        let chaos = self.simulate(seed, schedule.clone(), self.replicas, Feed::Generated(inputs), verbose);
+        let mut violations = chaos.violations.clone();
+        for property in &self.properties {
+            if let Err(why) = property(&chaos.outcome) {
+                violations.push(format!("property: {why}"));
+            }
+        }
+        if chaos.quiesced {
+            let reference =
+                self.simulate(seed, FaultSchedule::none(), 1, Feed::Recorded(chaos.outcome.inputs.clone()), false);
+            if !reference.violations.is_empty() || !reference.quiesced {
+                violations
+                    .push(format!("the reference run (no faults, one replica) failed: {:?}", reference.violations));
+            } else {
+                violations.extend(diff(&reference.outcome, &chaos.outcome));
+            }
+        }
+        (violations, chaos.events)
+    }
+
+    /// Greedy shrinking: drops one fault at a time while the seed still fails.
+    fn shrink(&self, seed: u64, schedule: &FaultSchedule) -> FaultSchedule {
+        let mut current = schedule.clone();
+        let mut runs = 0;
+        let mut changed = true;
+        while changed && runs < SHRINK_RUNS_MAX {
+            changed = false;
+            let mut i = current.len();
+            while i > 0 && runs < SHRINK_RUNS_MAX {
+                i -= 1;
+                let candidate = current.without(&[i]);
+                runs += 1;
+                if !self.run_seed(seed, &candidate, false).is_empty() {
+                    current = candidate;
+                    changed = true;
+                }
+            }
+        }
+        current
+    }
+
+    fn seeds_to_run(&self) -> (Vec<u64>, bool) {
+        if let Some(seed) = std::env::var("FLECHTWERK_CHAOS_SEED").ok().and_then(|s| s.trim().parse().ok()) {
+            return (vec![seed], true);
+        }
+        match std::env::var("FLECHTWERK_CHAOS_SEEDS").ok().as_deref().map(str::trim) {
+            Some(range) if range.contains("..") => {
+                let (a, b) = range.split_once("..").expect("checked");
+                let (a, b) = (a.parse().unwrap_or(0), b.parse().unwrap_or(0));
+                ((a..b).collect(), false)
+            }
+            Some(n) if n.parse::<u64>().is_ok() => ((0..n.parse().expect("checked")).collect(), false),
+            _ => (self.seeds.clone().collect(), false),
+        }
+    }
+
+    fn generate_inputs(&self, seed: u64) -> Vec<Input> {
+        let Some((count, generate)) = &self.generator else { return Vec::new() };
+        let mut rng = Gen::new(seed, 2);
+        (0..*count).map(|i| generate(&mut rng, i)).collect()
+    }
+
+    fn simulate(&self, seed: u64, schedule: FaultSchedule, replicas: usize, feed: Feed, verbose: bool) -> RunResult {
+        let spec = self.clone();
+        let ctx = Ctx::default();
+        let run_ctx = ctx.clone();
+        let result = Arc::new(Mutex::new(None));
+        let out = result.clone();
+        let joined = std::thread::Builder::new()
+            .name(format!("chaos-seed-{seed}"))
+            .spawn(move || {
+                let mut runtime = Runtime::with_seed_and_config(seed, madsim::Config::default());
+                runtime.set_time_limit(crate::runner::SIMULATED_TIME_MAX);
+                runtime.block_on(async move {
+                    let result = spec.run_once(run_ctx, schedule, replicas, feed).await;
+                    *out.lock().expect("result lock") = Some(result);
+                })
+            })
+            .expect("spawn a seed thread")
+            .join();
+        let mut result = result.lock().expect("result lock").take().unwrap_or_default();
+        if let Err(panic) = joined {
+            let message = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                .unwrap_or_else(|| "non-string panic".to_owned());
+            result.violations.push(format!("panicked: {message}"));
+        }
+        if verbose {
+            eprintln!("{}", ctx.trace.render());
+        }
+        result.events = ctx.trace.events();
+        result
+    }
+
+    async fn run_once(&self, ctx: Ctx, schedule: FaultSchedule, replica_count: usize, feed: Feed) -> RunResult {
+        let chaos = !schedule.is_empty();
+        ctx.event(format!("{replica_count} replicas, {} faults:\n{schedule}", schedule.len()));
+        let cluster = Cluster::start(&ctx);
+        let setup = Handle::current().create_node().name("setup").ip(cluster.client_ip()).build();
+        let (kafka, spec) = (cluster.kafka(), self.clone());
+        setup
+            .spawn(async move {
+                let admin = kafka.admin().expect("admin");
+                let topics = spec.inputs_topics.iter().chain(&spec.outputs_topics).map(|(t, p)| (t, *p, false));
+                let topics = topics.chain(spec.config_topics.iter().map(|(t, p)| (t, *p, true)));
+                for (topic, partitions, compact) in topics {
+                    let mut new = NewTopic::new(topic.as_str(), partitions).replication(1);
+                    if compact {
+                        new = new.compacted();
+                    }
+                    while admin.create_topic(&new).await.is_err() {
+                        sleep(Duration::from_millis(100)).await;
+                    }
+                }
+                let producer = kafka.producer(ProducerConfig::idempotent("config-writer")).expect("producer");
+                for record in &spec.configs {
+                    let delivery = producer.send(producer_record(record, None)).await.expect("a calm send");
+                    delivery.await.expect("configs are written before any fault");
+                }
+                producer.close().await;
+            })
+            .await
+            .expect("the setup node is never killed");
+
+        let launch: Launch = {
+            let (factory, app, max_poll_records) =
+                (self.factory.clone(), self.application_id.clone(), self.max_poll_records);
+            Arc::new(move |env: ReplicaEnv| factory(env, app.clone(), max_poll_records))
+        };
+        let disk = SimDisk::default();
+        let mut replicas = Replicas::start(&cluster, &ctx, &disk, launch, replica_count, REPLICAS_MAX);
+        // Inputs and faults begin once the application runs tasks: faults that end before the
+        // stage processed anything test nothing.
+        let deadline = ctx.now() + Duration::from_secs(60);
+        while ctx.now() < deadline
+            && !replicas.alive().any(|r| r.view.tasks.load(std::sync::atomic::Ordering::SeqCst) > 0)
+        {
+            sleep(Duration::from_millis(100)).await;
+        }
+        if chaos && madsim::rand::thread_rng().next_u64() % 1000 < (self.profile.buggify * 1000.0) as u64 {
+            madsim::buggify::enable();
+            ctx.event("buggify on");
+        }
+        let feeder = Handle::current().create_node().name("feeder").ip(cluster.client_ip()).build();
+        let feeding = feeder.spawn(feed_inputs(cluster.kafka(), ctx.clone(), feed, self.period));
+        let faults_start = ctx.now();
+        replicas.run_schedule(&schedule).await;
+        feeding.await.expect("the feeder node is never killed");
+        let faults_end = faults_start + schedule.end();
+        if ctx.now() < faults_end {
+            sleep(faults_end - ctx.now()).await;
+        }
+        madsim::buggify::disable();
+        replicas.calm_down();
+        ctx.event("faults stop");
+
+        let mut violations = Vec::new();
+        let deadline = ctx.now() + QUIESCENCE_MAX;
+        let quiesced = loop {
+            if self.quiescent(&cluster) {
+                break true;
+            }
+            if ctx.now() >= deadline {
+                violations.push(format!(
+                    "liveness: not every input committed (or a transaction still open) {QUIESCENCE_MAX:?} after the \
+                     faults stopped"
+                ));
+                break false;
+            }
+            sleep(Duration::from_secs(1)).await;
+        };
+        // Config stores converge to the topics' compaction.
+        if !self.config_topics.is_empty() {
+            let want = self.config_compaction(&cluster);
+            let deadline = ctx.now() + Duration::from_secs(60);
+            while ctx.now() < deadline && !replicas.alive().all(|r| r.view.configs_match(&want)) {
+                sleep(Duration::from_millis(500)).await;
+            }
+            for replica in replicas.alive().filter(|r| !r.view.configs_match(&want)) {
+                violations
+                    .push(format!("{}: its config store differs from the config topics' compaction", replica.name));
+            }
+        }
+        let outcome = self.outcome(&cluster);
+        for v in &violations {
+            ctx.violation(v.clone());
+        }
+        RunResult { outcome, violations, quiesced, events: Vec::new() }
+    }
+
+    fn quiescent(&self, cluster: &Cluster) -> bool {
+        let committed = truth::committed_offsets(cluster, &self.application_id);
+        let inputs_done = self.inputs_topics.iter().all(|(topic, _)| {
+            truth::log_ends(cluster, topic).iter().all(|(tp, end)| committed.get(tp).copied().unwrap_or(0) >= *end)
+        });
+        inputs_done
+            && self.outputs_topics.iter().all(|(t, _)| truth::no_open_transactions(cluster, t))
+            && truth::no_open_transactions(cluster, &format!("{}-changelog", self.application_id))
+    }
+
+    fn config_compaction(&self, cluster: &Cluster) -> BTreeMap<String, Vec<u8>> {
+        let mut model = BTreeMap::new();
+        for (topic, _) in &self.config_topics {
+            for r in truth::committed_records(cluster, topic) {
+                let key = String::from_utf8_lossy(r.key.as_deref().unwrap_or_default()).into_owned();
+                match r.value.as_deref() {
+                    value if flechtwerk::wire::is_tombstone(value) => {
+                        model.remove(&key);
+                    }
+                    Some(bytes) => {
+                        // A value the store would refuse is skipped or fatal by the stage's
+                        // policy; the model keeps what a strict reader keeps.
+                        let parsed = std::str::from_utf8(bytes).ok().and_then(|t| flechtwerk::json::parse(t).ok());
+                        if let Some(canonical) = parsed.and_then(|v| flechtwerk::json::to_canonical_bytes(&v).ok()) {
+                            model.insert(key, canonical);
+                        }
+                    }
+                    None => unreachable!("an absent value is a tombstone"),
+                }
+            }
+        }
+        model
+    }
+
+    fn outcome(&self, cluster: &Cluster) -> Outcome {
+        let mut outcome = Outcome::default();
+        for (topic, _) in &self.outputs_topics {
+            for r in truth::committed_records(cluster, topic) {
+                let key = String::from_utf8_lossy(r.key.as_deref().unwrap_or_default()).into_owned();
+                outcome.outputs.entry((topic.clone(), key)).or_default().push(r.value.clone());
+            }
+        }
+        for r in truth::committed_records(cluster, &format!("{}-changelog", self.application_id)) {
+            let key = String::from_utf8_lossy(r.key.as_deref().unwrap_or_default()).into_owned();
+            let value = r.value.clone().filter(|v| !flechtwerk::wire::is_tombstone(Some(v)));
+            outcome.state.insert((r.partition, key), value);
+        }
+        for (topic, _) in &self.inputs_topics {
+            outcome.inputs.extend(truth::committed_records(cluster, topic));
+        }
+        outcome
+    }
+}
+
+/// What the feeder writes.
+#[derive(Clone)]
+enum Feed {
+    /// Generated inputs, placed by key hash, spread over the fault period.
+    Generated(Vec<Input>),
+    /// A chaos run's committed inputs, each to its partition, in order.
+    Recorded(Vec<RawRecord>),
+}
+
+#[derive(Default)]
+struct RunResult {
+    outcome: Outcome,
+    violations: Vec<String>,
+    quiesced: bool,
+    events: Vec<crate::trace::Event>,
+}
+
+fn producer_record(input: &Input, partition: Option<i32>) -> ProducerRecord {
+    ProducerRecord {
+        partition,
+        value: input.value.clone().map(Bytes::from),
+        ..ProducerRecord::new(input.topic.clone(), input.key.clone(), Vec::new())
+    }
+}
+
+async fn feed_inputs(kafka: KafkaClient, ctx: Ctx, feed: Feed, period: Duration) {
+    let producer = kafka.producer(ProducerConfig::idempotent("feeder")).expect("producer");
+    match feed {
+        Feed::Generated(inputs) => {
+            let gap = period / (inputs.len().max(1) as u32);
+            let mut deliveries = Vec::new();
+            for (i, input) in inputs.iter().enumerate() {
+                match producer.send(producer_record(input, None)).await {
+                    Ok(delivery) => deliveries.push(delivery),
+                    Err(e) => ctx.event(format!("feeder: input {i} refused ({:?})", e.kind())),
+                }
+                sleep(gap).await;
+            }
+            for delivery in deliveries {
+                let _ = delivery.await;
+            }
+        }
+        Feed::Recorded(records) => {
+            for r in records {
+                let record = ProducerRecord {
+                    partition: Some(r.partition),
+                    key: r.key.clone(),
+                    value: r.value.clone(),
+                    ..ProducerRecord::new(r.topic.to_string(), Vec::new(), Vec::new())
+                };
+                let delivery = producer.send(record).await.expect("a calm send");
+                delivery.await.expect("a calm delivery");
+            }
+        }
+    }
+    producer.close().await;
+    ctx.event("feeder: done");
+}
+
+/// The differences between the reference outcome and the chaos run's, per key.
+fn diff(reference: &Outcome, chaos: &Outcome) -> Vec<String> {
+    let mut diffs = Vec::new();
+    let show = |values: &[Option<Bytes>]| -> String {
+        let shown: Vec<String> = values
+            .iter()
+            .take(8)
+            .map(|v| v.as_deref().map_or("null".into(), |b| String::from_utf8_lossy(b).into_owned()))
+            .collect();
+        let more = if values.len() > 8 { format!(" … ({} in all)", values.len()) } else { String::new() };
+        format!("[{}]{more}", shown.join(", "))
+    };
+    let keys: std::collections::BTreeSet<_> = reference.outputs.keys().chain(chaos.outputs.keys()).collect();
+    let mut differing = 0;
+    for key in keys {
+        let want = reference.outputs.get(key).map(Vec::as_slice).unwrap_or_default();
+        let got = chaos.outputs.get(key).map(Vec::as_slice).unwrap_or_default();
+        if want != got {
+            differing += 1;
+            if differing > DIFFS_SHOWN {
+                continue;
+            }
+            let at = want.iter().zip(got).position(|(a, b)| a != b).unwrap_or(want.len().min(got.len()));
+            diffs.push(format!(
+                "outputs of {}/{}: {} under chaos, {} in the reference; first difference at #{at}: chaos {} vs \
+                 reference {}",
+                key.0,
+                key.1,
+                got.len(),
+                want.len(),
+                show(&got[at.min(got.len())..]),
+                show(&want[at.min(want.len())..]),
+            ));
+        }
+    }
+    if differing > DIFFS_SHOWN {
+        diffs.push(format!("… and the outputs of {} more keys differ", differing - DIFFS_SHOWN));
+    }
+    let keys: std::collections::BTreeSet<_> = reference.state.keys().chain(chaos.state.keys()).collect();
+    let mut differing = 0;
+    for key in keys {
+        let want = reference.state.get(key).cloned().flatten();
+        let got = chaos.state.get(key).cloned().flatten();
+        if want != got {
+            differing += 1;
+            if differing > DIFFS_SHOWN {
+                continue;
+            }
+            diffs.push(format!(
+                "final state of {} (changelog partition {}): chaos {:?}, reference {:?}",
+                key.1,
+                key.0,
+                got.as_deref().map(String::from_utf8_lossy),
+                want.as_deref().map(String::from_utf8_lossy),
+            ));
+        }
+    }
+    if differing > DIFFS_SHOWN {
+        diffs.push(format!("… and the final states of {} more keys differ", differing - DIFFS_SHOWN));
+    }
+    diffs
+}
