@@ -104,8 +104,13 @@ fn caught(
     let mut examples = Vec::new();
     for seed in seeds.clone() {
         let stage = stage.clone();
-        if let Err(failure) = chaos(stage).seeds(seed..seed + 1).try_run() {
+        let test = chaos(stage).seeds(seed..seed + 1);
+        if let Err(failure) = test.try_run() {
             caught += 1;
+            assert!(
+                !test.run_seed(seed, &failure.shrunk, false).is_empty(),
+                "the shrunk schedule of seed {seed} passes when replayed:\n{failure}"
+            );
             largest_shrunk = largest_shrunk.max(failure.shrunk.len());
             if examples.len() < 2 {
                 examples.push(failure.to_string());
