@@ -6,7 +6,8 @@
 //!   (`benches/python/counter_app.py`) processes part of a paced input; it is stopped (SIGTERM,
 //!   a clean shutdown) or SIGKILLed while one of its transactions is open; a Rust instance of an
 //!   equivalent stage with the same `application_id` takes over (fences Python's producers,
-//!   restores the changelog Python wrote, continues from the committed offsets); later it is
+//!   restores the changelog Python wrote, continues from the committed offsets: LIFE-03's shared
+//!   names, TRX-31's fence-then-restore); later it is
 //!   stopped or killed the same way and a Python instance takes the application back. The
 //!   committed output must count every key exactly 1..n, each count attached to the key's n-th
 //!   input, and the changelog must end at n. The killed run also checks that the kill landed
@@ -32,8 +33,9 @@
 //! `--child ...`. Every child's stdout and stderr are kept in a log file under the temp dir,
 //! named in the failure message.
 //!
-//! Planted bugs (`FLECHTWERK_MIGRATION_MUTANT`, for showing the checks can fail; the results are
-//! in docs/compatibility.md): `app-id` (the Rust instances use another `application_id`),
+//! `FLECHTWERK_MIGRATION_SCENARIOS=stop,kill,rolling,configs` runs a subset. Planted bugs
+//! (`FLECHTWERK_MIGRATION_MUTANT`, for showing the checks can fail; the results are in
+//! docs/compatibility.md): `app-id` (the Rust instances use another `application_id`),
 //! `forget` (the Rust stage's state store forgets everything: a stage that does not restore),
 //! `quoted-key` (the Rust config writer JSON-quotes its keys).
 
@@ -78,7 +80,7 @@ const TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
 /// below the transaction timeout.
 const FENCE_MAX: Duration = Duration::from_secs(45);
 /// Kill attempts before the killed run gives up finding an open transaction to kill into.
-const KILL_ATTEMPTS: usize = 6;
+const KILL_ATTEMPTS: usize = 12;
 /// Upper bound for any one phase (a group to settle, a backlog to drain).
 const PHASE_MAX: Duration = Duration::from_secs(150);
 
@@ -272,7 +274,7 @@ fn tasks_held(p: &Proc) -> usize {
 fn restored_entries(p: &Proc) -> usize {
     p.find(|line| {
         if let Some(rest) = line.strip_prefix("restored ") {
-            return rest.split_whitespace().nth(1)?.parse().ok();
+            return rest.split_whitespace().nth(1)?.parse::<usize>().ok();
         }
         let (_, rest) = line.split_once("flechtwerk.kafka: Restored ")?;
         rest.split_whitespace().next()?.parse().ok()
@@ -363,7 +365,7 @@ extern "C" fn on_sigterm(_: libc::c_int) {
 async fn child(args: &[String]) {
     let [role, app, client, input, topic] = args else { panic!("child arguments: {args:?}") };
     // SAFETY: installs an async-signal-safe handler (one atomic store).
-    unsafe { libc::signal(libc::SIGTERM, on_sigterm as libc::sighandler_t) };
+    unsafe { libc::signal(libc::SIGTERM, on_sigterm as *const () as libc::sighandler_t) };
     let mut builder = Flechtwerk::builder()
         .application_id(app.as_str())
         .client_id(client.as_str())
@@ -376,9 +378,9 @@ async fn child(args: &[String]) {
     let app = match role.as_str() {
         "counter" => builder.build(counter(input, topic)),
         "forward" => builder.build(forwarder(input, topic)),
-        "config-store" => builder.build(transformer([input.as_str()]).config_topics([topic.as_str()]).transform(
-            |_msg, _state, _out| Ok(()),
-        )),
+        "config-store" => builder.build(
+            transformer([input.as_str()]).config_topics([topic.as_str()]).transform(|_msg, _state, _out| Ok(())),
+        ),
         other => panic!("unknown child role {other}"),
     }
     .expect("valid settings");
@@ -504,6 +506,17 @@ impl Watermarks {
             }
         }
         open
+    }
+
+    /// Whether any partition of `topics` has an open transaction, answered at the first one found
+    /// (the kill follows at once: a Rust transaction stays open for milliseconds only).
+    fn any_open(&self, topics: &[&str]) -> bool {
+        topics.iter().any(|topic| {
+            (0..PARTITIONS as i32).any(|p| {
+                let (lso, high) = self.of(topic, p);
+                lso < high
+            })
+        })
     }
 
     fn stable(&self, topic: &str) -> Vec<i64> {
@@ -684,7 +697,10 @@ fn compare_python_view(python: &[Value], rust: &[RawRecord]) -> Vec<String> {
             || value != r.value.as_deref().map(hex)
             || Some(timestamp) != r.timestamp_ms
         {
-            violations.push(format!("{}/{}: Python read {key:?} {value:?} at {timestamp}, Rust {r:?}", r.partition, r.offset));
+            violations.push(format!(
+                "{}/{}: Python read {key:?} {value:?} at {timestamp}, Rust {r:?}",
+                r.partition, r.offset
+            ));
         }
     }
     violations
@@ -752,7 +768,7 @@ fn switch_off(
         // Kill the moment an open transaction shows, then confirm it is still open with its
         // owner dead (nothing can commit it any more).
         let deadline = Instant::now() + Duration::from_secs(20);
-        while watermarks.open(topics).is_empty() && Instant::now() < deadline {
+        while !watermarks.any_open(topics) && Instant::now() < deadline {
             victim.alive();
         }
         victim.kill();
@@ -955,6 +971,9 @@ fn rolling(setup: Setup) -> String {
     )
 }
 
+/// A config record as the byte comparison sees it: its partition and value.
+type PartitionValue = (i32, Option<Vec<u8>>);
+
 /// Config commands, round 1 and round 2: (key, value); a `None` value is a tombstone.
 type Commands = Vec<(Option<&'static str>, Option<&'static [u8]>)>;
 
@@ -965,8 +984,14 @@ fn config_commands() -> (Commands, Commands, Vec<String>) {
         Box::leak((0..40).map(|n| format!(r#"{{"label": "l{n}", "n": {n}}}"#)).collect::<Vec<_>>().into_boxed_slice());
     let mut round1: Commands = plain.iter().zip(values).map(|(k, v)| (Some(k.as_str()), Some(v.as_bytes()))).collect();
     round1.extend([
-        (Some("non-canonical"), Some(&br#"{ "b" : 1, "a" : [1, 2.50, 1E16, -0.0, 0.1, 1e-05], "z": {"y": null, "x": true} }"#[..])),
-        (Some("unicode-\u{fc}-\u{1f980}"), Some(br#"{"name": "Gr\u00fc\u00dfe \ud83e\udd80 \u0001", "tab": "\t", "raw": "\u00e9"}"#)),
+        (
+            Some("non-canonical"),
+            Some(&br#"{ "b" : 1, "a" : [1, 2.50, 1E16, -0.0, 0.1, 1e-05], "z": {"y": null, "x": true} }"#[..]),
+        ),
+        (
+            Some("unicode-\u{fc}-\u{1f980}"),
+            Some(br#"{"name": "Gr\u00fc\u00dfe \ud83e\udd80 \u0001", "tab": "\t", "raw": "\u00e9"}"#),
+        ),
         (Some("big"), Some(br#"{"n": 123456789012345678901234567890, "f": 1.0}"#)),
         (None, Some(br#"{"keyless": true}"#)),
         (Some("updated"), Some(br#"{"v": 1}"#)),
@@ -1007,6 +1032,33 @@ fn expected_store(commands: &[&Commands]) -> BTreeMap<String, String> {
     store
 }
 
+/// Fails `configs` unless every named store equals `expected`.
+fn compare_stores(
+    what: &str,
+    stores: &[(&str, Option<BTreeMap<String, String>>)],
+    expected: &BTreeMap<String, String>,
+    procs: &[&Proc],
+) {
+    let mut violations = Vec::new();
+    for (name, store) in stores {
+        match store {
+            Some(store) if store == expected => {}
+            Some(store) => {
+                let extra: Vec<&String> = store.keys().filter(|k| !expected.contains_key(*k)).collect();
+                let missing: Vec<&String> = expected.keys().filter(|k| !store.contains_key(*k)).collect();
+                let differ: Vec<&String> =
+                    store.iter().filter(|(k, v)| expected.get(*k).is_some_and(|e| e != *v)).map(|(k, _)| k).collect();
+                violations
+                    .push(format!("{name}: keys (hex) extra {extra:?}, missing {missing:?}, values differ {differ:?}"));
+            }
+            None => violations.push(format!("{name}: no store")),
+        }
+    }
+    if !violations.is_empty() {
+        fail("configs", what, &violations, procs);
+    }
+}
+
 /// Config topics written by one implementation and read by the other.
 fn configs(setup: Setup) -> String {
     let started = Instant::now();
@@ -1022,7 +1074,19 @@ fn configs(setup: Setup) -> String {
         "writer-py",
         &setup.python,
         "tests/python/migration.py",
-        &["forward", "--bootstrap", &bootstrap(), "--app", &app_py, "--client", "writer-py", "--input", &commands, "--output", &cfg_py],
+        &[
+            "forward",
+            "--bootstrap",
+            &bootstrap(),
+            "--app",
+            &app_py,
+            "--client",
+            "writer-py",
+            "--input",
+            &commands,
+            "--output",
+            &cfg_py,
+        ],
         &setup.logs,
     );
     let mut writer_rs = Proc::rust("writer-rs", &["forward", &app_rs, "writer-rs", &commands, &cfg_rs], &setup.logs);
@@ -1036,33 +1100,22 @@ fn configs(setup: Setup) -> String {
 
     // Round 1: the stores both implementations bootstrap from both topics.
     let expected1 = expected_store(&[&round1]);
-    let mut reader_py_topic = Proc::rust("reader-of-cfg-py", &["config-store", &format!("{p}-reader-py"), "reader-py", &idle, &cfg_py], &setup.logs);
-    let mut reader_rs_topic = Proc::rust("reader-of-cfg-rs", &["config-store", &format!("{p}-reader-rs"), "reader-rs", &idle, &cfg_rs], &setup.logs);
-    let compare = |what: &str, stores: &[(&str, Option<BTreeMap<String, String>>)], expected: &BTreeMap<String, String>| {
-        let mut violations = Vec::new();
-        for (name, store) in stores {
-            match store {
-                Some(store) if store == expected => {}
-                Some(store) => {
-                    let extra: Vec<&String> = store.keys().filter(|k| !expected.contains_key(*k)).collect();
-                    let missing: Vec<&String> = expected.keys().filter(|k| !store.contains_key(*k)).collect();
-                    let differ: Vec<&String> =
-                        store.iter().filter(|(k, v)| expected.get(*k).is_some_and(|e| e != *v)).map(|(k, _)| k).collect();
-                    violations.push(format!("{name}: keys (hex) extra {extra:?}, missing {missing:?}, values differ {differ:?}"));
-                }
-                None => violations.push(format!("{name}: no store")),
-            }
-        }
-        if !violations.is_empty() {
-            fail("configs", what, &violations, &[&writer_py, &writer_rs, &reader_py_topic, &reader_rs_topic]);
-        }
-    };
+    let mut reader_py_topic = Proc::rust(
+        "reader-of-cfg-py",
+        &["config-store", &format!("{p}-reader-py"), "reader-py", &idle, &cfg_py],
+        &setup.logs,
+    );
+    let mut reader_rs_topic = Proc::rust(
+        "reader-of-cfg-rs",
+        &["config-store", &format!("{p}-reader-rs"), "reader-rs", &idle, &cfg_rs],
+        &setup.logs,
+    );
     wait_until("the Rust readers' bootstrapped stores", PHASE_MAX, || {
         reader_py_topic.alive();
         reader_rs_topic.alive();
         rust_store(&reader_py_topic).is_some() && rust_store(&reader_rs_topic).is_some()
     });
-    compare(
+    compare_stores(
         "after the bootstrap, a store differs from the expected one",
         &[
             ("Python's store of the Python-written topic", Some(python_store(&setup.python, &cfg_py, &setup.logs))),
@@ -1071,6 +1124,7 @@ fn configs(setup: Setup) -> String {
             ("Rust's store of the Rust-written topic", rust_store(&reader_rs_topic)),
         ],
         &expected1,
+        &[&writer_py, &writer_rs, &reader_py_topic, &reader_rs_topic],
     );
 
     // Round 2 while the Rust readers run: they drain it; Python bootstraps the final topics.
@@ -1081,11 +1135,12 @@ fn configs(setup: Setup) -> String {
         (python_store(&setup.python, &cfg_py, &setup.logs), python_store(&setup.python, &cfg_rs, &setup.logs));
     let deadline = Instant::now() + Duration::from_secs(30);
     while Instant::now() < deadline
-        && (rust_store(&reader_py_topic).as_ref() != Some(&expected2) || rust_store(&reader_rs_topic).as_ref() != Some(&expected2))
+        && (rust_store(&reader_py_topic).as_ref() != Some(&expected2)
+            || rust_store(&reader_rs_topic).as_ref() != Some(&expected2))
     {
         std::thread::sleep(Duration::from_millis(200));
     }
-    compare(
+    compare_stores(
         "after a drain, a store differs from the expected one",
         &[
             ("Python's store of the Python-written topic", Some(py_of_py)),
@@ -1094,13 +1149,16 @@ fn configs(setup: Setup) -> String {
             ("Rust's drained store of the Rust-written topic", rust_store(&reader_rs_topic)),
         ],
         &expected2,
+        &[&writer_py, &writer_rs, &reader_py_topic, &reader_rs_topic],
     );
 
     // The topics themselves: every key's records, in order, byte for byte, in the same partition.
     let by_key = |topic: &str| {
-        let mut keys: BTreeMap<Vec<u8>, Vec<(i32, Option<Vec<u8>>)>> = BTreeMap::new();
+        let mut keys: BTreeMap<Vec<u8>, Vec<PartitionValue>> = BTreeMap::new();
         for r in block(read_topic(&*kafka(), "migration-reader", topic)).expect("read config topic") {
-            keys.entry(r.key.as_deref().unwrap_or_default().to_vec()).or_default().push((r.partition, r.value.map(|v| v.to_vec())));
+            keys.entry(r.key.as_deref().unwrap_or_default().to_vec())
+                .or_default()
+                .push((r.partition, r.value.map(|v| v.to_vec())));
         }
         keys
     };
@@ -1111,14 +1169,24 @@ fn configs(setup: Setup) -> String {
             .keys()
             .chain(written_rs.keys())
             .filter(|k| written_py.get(*k) != written_rs.get(*k))
-            .map(|k| format!("{:?}: Python wrote {:?}, Rust {:?}", String::from_utf8_lossy(k), written_py.get(k), written_rs.get(k)))
+            .map(|k| {
+                format!(
+                    "{:?}: Python wrote {:?}, Rust {:?}",
+                    String::from_utf8_lossy(k),
+                    written_py.get(k),
+                    written_rs.get(k)
+                )
+            })
             .collect();
         fail("configs", "the two writers' records differ", &differ, &[&writer_py, &writer_rs]);
     }
     // Pinned bytes (so that two equally wrong implementations cannot agree).
     let pinned = [
         ("non-canonical", r#"{"a":[1,2.5,1e+16,-0.0,0.1,1e-05],"b":1,"z":{"x":true,"y":null}}"#),
-        ("unicode-\u{fc}-\u{1f980}", "{\"name\":\"Gr\u{fc}\u{df}e \u{1f980} \\u0001\",\"raw\":\"\u{e9}\",\"tab\":\"\\t\"}"),
+        (
+            "unicode-\u{fc}-\u{1f980}",
+            "{\"name\":\"Gr\u{fc}\u{df}e \u{1f980} \\u0001\",\"raw\":\"\u{e9}\",\"tab\":\"\\t\"}",
+        ),
         ("big", r#"{"f":1.0,"n":123456789012345678901234567890}"#),
         ("", r#"{"keyless":true}"#),
         ("updated", r#"{"v":3}"#),
@@ -1151,26 +1219,53 @@ fn parent() {
         println!("migration: planted bug {mutant:?}: this run must fail");
     }
     println!("migration: Python {} , logs in {}", python.display(), logs.display());
-    let setup = |name: &str| Setup { python: python.clone(), logs: logs.clone(), prefix: format!("{run}-{name}") };
+    // One log directory per scenario: the cut-overs name their processes alike.
+    let setup = |name: &str| {
+        let logs = logs.join(name);
+        std::fs::create_dir_all(&logs).expect("scenario log dir");
+        Setup { python: python.clone(), logs, prefix: format!("{run}-{name}") }
+    };
     type Scenario = Box<dyn FnOnce() -> String + Send>;
     let scenarios: Vec<(&str, Scenario)> = vec![
-        ("cut-over (stop)", Box::new({
-            let s = setup("stop");
-            move || cutover(s, Switch::Stop)
-        })),
-        ("cut-over (kill)", Box::new({
-            let s = setup("kill");
-            move || cutover(s, Switch::Kill)
-        })),
-        ("rolling", Box::new({
-            let s = setup("rolling");
-            move || rolling(s)
-        })),
-        ("configs", Box::new({
-            let s = setup("configs");
-            move || configs(s)
-        })),
+        (
+            "stop",
+            Box::new({
+                let s = setup("stop");
+                move || cutover(s, Switch::Stop)
+            }),
+        ),
+        (
+            "kill",
+            Box::new({
+                let s = setup("kill");
+                move || cutover(s, Switch::Kill)
+            }),
+        ),
+        (
+            "rolling",
+            Box::new({
+                let s = setup("rolling");
+                move || rolling(s)
+            }),
+        ),
+        (
+            "configs",
+            Box::new({
+                let s = setup("configs");
+                move || configs(s)
+            }),
+        ),
     ];
+    // `FLECHTWERK_MIGRATION_SCENARIOS=stop,kill,rolling,configs` (a comma-separated subset) runs
+    // only those: for running one planted bug against the scenario that should catch it.
+    let only = std::env::var("FLECHTWERK_MIGRATION_SCENARIOS").unwrap_or_default();
+    let only: Vec<&str> = only.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
+    let scenarios: Vec<(&str, Scenario)> =
+        scenarios.into_iter().filter(|(name, _)| only.is_empty() || only.contains(name)).collect();
+    assert!(
+        !scenarios.is_empty(),
+        "FLECHTWERK_MIGRATION_SCENARIOS={only:?} names no scenario (stop, kill, rolling, configs)"
+    );
     let started = Instant::now();
     let handles: Vec<_> = scenarios.into_iter().map(|(name, f)| (name, std::thread::spawn(f))).collect();
     let mut failed = Vec::new();
@@ -1188,7 +1283,8 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("--child") => {
-            let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+            let runtime =
+                tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
             runtime.block_on(child(&args[1..]));
         }
         // cargo test passes harness flags (e.g. --nocapture); they mean nothing here.
