@@ -66,11 +66,11 @@ const I: Attribute<i64> = Attribute::new("i", &INT);
 
 const PARTITIONS: u32 = 4;
 /// Inputs of one counter scenario, over `KEYS` keys (key-k gets inputs k, k + KEYS, ...).
-const INPUTS: usize = 20_000;
-const KEYS: usize = 1_000;
-/// The feed: `CHUNK` inputs every `PACE` (500 inputs/s, 40 s), so every switch happens while
+const INPUTS: usize = 10_000;
+const KEYS: usize = 500;
+/// The feed: `CHUNK` inputs every `PACE` (250 inputs/s, 40 s), so every switch happens while
 /// input flows.
-const CHUNK: usize = 100;
+const CHUNK: usize = 50;
 const PACE: Duration = Duration::from_millis(200);
 /// The transaction timeout of both implementations' task producers (aiokafka's default and
 /// ours): a transaction aborted earlier than this after the kill was aborted by a fence.
