@@ -68,10 +68,12 @@ const PARTITIONS: u32 = 4;
 /// Inputs of one counter scenario, over `KEYS` keys (key-k gets inputs k, k + KEYS, ...).
 const INPUTS: usize = 10_000;
 const KEYS: usize = 500;
-/// The feed: `CHUNK` inputs every `PACE` (250 inputs/s, 40 s), so every switch happens while
-/// input flows.
+/// The feed: `CHUNK` inputs every `PACE` (250 inputs/s at most, so 40 s at least), held back
+/// by `LEAD` when the consumers fall behind, so every switch happens while input flows.
 const CHUNK: usize = 50;
 const PACE: Duration = Duration::from_millis(200);
+/// How far the feed may run ahead of the committed input (see `feed`).
+const LEAD: usize = 1_500;
 /// The transaction timeout of both implementations' task producers (aiokafka's default and
 /// ours): a transaction aborted earlier than this after the kill was aborted by a fence.
 const TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
@@ -437,12 +439,24 @@ fn produce(topic: &str, records: &[(Option<&str>, Option<&[u8]>)]) {
 }
 
 /// Writes the counter inputs at a steady pace on a thread of its own: input `i` is
-/// `{"i": i}` under key `key-{i % KEYS}`. Returns the number written so far.
-fn feed(topic: &str) -> (Arc<std::sync::atomic::AtomicUsize>, std::thread::JoinHandle<()>) {
+/// `{"i": i}` under key `key-{i % KEYS}`. The feed never runs more than `LEAD` inputs ahead of
+/// what `groups` have committed (the most of them), so a slow consumer slows it down and every
+/// switch happens while input still flows, however slow the machine. Returns the number written
+/// so far.
+fn feed(topic: &str, groups: Vec<String>) -> (Arc<std::sync::atomic::AtomicUsize>, std::thread::JoinHandle<()>) {
     let fed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let (topic, count) = (topic.to_owned(), fed.clone());
     let handle = std::thread::spawn(move || {
+        // The committed input last seen: asked again only when it holds the feed back.
+        let mut known = 0;
         for start in (0..INPUTS).step_by(CHUNK) {
+            let deadline = Instant::now() + PHASE_MAX;
+            while start > LEAD && known < (start - LEAD) as i64 && Instant::now() < deadline {
+                known = groups.iter().map(|g| committed(g, &topic, PARTITIONS)).max().unwrap_or(0);
+                if known < (start - LEAD) as i64 {
+                    std::thread::sleep(PACE);
+                }
+            }
             let values: Vec<(String, String)> =
                 (start..start + CHUNK).map(|i| (format!("key-{}", i % KEYS), format!(r#"{{"i":{i}}}"#))).collect();
             let records: Vec<(Option<&str>, Option<&[u8]>)> =
@@ -817,10 +831,10 @@ fn cutover(setup: Setup, how: Switch) -> String {
     let (input, output, app) = (format!("{p}-in"), format!("{p}-out"), format!("{p}-app"));
     let changelog = format!("{app}-changelog");
     create_topics(&[(&input, PARTITIONS, false), (&output, PARTITIONS, false)]);
-    let (fed, feeder) = feed(&input);
+    let rust_group = setup.rust_group(&app);
+    let (fed, feeder) = feed(&input, vec![app.clone(), rust_group.clone()]);
     let watermarks = Watermarks::new();
     let txn_topics = [output.as_str(), changelog.as_str()];
-    let rust_group = setup.rust_group(&app);
 
     // Python first.
     let mut py1 = setup.python_counter("py-first", &app, "pod-0");
@@ -915,7 +929,7 @@ fn rolling(setup: Setup) -> String {
     let (input, output, app) = (format!("{p}-in"), format!("{p}-out"), format!("{p}-app"));
     let changelog = format!("{app}-changelog");
     create_topics(&[(&input, PARTITIONS, false), (&output, PARTITIONS, false)]);
-    let (_fed, feeder) = feed(&input);
+    let (_fed, feeder) = feed(&input, vec![app.clone(), setup.rust_group(&app)]);
     let progress = || committed(&app, &input, PARTITIONS);
 
     // A settled group: `members` all hold tasks, all PARTITIONS of them between them, and the
