@@ -51,7 +51,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use flechtwerk::attribute::{Attribute, INT};
 use flechtwerk::json::{self, Value};
 use flechtwerk::kafka::rdkafka::RdKafka;
-use flechtwerk::kafka::{ConsumerConfig, Kafka, NewTopic, ProducerConfig, ProducerRecord, TopicPartition};
+use flechtwerk::kafka::{ConsumerConfig, Kafka, NewTopic, Producer, ProducerConfig, ProducerRecord, TopicPartition};
 use flechtwerk::observer::{ConfigView, Observer};
 use flechtwerk::state::{StateError, StateStore, StateStores};
 use flechtwerk::testing::read_topic;
@@ -66,14 +66,14 @@ const I: Attribute<i64> = Attribute::new("i", &INT);
 
 const PARTITIONS: u32 = 4;
 /// Inputs of one counter scenario, over `KEYS` keys (key-k gets inputs k, k + KEYS, ...).
-const INPUTS: usize = 10_000;
-const KEYS: usize = 500;
-/// The feed: `CHUNK` inputs every `PACE` (250 inputs/s at most, so 40 s at least), held back
+const INPUTS: usize = 20_000;
+const KEYS: usize = 1_000;
+/// The feed: `CHUNK` inputs every `PACE` (500 inputs/s at most, so 40 s at least), held back
 /// by `LEAD` when the consumers fall behind, so every switch happens while input flows.
-const CHUNK: usize = 50;
+const CHUNK: usize = 100;
 const PACE: Duration = Duration::from_millis(200);
 /// How far the feed may run ahead of the committed input (see `feed`).
-const LEAD: usize = 1_500;
+const LEAD: usize = 3_000;
 /// The transaction timeout of both implementations' task producers (aiokafka's default and
 /// ours): a transaction aborted earlier than this after the kill was aborted by a fence.
 const TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
@@ -419,23 +419,28 @@ fn create_topics(topics: &[(&str, u32, bool)]) {
 fn produce(topic: &str, records: &[(Option<&str>, Option<&[u8]>)]) {
     block(async {
         let producer = kafka().producer(ProducerConfig::idempotent("migration-feeder")).expect("producer");
-        let mut deliveries = Vec::new();
-        for &(key, value) in records {
-            let record = ProducerRecord {
-                topic: topic.to_owned(),
-                partition: None,
-                key: key.map(|k| bytes::Bytes::copy_from_slice(k.as_bytes())),
-                value: value.map(bytes::Bytes::copy_from_slice),
-                headers: Vec::new(),
-                timestamp_ms: None,
-            };
-            deliveries.push(producer.send(record).await.expect("send"));
-        }
-        for delivery in deliveries {
-            delivery.await.expect("delivered");
-        }
+        send_all(&*producer, topic, records).await;
         producer.close().await;
     });
+}
+
+/// Sends `records` to `topic` and waits until every one is delivered.
+async fn send_all(producer: &dyn Producer, topic: &str, records: &[(Option<&str>, Option<&[u8]>)]) {
+    let mut deliveries = Vec::new();
+    for &(key, value) in records {
+        let record = ProducerRecord {
+            topic: topic.to_owned(),
+            partition: None,
+            key: key.map(|k| bytes::Bytes::copy_from_slice(k.as_bytes())),
+            value: value.map(bytes::Bytes::copy_from_slice),
+            headers: Vec::new(),
+            timestamp_ms: None,
+        };
+        deliveries.push(producer.send(record).await.expect("send"));
+    }
+    for delivery in deliveries {
+        delivery.await.expect("delivered");
+    }
 }
 
 /// Writes the counter inputs at a steady pace on a thread of its own: input `i` is
@@ -447,37 +452,56 @@ fn feed(topic: &str, groups: Vec<String>) -> (Arc<std::sync::atomic::AtomicUsize
     let fed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let (topic, count) = (topic.to_owned(), fed.clone());
     let handle = std::thread::spawn(move || {
-        // The committed input last seen: asked again only when it holds the feed back.
-        let mut known = 0;
-        for start in (0..INPUTS).step_by(CHUNK) {
-            let deadline = Instant::now() + PHASE_MAX;
-            while start > LEAD && known < (start - LEAD) as i64 && Instant::now() < deadline {
-                known = groups.iter().map(|g| committed(g, &topic, PARTITIONS)).max().unwrap_or(0);
-                if known < (start - LEAD) as i64 {
-                    std::thread::sleep(PACE);
+        block(async {
+            // One producer for the whole feed (a client per chunk costs more than the pace).
+            let producer = kafka().producer(ProducerConfig::idempotent("migration-feeder")).expect("producer");
+            // The committed input last seen: asked again only when it holds the feed back.
+            let mut known = 0;
+            for start in (0..INPUTS).step_by(CHUNK) {
+                let deadline = Instant::now() + PHASE_MAX;
+                while start > LEAD && known < (start - LEAD) as i64 && Instant::now() < deadline {
+                    known = 0;
+                    for group in &groups {
+                        known = known.max(committed_now(group, &topic, PARTITIONS).await);
+                    }
+                    if known < (start - LEAD) as i64 {
+                        tokio::time::sleep(PACE).await;
+                    }
                 }
+                let values: Vec<(String, String)> =
+                    (start..start + CHUNK).map(|i| (format!("key-{}", i % KEYS), format!(r#"{{"i":{i}}}"#))).collect();
+                let records: Vec<(Option<&str>, Option<&[u8]>)> =
+                    values.iter().map(|(k, v)| (Some(k.as_str()), Some(v.as_bytes()))).collect();
+                send_all(&*producer, &topic, &records).await;
+                count.fetch_add(CHUNK, Ordering::SeqCst);
+                tokio::time::sleep(PACE).await;
             }
-            let values: Vec<(String, String)> =
-                (start..start + CHUNK).map(|i| (format!("key-{}", i % KEYS), format!(r#"{{"i":{i}}}"#))).collect();
-            let records: Vec<(Option<&str>, Option<&[u8]>)> =
-                values.iter().map(|(k, v)| (Some(k.as_str()), Some(v.as_bytes()))).collect();
-            produce(&topic, &records);
-            count.fetch_add(CHUNK, Ordering::SeqCst);
-            std::thread::sleep(PACE);
-        }
+            producer.close().await;
+        });
     });
     (fed, handle)
 }
 
 /// Input records the group `group` has committed (summed over the input partitions).
 fn committed(group: &str, topic: &str, partitions: u32) -> i64 {
-    block(async {
+    block(committed_now(group, topic, partitions))
+}
+
+/// Retries for up to 30 s: on a loaded machine a metadata request can time out now and then.
+async fn committed_now(group: &str, topic: &str, partitions: u32) -> i64 {
+    let tps: Vec<TopicPartition> = (0..partitions as i32).map(|p| TopicPartition::new(topic, p)).collect();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
         let mut consumer = kafka().consumer(ConsumerConfig::member("migration-progress", group)).expect("consumer");
-        let tps: Vec<TopicPartition> = (0..partitions as i32).map(|p| TopicPartition::new(topic, p)).collect();
-        let offsets = consumer.committed(&tps).await.expect("committed");
-        consumer.close().await.expect("close");
-        offsets.into_iter().flatten().sum()
-    })
+        let offsets = consumer.committed(&tps).await;
+        let _ = consumer.close().await;
+        match offsets {
+            Ok(offsets) => return offsets.into_iter().flatten().sum(),
+            Err(e) if Instant::now() < deadline => eprintln!("migration: committed offsets of {group}: {e}; retrying"),
+            Err(e) => panic!("committed offsets of {group}: {e}"),
+        }
+        tokio::time::sleep(PACE).await;
+    }
 }
 
 /// High watermarks (read_uncommitted) against last stable offsets (read_committed): a
@@ -503,8 +527,20 @@ impl Watermarks {
     /// (LSO, high watermark) of a partition.
     fn of(&self, topic: &str, partition: i32) -> (i64, i64) {
         let timeout = Duration::from_secs(10);
-        let (_, lso) = self.committed.fetch_watermarks(topic, partition, timeout).expect("LSO");
-        let (_, high) = self.uncommitted.fetch_watermarks(topic, partition, timeout).expect("high watermark");
+        // A few tries: on a loaded machine a request can time out now and then.
+        let fetch = |consumer: &BaseConsumer, what: &str| {
+            let mut tries = 0;
+            loop {
+                match consumer.fetch_watermarks(topic, partition, timeout) {
+                    Ok((_, offset)) => return offset,
+                    Err(e) if tries < 3 => eprintln!("migration: {what} of {topic}/{partition}: {e}; retrying"),
+                    Err(e) => panic!("{what} of {topic}/{partition}: {e}"),
+                }
+                tries += 1;
+            }
+        };
+        let lso = fetch(&self.committed, "LSO");
+        let high = fetch(&self.uncommitted, "high watermark");
         (lso, high)
     }
 
