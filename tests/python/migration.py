@@ -1,0 +1,152 @@
+"""The Python side of tests/migration_python.rs: Python flechtwerk 0.17.0 as a config-topic
+writer, a config-store reader and a topic reader, each through the package's own code.
+
+    eval "$(scripts/python-ref | grep '^PYTHON_REF=')"
+    "$PYTHON_REF" tests/python/migration.py forward --bootstrap B --app A --client C --input I --output O
+    "$PYTHON_REF" tests/python/migration.py config-store --bootstrap B --topic T [--topic T2]
+    "$PYTHON_REF" tests/python/migration.py read --bootstrap B --topic T
+
+- `forward` runs a transformer (exactly-once, like any 0.17 stage) that forwards every input to
+  `--output` under its key: `Message(key=msg.key, topic=output, value=msg.value)`, so a value is
+  re-encoded as canonical JSON and a tombstone stays a tombstone. Pointed at a compacted topic it
+  is a config-topic writer. Runs until SIGTERM or SIGINT (then stops cleanly, exit 0), as
+  benches/python/counter_app.py does.
+- `config-store` bootstraps a `ConfigStore` from the topics with the package's
+  `bootstrap_config_store` (what a transformer or extractor runs at startup: compaction by wire
+  key across the topics, tombstone forms, strict decoding with the default raising policy, no
+  enrichment) and prints it as JSON: `{"entries": {key: value_hex}, "nbytes": n, "survivors": n}`,
+  the values being the store's bytes (`encode_json` of each surviving config).
+- `read` reads a topic from the beginning to its end (read_committed, the package's `read_to_end`)
+  and decodes every record with the package's `parse_message` (strict; the default policy
+  raises on an undecodable record) and prints JSON: `{"records": [{"partition", "offset", "key",
+  "value_hex" (encode_json of the decoded Event; null for a tombstone), "timestamp_ms"}]}`.
+"""
+import argparse
+import asyncio
+import json
+import logging
+import signal
+import sys
+
+from aiokafka import AIOKafkaConsumer
+
+from flechtwerk import Config, Flechtwerk, IncomingMessage, Message, Transformer
+from flechtwerk.configs import ConfigStore, bootstrap_config_store
+from flechtwerk.kafka import encode_json, parse_message, read_to_end, topic_partitions
+
+
+def forwarder(input_topic: str, output_topic: str) -> Transformer:
+    async def forward(msg: IncomingMessage, state):
+        yield Message(key=msg.key, topic=output_topic, value=msg.value)
+
+    return Transformer.of(input_topics=[input_topic], transform=forward)
+
+
+async def serve_forward(args: argparse.Namespace) -> None:
+    app = Flechtwerk.of(
+        application_id=args.app,
+        bootstrap_servers=args.bootstrap,
+        client_id=args.client,
+        stage=forwarder(args.input, args.output),
+    )
+    task = asyncio.current_task()
+    assert task is not None
+    stop = asyncio.Event()
+
+    def on_signal() -> None:
+        stop.set()
+        task.cancel()
+
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal)
+    try:
+        await app.run()
+    except asyncio.CancelledError:
+        if not stop.is_set():
+            raise
+        logging.getLogger("migration").info("stopped by signal; clean shutdown done")
+
+
+def raise_invalid(error):
+    raise error
+
+
+async def identity(config: Config) -> Config:
+    return config
+
+
+def consumer(bootstrap: str) -> AIOKafkaConsumer:
+    # What the package builds for its config and restore consumers: group-less, read_committed.
+    return AIOKafkaConsumer(bootstrap_servers=bootstrap, client_id="migration-reader", group_id=None,
+                            isolation_level="read_committed", enable_auto_commit=False)
+
+
+async def config_store(args: argparse.Namespace) -> dict:
+    reader = consumer(args.bootstrap)
+    await reader.start()
+    try:
+        store = ConfigStore()
+        survivors = await bootstrap_config_store(reader, args.topic, store, identity, raise_invalid)
+        return {
+            "entries": {key: store._raw[key].hex() for key in store._raw},
+            "nbytes": store.nbytes,
+            "survivors": len(survivors),
+        }
+    finally:
+        await reader.stop()
+
+
+async def read(args: argparse.Namespace) -> dict:
+    reader = consumer(args.bootstrap)
+    await reader.start()
+    try:
+        tps = await topic_partitions(reader, [args.topic])
+        if not tps:
+            raise SystemExit(f"topic {args.topic} does not exist")
+        records = []
+
+        async def collect(raw) -> None:
+            msg = parse_message(raw, raise_invalid)
+            assert msg is not None  # the raising policy never skips
+            records.append({
+                "partition": raw.partition,
+                "offset": raw.offset,
+                "key": msg.key,
+                "value_hex": None if msg.value is None else encode_json(msg.value).hex(),
+                "timestamp_ms": raw.timestamp,
+            })
+
+        await read_to_end(reader, tps, collect)
+        records.sort(key=lambda r: (r["partition"], r["offset"]))
+        return {"records": records}
+    finally:
+        await reader.stop()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    fwd = sub.add_parser("forward")
+    for name in ("--bootstrap", "--app", "--client", "--input", "--output"):
+        fwd.add_argument(name, required=True)
+    store = sub.add_parser("config-store")
+    store.add_argument("--bootstrap", required=True)
+    store.add_argument("--topic", action="append", required=True)
+    rd = sub.add_parser("read")
+    rd.add_argument("--bootstrap", required=True)
+    rd.add_argument("--topic", required=True)
+    parser.add_argument("--log-level", default="INFO")
+    args = parser.parse_args()
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.command == "forward":
+        asyncio.run(serve_forward(args))
+        return 0
+    result = asyncio.run(config_store(args) if args.command == "config-store" else read(args))
+    json.dump(result, sys.stdout, ensure_ascii=False, sort_keys=True)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
