@@ -1,22 +1,7 @@
 //! The extractor stage: polls an external source once per config entry per cycle, emitting
 //! messages in pages, with its `State` as the resume cursor (STG-20..24, EXT-01..44).
 //!
-//! The runner calls [`Extractor::poll`] with a config, the config's current state (its cursor)
-//! and a [`Page`]. Python's `poll` is an async generator with two kinds of yield; here they are
-//! the page's two methods:
-//!
-//! - [`Page::send`] hands a message to the transactional producer at once (EXT-12); the first
-//!   one begins the page's transaction.
-//! - [`Page::commit`] is a commit boundary (EXT-10): the messages sent since the last boundary
-//!   and the state, if it differs from the last committed one, commit together as one
-//!   transaction. An unchanged state with nothing sent opens nothing (EXT-11).
-//!
-//! Messages sent after the last boundary commit as a page of their own when `poll` returns
-//! `Ok`. If `poll` fails (or the runner cancels it on a rebalance), the open page aborts and
-//! the error ends the run; pages committed before stay committed (EXT-14). A restarted or
-//! handed-over config resumes from the last committed state: nothing emitted twice, nothing
-//! skipped — provided that `poll` is idempotent at the source (asking again from a cursor gives
-//! the same items) and that a page closes within the transaction timeout (10 minutes, EXT-17).
+//! The semantics (pages, commit boundaries, resumption) are on the [`Extractor`] trait.
 //!
 //! ```
 //! use flechtwerk::attribute::{Attribute, INT};
@@ -72,7 +57,7 @@ pub(crate) trait PageSink: Send {
     fn config(&self, key: &str) -> BoxFuture<'_, Result<Option<Config>, ConfigStoreError>>;
 }
 
-/// Where a poll sends its messages and commits its cursor (see the [module](self) docs).
+/// Where a poll sends its messages and commits its cursor (see [`Extractor`]).
 ///
 /// ```
 /// use flechtwerk::attribute::{Attribute, INT, STR};
@@ -283,6 +268,24 @@ impl Wakeup {
 /// (STG-20..23). Only [`config_topics`](Extractor::config_topics) and
 /// [`poll`](Extractor::poll) are required.
 ///
+/// The runner calls [`Extractor::poll`] with a config, the config's current state (its cursor)
+/// and a [`Page`]. Python's `poll` is an async generator with two kinds of yield; here they are
+/// the page's two methods:
+///
+/// - [`Page::send`] hands a message to the transactional producer at once (EXT-12); the first
+///   one begins the page's transaction.
+/// - [`Page::commit`] is a commit boundary (EXT-10): the messages sent since the last boundary
+///   and the state, if it differs from the last committed one, commit together as one
+///   transaction. An unchanged state with nothing sent opens nothing (EXT-11).
+///
+/// Messages sent after the last boundary commit as a page of their own when `poll` returns
+/// `Ok`. If `poll` fails (or the runner cancels it on a rebalance), the open page aborts and
+/// the error ends the run; pages committed before stay committed (EXT-14). A restarted or
+/// handed-over config resumes from the last committed state: nothing emitted twice, nothing
+/// skipped — provided that `poll` is idempotent at the source (asking again from a cursor gives
+/// the same items) and that a page closes within the transaction timeout (10 minutes, EXT-17).
+///
+///
 /// ```
 /// use std::collections::BTreeMap;
 /// use flechtwerk::attribute::{Attribute, INT, STR};
@@ -330,7 +333,7 @@ pub trait Extractor: Send + Sync + 'static {
     fn config_topics(&self) -> Vec<String>;
 
     /// Polls one config: emits messages and commits cursors through `page` (see the
-    /// [module](self) docs). `config` is a private copy of the entry; `state` is its state as
+    /// [`Extractor`] docs). `config` is a private copy of the entry; `state` is its state as
     /// last committed, read when the poll starts (empty when there is none). Polls of configs
     /// on one ownership token run one after another; tokens run concurrently (EXT-04).
     fn poll(

@@ -2,7 +2,7 @@
 //! beyond the user's surface.
 //!
 //! - [`RecordingObserver`]: keeps every observer call, in order (TST-04).
-//! - [`conformance`]: the client-level scenarios every [`Kafka`](crate::kafka::Kafka) adapter
+//! - [`conformance`]: the client-level scenarios every [`Kafka`] adapter
 //!   must pass, run against the simulated cluster and against Apache Kafka.
 //! - [`read_topic`] and [`read_to_end`]: read partitions to the ends captured at entry, the way
 //!   the engine's bootstrap and restore do.
