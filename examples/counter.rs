@@ -7,6 +7,8 @@
 //! cargo run --example counter --features rdkafka -- --bootstrap 127.0.0.1:9092 --serve --client pod-1
 //! cargo run --example counter --features prometheus -- --metrics 127.0.0.1:9464 --linger 30
 //! RUST_LOG=flechtwerk=info cargo run --example counter      # the engine's spans and events
+//! cargo run --example counter --features rdkafka -- --bootstrap 127.0.0.1:9094 --serve \
+//!     --sasl-user app --sasl-password-file /run/secrets/kafka --ca-file /etc/kafka/ca.pem
 //! ```
 //!
 //! Without `--serve` it creates the topics, writes `--inputs` records over `--keys` keys, runs
@@ -18,6 +20,12 @@
 //! `http://ADDR/metrics` while the application runs, labelled `app=<--app>` and
 //! `pod=<--client>`; `--linger SECONDS` keeps it running that long after the last count is out,
 //! for a Prometheus to scrape the final values.
+//!
+//! With `--sasl-user` it connects over SASL_SSL (SCRAM-SHA-512 unless `--sasl-mechanism` says
+//! `SCRAM-SHA-256` or `PLAIN`), the password read from `--sasl-password-file`, the broker's
+//! certificate checked against `--ca-file` (default: the system's CAs). The principal needs the
+//! transformer's ACLs of docs/security.md (and, without `--serve`, Create on the three topics and
+//! Write on the input to set them up and feed them).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -30,6 +38,10 @@ use flechtwerk_sim::stages::{check_counts, counter};
 
 struct Args {
     bootstrap: Option<String>,
+    sasl_user: Option<String>,
+    sasl_mechanism: String,
+    sasl_password_file: Option<String>,
+    ca_file: Option<String>,
     serve: bool,
     app: String,
     client: String,
@@ -46,6 +58,10 @@ struct Args {
 fn parse() -> Args {
     let mut args = Args {
         bootstrap: None,
+        sasl_user: None,
+        sasl_mechanism: "SCRAM-SHA-512".into(),
+        sasl_password_file: None,
+        ca_file: None,
         serve: false,
         app: "counter".into(),
         client: "pod-0".into(),
@@ -63,6 +79,10 @@ fn parse() -> Args {
         let mut value = || it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
         match flag.as_str() {
             "--bootstrap" => args.bootstrap = Some(value()),
+            "--sasl-user" => args.sasl_user = Some(value()),
+            "--sasl-mechanism" => args.sasl_mechanism = value(),
+            "--sasl-password-file" => args.sasl_password_file = Some(value()),
+            "--ca-file" => args.ca_file = Some(value()),
             "--serve" => args.serve = true,
             "--app" => args.app = value(),
             "--client" => args.client = value(),
@@ -84,7 +104,24 @@ fn kafka(args: &Args) -> Arc<dyn Kafka> {
     match &args.bootstrap {
         None => Arc::new(flechtwerk_sim::cluster::LocalCluster::new()),
         #[cfg(feature = "rdkafka")]
-        Some(servers) => Arc::new(flechtwerk::kafka::rdkafka::RdKafka::new(servers.clone())),
+        Some(servers) => {
+            use flechtwerk::kafka::rdkafka::{RdKafka, SaslMechanism, Secret, Security};
+            let kafka = RdKafka::new(servers.clone());
+            let Some(user) = &args.sasl_user else { return Arc::new(kafka) };
+            let mechanism = match args.sasl_mechanism.as_str() {
+                "PLAIN" => SaslMechanism::Plain,
+                "SCRAM-SHA-256" => SaslMechanism::ScramSha256,
+                "SCRAM-SHA-512" => SaslMechanism::ScramSha512,
+                other => panic!("unknown SASL mechanism {other:?}"),
+            };
+            let file = args.sasl_password_file.as_ref().expect("--sasl-user needs --sasl-password-file");
+            let password = std::fs::read_to_string(file).unwrap_or_else(|e| panic!("reading {file}: {e}"));
+            let mut security = Security::sasl_ssl(mechanism, user, Secret::new(password.trim_end()));
+            if let Some(ca) = &args.ca_file {
+                security = security.with_ca_file(ca);
+            }
+            Arc::new(kafka.with_security(security).expect("TLS and SASL settings"))
+        }
         #[cfg(not(feature = "rdkafka"))]
         Some(_) => panic!("--bootstrap needs the rdkafka feature: cargo run --example counter --features rdkafka"),
     }

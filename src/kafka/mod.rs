@@ -11,7 +11,7 @@
 //! depends on it.
 
 mod error;
-#[cfg(all(feature = "rdkafka", not(madsim)))]
+#[cfg(all(feature = "rdkafka-plaintext", not(madsim)))]
 pub mod rdkafka;
 // `pub` items here are the test kit's too (`testing` re-exports them).
 #[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
@@ -322,6 +322,12 @@ pub trait Consumer: Send {
 
     /// The end of a partition as this consumer sees it: the last stable offset.
     async fn end_offset(&mut self, partition: &TopicPartition) -> KafkaResult<i64>;
+
+    /// The high watermark of a partition: the offset after its last record, whether that
+    /// record's transaction is decided or not (`ListOffsets(latest)` under
+    /// `read_uncommitted`). A `read_committed` position reaches it only once every transaction
+    /// with records below it has committed or aborted.
+    async fn log_end_offset(&mut self, partition: &TopicPartition) -> KafkaResult<i64>;
 
     /// The partition count of `topic`, `None` when the topic does not exist. Fresh metadata: a
     /// topic created a moment ago is visible.

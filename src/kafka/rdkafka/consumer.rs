@@ -14,8 +14,8 @@ pub(super) struct ConsumerCtx {
 }
 
 impl ConsumerCtx {
-    pub(super) fn new(client_id: &str) -> Self {
-        ConsumerCtx { log: LogContext::new(client_id), events: Mutex::new(Vec::new()), failed: Mutex::new(None) }
+    pub(super) fn new(client_id: &str, tls: bool) -> Self {
+        ConsumerCtx { log: LogContext::new(client_id, tls), events: Mutex::new(Vec::new()), failed: Mutex::new(None) }
     }
 }
 
@@ -255,8 +255,17 @@ impl Buffer {
 
 pub(super) struct Shared {
     pub(super) consumer: BaseConsumer<ConsumerCtx>,
+    /// A group-less consumer: librdkafka still looks up the coordinator of its private group,
+    /// which a least-privilege principal may not describe; that refusal is no error here.
+    pub(super) groupless: bool,
     /// Serializes blocking polls, and holds what a cancelled poll took.
     pub(super) buffer: Mutex<Buffer>,
+    /// For [`Consumer::log_end_offset`]: the consumer's settings as `read_uncommitted`, and the
+    /// client made of them on first use (librdkafka answers ListOffsets(latest) with the
+    /// isolation level of the client that asks).
+    pub(super) uncommitted: Mutex<(ClientConfig, Option<BaseConsumer<ConsumerCtx>>)>,
+    /// Whether the connection uses TLS (for the refusal rules of a second client).
+    pub(super) tls: bool,
 }
 
 impl Shared {
@@ -323,18 +332,42 @@ impl Shared {
         Ok(())
     }
 
-    /// Fails the poll with what the rebalance callback could not do (TRX-34).
+    /// Fails the poll with what the rebalance callback could not do (TRX-34), or with the
+    /// cluster's refusal of this client.
     pub(super) fn surface_failure(&self) -> KafkaResult<()> {
+        if let Some(refused) = self.ctx().log.refusal.get() {
+            return Err(refused);
+        }
         self.ctx().take_failure().map_or(Ok(()), Err)
     }
 
     pub(super) fn consume_error(&self, error: RdError) -> KafkaResult<()> {
+        let code = error.rdkafka_error_code();
         match error {
             RdError::MessageConsumptionFatal(_) => {
                 let fatal = self.consumer.client().fatal_error();
                 Err(rd_error("poll", &error, fatal).with_context(self.ctx().log.client.to_string()))
             }
             RdError::PartitionEOF(_) => Ok(()),
+            _ if self.groupless && code == Some(Code::GroupAuthorizationFailed) => {
+                tracing::debug!(
+                    client = &*self.ctx().log.client,
+                    "the private group of a group-less consumer may not be described: ignored"
+                );
+                Ok(())
+            }
+            // Missing ACLs and refused authentication end the run: librdkafka would go on
+            // retrying (and reporting) them forever.
+            _ if code.is_some_and(is_authorization_code) => {
+                Err(rd_error("poll", &error, None).with_context(self.ctx().log.client.to_string()))
+            }
+            _ if code.is_some_and(is_authentication_code) => {
+                let refused = self.ctx().log.refusal.get().unwrap_or_else(|| {
+                    rd_error_as(KafkaErrorKind::Authentication, "connect", &error, None)
+                        .with_context(format!("client {}", self.ctx().log.client))
+                });
+                Err(refused)
+            }
             other => {
                 // Transient: librdkafka retries by itself (broker down, leader moved, ...).
                 tracing::warn!(client = &*self.ctx().log.client, error = %other, "consumer error");
@@ -463,7 +496,8 @@ impl Consumer for RdConsumer {
         let shared = self.shared("assign")?;
         let partitions = partitions.to_vec();
         let context = self.context();
-        let starts = blocking("assign", move || {
+        let refusal = shared.ctx().log.refusal.clone();
+        let starts = blocking_unless_refused(&refusal, "assign", move || {
             // Resolve every start to a concrete offset, so positions are known before the first
             // record (a reader compares them with captured ends).
             let mut starts = BTreeMap::new();
@@ -512,7 +546,11 @@ impl Consumer for RdConsumer {
         let filler = shared.clone();
         let context = self.context();
         blocking("poll", move || filler.fill(max, timeout, &watched).map_err(|e| e.with_context(context))).await?;
-        Ok(self.take(&shared, max))
+        let polled = self.take(&shared, max);
+        if !polled.records.is_empty() || !polled.rebalances.is_empty() {
+            shared.ctx().log.refusal.mark_connected();
+        }
+        Ok(polled)
     }
 
     fn pause(&mut self, partitions: &[TopicPartition]) -> KafkaResult<()> {
@@ -538,7 +576,8 @@ impl Consumer for RdConsumer {
     async fn seek(&mut self, partition: &TopicPartition, offset: i64) -> KafkaResult<()> {
         let shared = self.shared("seek")?;
         let target = partition.clone();
-        blocking("seek", move || {
+        let refusal = shared.ctx().log.refusal.clone();
+        blocking_unless_refused(&refusal, "seek", move || {
             let mut buffer = lock(&shared.buffer);
             buffer.drop_records_of(&target);
             buffer.rewinds.retain(|(p, _)| *p != target);
@@ -570,7 +609,8 @@ impl Consumer for RdConsumer {
         let target = partition.clone();
         let known = self.known.get(partition).copied();
         let offset_reset = self.offset_reset;
-        let position = blocking("position", move || {
+        let refusal = shared.ctx().log.refusal.clone();
+        let position = blocking_unless_refused(&refusal, "position", move || {
             let buffer = lock(&shared.buffer);
             if let Some(offset) = buffer.first_buffered(&target) {
                 return Ok(offset);
@@ -622,7 +662,8 @@ impl Consumer for RdConsumer {
                 .map_err(|e| rd_error("commit_offsets", &e, None).with_context(partition.to_string()))?;
         }
         let context = self.context();
-        blocking("commit_offsets", move || {
+        let refusal = shared.ctx().log.refusal.clone();
+        blocking_unless_refused(&refusal, "commit_offsets", move || {
             shared
                 .consumer
                 .commit(&tpl, CommitMode::Sync)
@@ -639,7 +680,8 @@ impl Consumer for RdConsumer {
         }
         let wanted = partitions.to_vec();
         let context = self.context();
-        blocking("committed", move || {
+        let refusal = shared.ctx().log.refusal.clone();
+        blocking_unless_refused(&refusal, "committed", move || {
             let result = shared
                 .consumer
                 .committed_offsets(rd_partitions(&wanted), REQUEST_TIMEOUT)
@@ -658,7 +700,8 @@ impl Consumer for RdConsumer {
     async fn end_offset(&mut self, partition: &TopicPartition) -> KafkaResult<i64> {
         let shared = self.shared("end_offset")?;
         let target = partition.clone();
-        blocking("end_offset", move || {
+        let refusal = shared.ctx().log.refusal.clone();
+        blocking_unless_refused(&refusal, "end_offset", move || {
             // Under read_committed, ListOffsets(latest) answers the last stable offset.
             shared
                 .consumer
@@ -669,10 +712,36 @@ impl Consumer for RdConsumer {
         .await
     }
 
+    async fn log_end_offset(&mut self, partition: &TopicPartition) -> KafkaResult<i64> {
+        let shared = self.shared("log_end_offset")?;
+        let target = partition.clone();
+        let refusal = shared.ctx().log.refusal.clone();
+        let client_id = self.client_id.clone();
+        blocking_unless_refused(&refusal, "log_end_offset", move || {
+            let mut uncommitted = lock(&shared.uncommitted);
+            let (config, client) = &mut *uncommitted;
+            if client.is_none() {
+                let context = ConsumerCtx::new(&format!("{client_id}-watermarks"), shared.tls);
+                let created: BaseConsumer<ConsumerCtx> = config
+                    .create_with_context(context)
+                    .map_err(|e| rd_error("log_end_offset", &e, None).with_context(client_id.clone()))?;
+                *client = Some(created);
+            }
+            client
+                .as_ref()
+                .expect("created above")
+                .fetch_watermarks(&target.topic, target.partition, REQUEST_TIMEOUT)
+                .map(|(_, high)| high)
+                .map_err(|e| rd_error("log_end_offset", &e, None).with_context(target.to_string()))
+        })
+        .await
+    }
+
     async fn partition_count(&mut self, topic: &str) -> KafkaResult<Option<u32>> {
         let shared = self.shared("partition_count")?;
         let topic = topic.to_owned();
-        blocking("partition_count", move || {
+        let refusal = shared.ctx().log.refusal.clone();
+        blocking_unless_refused(&refusal, "partition_count", move || {
             partition_count(shared.consumer.client(), &topic, Duration::from_secs(5)).map(|t| t.map(|(n, _)| n))
         })
         .await
@@ -795,7 +864,7 @@ mod tests {
 
     #[test]
     fn trx_34_a_failed_assign_is_fatal_and_queues_no_assignment() {
-        let ctx = ConsumerCtx::new("pod-0");
+        let ctx = ConsumerCtx::new("pod-0", false);
         ctx.on_rebalance(&Failing { assign: true, ..Failing::default() }, ASSIGN, &tpl());
         assert!(lock(&ctx.events).is_empty(), "no partitions are handed to the engine");
         let error = ctx.take_failure().expect("the failure waits for the next poll");
@@ -806,7 +875,7 @@ mod tests {
 
     #[test]
     fn trx_34_a_failed_pause_is_fatal_too() {
-        let ctx = ConsumerCtx::new("pod-0");
+        let ctx = ConsumerCtx::new("pod-0", false);
         ctx.on_rebalance(&Failing { pause: true, ..Failing::default() }, ASSIGN, &tpl());
         assert!(lock(&ctx.events).is_empty());
         assert!(ctx.take_failure().is_some_and(|e| e.to_string().contains("pausing")));
@@ -814,7 +883,7 @@ mod tests {
 
     #[test]
     fn trx_34_a_failed_unassign_still_revokes() {
-        let ctx = ConsumerCtx::new("pod-0");
+        let ctx = ConsumerCtx::new("pod-0", false);
         ctx.on_rebalance(&Failing { unassign: true, ..Failing::default() }, REVOKE, &tpl());
         assert_eq!(
             *lock(&ctx.events),
@@ -825,7 +894,7 @@ mod tests {
 
     #[test]
     fn rebalances_that_work_queue_their_events() {
-        let ctx = ConsumerCtx::new("pod-0");
+        let ctx = ConsumerCtx::new("pod-0", false);
         let client = Failing::default();
         ctx.on_rebalance(&client, ASSIGN, &tpl());
         ctx.on_rebalance(&client, REVOKE, &tpl());

@@ -12,6 +12,8 @@ pub(super) fn is_fenced_code(code: Code) -> bool {
 pub(super) fn code_kind(code: Code) -> KafkaErrorKind {
     match code {
         c if is_fenced_code(c) => KafkaErrorKind::Fenced,
+        c if is_authorization_code(c) => KafkaErrorKind::Authorization,
+        c if is_authentication_code(c) => KafkaErrorKind::Authentication,
         Code::UnknownTopicOrPartition | Code::UnknownTopic | Code::UnknownPartition | Code::UnknownTopicId => {
             KafkaErrorKind::UnknownTopic
         }
@@ -56,6 +58,16 @@ pub(super) fn code_kind(code: Code) -> KafkaErrorKind {
 /// fence).
 pub(super) fn classify(error: &RdError, fatal: Option<Code>) -> KafkaErrorKind {
     let fenced_cause = fatal.is_some_and(is_fenced_code);
+    // A refusal names itself, whatever librdkafka made of it (a transactional-id authorization
+    // failure is a fatal error there, a topic authorization failure an abortable one; a client
+    // whose fatal error is a refusal reports `_FATAL` afterwards).
+    let refused = |code: Code| is_authorization_code(code) || is_authentication_code(code);
+    if let Some(code) = error.rdkafka_error_code().filter(|c| refused(*c)) {
+        return code_kind(code);
+    }
+    if let Some(code) = fatal.filter(|c| refused(*c)) {
+        return code_kind(code);
+    }
     match error {
         RdError::Transaction(e) => {
             let code = e.code();
@@ -113,6 +125,10 @@ pub(super) fn rd_error_as(
 ) -> KafkaError {
     let mut message = match error {
         RdError::Transaction(e) => format!("{} ({})", e.string(), e.name()),
+        // rdkafka prints the refused value; a secret's value is never printed.
+        RdError::ClientConfig(_, description, key, _) if is_secret_setting(key) => {
+            format!("Client config error: {description} {key} [redacted]")
+        }
         other => other.to_string(),
     };
     if let Some((code, reason)) = &fatal {
@@ -125,6 +141,9 @@ pub(super) fn rd_error_as(
         .map(|(code, _)| *code as i32)
         .filter(|c| *c > 0)
         .or_else(|| error.rdkafka_error_code().map(|c| c as i32).filter(|c| *c > 0));
+    if kind == KafkaErrorKind::Authorization {
+        message.push_str(&format!("; not authorized: {}", acl_hint(operation, broker_code)));
+    }
     let error = KafkaError::new(kind, operation, message);
     match broker_code {
         Some(code) => error.with_code(code),
@@ -132,8 +151,31 @@ pub(super) fn rd_error_as(
     }
 }
 
+/// Which ACL an authorization failure in `operation` points to (the error's context names the
+/// resource).
+pub(super) fn acl_hint(operation: &str, code: Option<i32>) -> &'static str {
+    match (code, operation) {
+        (Some(29), "partition_count" | "end_offset" | "assign" | "position") => "Describe on the topic is missing",
+        (Some(29), "create_topic") => "Create on the topic is missing (or Describe, if it exists)",
+        (Some(29), "poll" | "subscribe") => "Read (or Describe) on the topic is missing",
+        (Some(29), _) => "Write on the topic is missing",
+        (Some(30), "send_offsets_to_transaction" | "commit_transaction") => {
+            "Read on the consumer group is missing (offsets commit with the transaction)"
+        }
+        (Some(30), _) => "Read on the consumer group is missing",
+        (Some(53), _) => "Write (and Describe) on the transactional id is missing",
+        (Some(31), _) => "the operation needs a cluster permission",
+        _ => "an ACL is missing",
+    }
+}
+
 pub(super) fn code_error(operation: &'static str, code: Code, context: impl Into<String>) -> KafkaError {
-    let error = KafkaError::new(code_kind(code), operation, code.to_string()).with_context(context);
+    let kind = code_kind(code);
+    let mut message = code.to_string();
+    if kind == KafkaErrorKind::Authorization {
+        message.push_str(&format!("; not authorized: {}", acl_hint(operation, Some(code as i32))));
+    }
+    let error = KafkaError::new(kind, operation, message).with_context(context);
     if (code as i32) > 0 {
         error.with_code(code as i32)
     } else {

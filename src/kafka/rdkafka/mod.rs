@@ -1,6 +1,13 @@
 //! The production Kafka adapter on librdkafka (feature `rdkafka`): [`RdKafka`] builds the
-//! port's consumers, producers and admin clients from bootstrap servers plus optional extra
-//! librdkafka settings. Everything is injected; nothing is read from the environment.
+//! port's consumers, producers and admin clients from bootstrap servers, a typed [`Security`]
+//! (TLS, SASL; docs/security.md) and optional extra librdkafka settings. Everything is injected;
+//! nothing is read from the environment.
+//!
+//! Refusals: librdkafka only logs a failed authentication or TLS handshake and reconnects
+//! forever; the adapter fails every call waiting on that client with a
+//! [`KafkaErrorKind::Authentication`] error instead, and a broker's authorization error with
+//! [`KafkaErrorKind::Authorization`] (naming the resource and the missing permission), also in
+//! a consumer's poll.
 //!
 //! Fixed choices (the port's contract depends on them, so extra settings cannot change them):
 //! consumers read `read_committed`, never auto-commit, join with eager Range assignment and never
@@ -21,7 +28,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ffi::CStr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -50,12 +58,16 @@ mod consumer;
 mod errors;
 mod log;
 mod producer;
+mod security;
 
 use admin::*;
 use consumer::*;
 use errors::*;
 use log::*;
 use producer::*;
+use security::*;
+
+pub use security::{builtin_features, SaslMechanism, Secret, Security};
 
 /// Upper bound of one blocking metadata, offset or seek request.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -96,20 +108,45 @@ pub const RESERVED_SETTINGS: &[&str] = &[
 ];
 
 /// The production [`Kafka`]: clients on librdkafka.
-#[derive(Clone, Debug)]
+///
+/// Connection security is typed: [`with_security`](Self::with_security) takes a [`Security`]
+/// (TLS, SASL, the CA, a client certificate; passwords as [`Secret`]s). Raw librdkafka
+/// settings ([`with_settings`](Self::with_settings)) are for everything else; security settings
+/// among them (`security.protocol`, `sasl.*`, `ssl.*`) are refused once a typed `Security` is
+/// given, so there is never a question which one wins. `Debug` never prints a secret.
+#[derive(Clone)]
 pub struct RdKafka {
     bootstrap_servers: String,
     settings: BTreeMap<String, String>,
+    security: Option<Security>,
+}
+
+impl fmt::Debug for RdKafka {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let settings: BTreeMap<&str, &str> = self
+            .settings
+            .iter()
+            .map(|(k, v)| (k.as_str(), if is_secret_setting(k) { "[redacted]" } else { v.as_str() }))
+            .collect();
+        f.debug_struct("RdKafka")
+            .field("bootstrap_servers", &self.bootstrap_servers)
+            .field("settings", &settings)
+            .field("security", &self.security)
+            .finish()
+    }
 }
 
 impl RdKafka {
-    /// Clients of the cluster at `bootstrap_servers` (`host:port[,host:port...]`).
+    /// Clients of the cluster at `bootstrap_servers` (`host:port[,host:port...]`), plaintext
+    /// until [`with_security`](Self::with_security) says otherwise.
     pub fn new(bootstrap_servers: impl Into<String>) -> Self {
-        RdKafka { bootstrap_servers: bootstrap_servers.into(), settings: BTreeMap::new() }
+        RdKafka { bootstrap_servers: bootstrap_servers.into(), settings: BTreeMap::new(), security: None }
     }
 
-    /// Like [`new`](Self::new), with extra librdkafka settings applied to every client (security,
-    /// timeouts, `debug`, ...). Refuses the [`RESERVED_SETTINGS`].
+    /// Like [`new`](Self::new), with extra librdkafka settings applied to every client
+    /// (timeouts, `client.rack`, `debug`, ...). Refuses the [`RESERVED_SETTINGS`]. Security
+    /// settings are accepted here only as long as no typed [`Security`] is given; prefer
+    /// [`with_security`](Self::with_security).
     pub fn with_settings(
         bootstrap_servers: impl Into<String>,
         settings: BTreeMap<String, String>,
@@ -121,16 +158,50 @@ impl RdKafka {
                 format!("`{key}` is set by the Kafka adapter and cannot be overridden"),
             ));
         }
-        Ok(RdKafka { bootstrap_servers: bootstrap_servers.into(), settings })
+        Ok(RdKafka { bootstrap_servers: bootstrap_servers.into(), settings, security: None })
     }
 
-    fn client_config(&self, client_id: &str) -> ClientConfig {
+    /// Connects every client as `security` says. Refused (an error naming the setting) when
+    /// the raw settings already hold a security setting, and when this build of librdkafka
+    /// lacks what `security` needs (the `rdkafka-plaintext` feature has no TLS).
+    pub fn with_security(mut self, security: Security) -> KafkaResult<Self> {
+        if let Some(key) = self.settings.keys().find(|k| is_security_setting(k)) {
+            return Err(KafkaError::new(
+                KafkaErrorKind::Other,
+                "configure",
+                format!("`{key}` is a security setting: give it through `Security`, not as a raw setting"),
+            ));
+        }
+        security.settings()?;
+        self.security = Some(security);
+        Ok(self)
+    }
+
+    fn client_config(&self, client_id: &str) -> KafkaResult<ClientConfig> {
         let mut config = ClientConfig::new();
         for (key, value) in &self.settings {
             config.set(key, value);
         }
+        if let Some(security) = &self.security {
+            for (key, value) in security.settings()? {
+                config.set(key, value);
+            }
+        }
         config.set("bootstrap.servers", &self.bootstrap_servers).set("client.id", client_id);
-        config
+        // rdkafka takes librdkafka's log level from `tracing` when the client is created; below
+        // Info librdkafka would not even hand over the lines that tell a refused connection.
+        if (config.log_level as i32) < (RDKafkaLogLevel::Info as i32) {
+            config.set_log_level(RDKafkaLogLevel::Info);
+        }
+        Ok(config)
+    }
+
+    /// Whether clients speak TLS (typed or raw `security.protocol`).
+    fn tls(&self) -> bool {
+        match &self.security {
+            Some(security) => security.uses_tls(),
+            None => self.settings.get("security.protocol").is_some_and(|p| p.to_ascii_lowercase().contains("ssl")),
+        }
     }
 }
 
@@ -140,7 +211,7 @@ fn millis(duration: Duration) -> String {
 
 impl Kafka for RdKafka {
     fn consumer(&self, config: ConsumerConfig) -> KafkaResult<Box<dyn Consumer>> {
-        let mut rd = self.client_config(&config.client_id);
+        let mut rd = self.client_config(&config.client_id)?;
         // librdkafka can only assign partitions with a group handle. A group-less consumer gets a
         // private group id it never joins and never commits to.
         let group_id = config.group_id.clone().unwrap_or_else(|| groupless_group_id(&config.client_id));
@@ -166,12 +237,21 @@ impl Kafka for RdKafka {
             )
             .set("session.timeout.ms", millis(config.session_timeout))
             .set("max.poll.interval.ms", millis(config.max_poll_interval));
-        let context = ConsumerCtx::new(&config.client_id);
+        // The same client as `read_uncommitted`, built on first use: the high watermark.
+        let mut uncommitted = rd.clone();
+        uncommitted.set("isolation.level", "read_uncommitted");
+        let context = ConsumerCtx::new(&config.client_id, self.tls());
         let consumer: BaseConsumer<ConsumerCtx> = rd
             .create_with_context(context)
             .map_err(|e| rd_error("create consumer", &e, None).with_context(config.client_id.clone()))?;
         Ok(Box::new(RdConsumer {
-            shared: Some(Arc::new(Shared { consumer, buffer: Mutex::new(Buffer::default()) })),
+            shared: Some(Arc::new(Shared {
+                consumer,
+                groupless: config.group_id.is_none(),
+                buffer: Mutex::new(Buffer::default()),
+                uncommitted: Mutex::new((uncommitted, None)),
+                tls: self.tls(),
+            })),
             client_id: config.client_id,
             group_id: config.group_id,
             offset_reset: config.offset_reset,
@@ -183,7 +263,7 @@ impl Kafka for RdKafka {
     }
 
     fn producer(&self, config: ProducerConfig) -> KafkaResult<Box<dyn Producer>> {
-        let mut rd = self.client_config(&config.client_id);
+        let mut rd = self.client_config(&config.client_id)?;
         rd.set("enable.idempotence", "true")
             .set("partitioner", "murmur2_random")
             .set("compression.type", config.compression.as_str())
@@ -195,8 +275,10 @@ impl Kafka for RdKafka {
             Some(id) => format!("transactional id {id}"),
             None => format!("client {}", config.client_id),
         };
+        let log = LogContext::new(&config.client_id, self.tls());
+        let refusal = log.refusal.clone();
         let producer: FutureProducer<LogContext> = rd
-            .create_with_context(LogContext::new(&config.client_id))
+            .create_with_context(log)
             .map_err(|e| rd_error("create producer", &e, None).with_context(context_label.clone()))?;
         let (closed, _) = tokio::sync::watch::channel(false);
         Ok(Box::new(RdProducer {
@@ -205,16 +287,22 @@ impl Kafka for RdKafka {
             context: context_label,
             timeout: config.transaction_timeout,
             closed,
+            refusal,
+            in_call: Arc::new(tokio::sync::Mutex::new(())),
         }))
     }
 
     fn admin(&self) -> KafkaResult<Box<dyn Admin>> {
         let client_id = "flechtwerk-admin";
-        let mut rd = self.client_config(client_id);
+        let mut rd = self.client_config(client_id)?;
         rd.set("allow.auto.create.topics", "false");
-        let admin: AdminClient<LogContext> =
-            rd.create_with_context(LogContext::new(client_id)).map_err(|e| rd_error("create admin", &e, None))?;
-        Ok(Box::new(RdAdmin { admin: Some(Arc::new(admin)) }))
+        let admin: AdminClient<LogContext> = rd
+            .create_with_context(LogContext::new(client_id, self.tls()))
+            .map_err(|e| rd_error("create admin", &e, None))?;
+        let admin = Arc::new(admin);
+        let pump = Arc::new(AtomicBool::new(false));
+        pump_main_queue(admin.clone(), pump.clone());
+        Ok(Box::new(RdAdmin { admin: Some(admin), pump }))
     }
 }
 

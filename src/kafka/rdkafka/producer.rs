@@ -15,6 +15,12 @@ pub(super) struct RdProducer {
     pub(super) timeout: Duration,
     /// Turns true once the producer is closed: pending delivery futures fail then.
     pub(super) closed: tokio::sync::watch::Sender<bool>,
+    /// The client's refusal slot (its context is out of reach inside rdkafka's FutureProducer).
+    pub(super) refusal: Arc<Refusal>,
+    /// Held by a blocking transactional call until librdkafka returns, even when the caller's
+    /// future was dropped: the next call (an abort after a cancelled `send_offsets_to_transaction`,
+    /// say) waits for it instead of failing with `_CONFLICT` and leaving the transaction open.
+    pub(super) in_call: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl RdProducer {
@@ -33,7 +39,10 @@ impl RdProducer {
     ) -> KafkaResult<()> {
         let producer = self.handle(operation)?;
         let context = self.context.clone();
-        blocking(operation, move || {
+        let refusal = self.refusal.clone();
+        let in_call = self.in_call.clone().lock_owned().await;
+        blocking_unless_refused(&refusal, operation, move || {
+            let _in_call = in_call;
             call(&producer)
                 .map_err(|e| rd_error(operation, &e, producer.client().fatal_error()).with_context(context.clone()))
         })
@@ -125,17 +134,24 @@ impl Producer for RdProducer {
             tokio::time::sleep(Duration::from_millis(5)).await;
         };
         let weak = Arc::downgrade(&producer);
+        let refusal = self.refusal.clone();
         drop(producer);
         let transactional = self.transactional_id.is_some();
         let mut closed = self.closed.subscribe();
         Ok(async move {
+            let refused = refusal.wait();
             let outcome = tokio::select! {
                 biased;
                 outcome = delivery => Some(outcome),
                 _ = closed.wait_for(|closed| *closed) => None,
+                // librdkafka would hold the record until its message timeout.
+                refused = refused => return Err(refused.with_context(context)),
             };
             match outcome {
-                Some(Ok(Ok(delivered))) => Ok(Delivered { partition: delivered.partition, offset: delivered.offset }),
+                Some(Ok(Ok(delivered))) => {
+                    refusal.mark_connected();
+                    Ok(Delivered { partition: delivered.partition, offset: delivered.offset })
+                }
                 Some(Ok(Err((error, _message)))) => Err(delivery_error(&error, &weak, transactional, context)),
                 Some(Err(_)) | None => Err(KafkaError::new(
                     KafkaErrorKind::Fatal,
