@@ -66,7 +66,7 @@ use crate::state::StateStores;
 /// # }
 /// ```
 pub struct Flechtwerk {
-    runner: Arc<dyn Run>,
+    runner: Arc<dyn RunHandle>,
     running: Arc<AtomicBool>,
     metrics: Option<Arc<dyn MetricsInstance>>,
     /// Where the metrics endpoint listens while a run serves it.
@@ -565,7 +565,7 @@ impl FlechtwerkBuilder {
             observer,
             stores: self.stores,
         };
-        let runner: Arc<dyn Run> = stage.into_runner(parts)?;
+        let runner = stage.into_runner(parts)?;
         Ok(Flechtwerk {
             runner,
             running: Arc::new(AtomicBool::new(false)),
