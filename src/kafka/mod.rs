@@ -64,6 +64,13 @@ impl fmt::Display for TopicPartition {
 }
 
 /// Where a manually assigned partition starts reading.
+///
+/// ```
+/// use flechtwerk::kafka::{StartOffset, TopicPartition};
+///
+/// let from_the_start = vec![(TopicPartition::new("plans", 0), StartOffset::Beginning)];
+/// // consumer.assign(&from_the_start).await?
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StartOffset {
     /// The log start.
@@ -75,6 +82,12 @@ pub enum StartOffset {
 }
 
 /// Where a group member starts on a partition with no committed offset.
+///
+/// ```
+/// use flechtwerk::kafka::{ConsumerConfig, OffsetReset};
+///
+/// let config = ConsumerConfig { offset_reset: OffsetReset::Latest, ..ConsumerConfig::member("pod-0", "tail") };
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum OffsetReset {
     /// From the log start (transformer input: nothing is skipped).
@@ -580,6 +593,13 @@ impl NewTopic {
 }
 
 /// Outcome of a topic creation.
+///
+/// ```
+/// use flechtwerk::kafka::TopicCreation;
+///
+/// let created = TopicCreation::AlreadyExists;
+/// assert_ne!(created, TopicCreation::Created); // and still a success
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TopicCreation {
     /// The topic was created.
@@ -628,11 +648,32 @@ pub trait Admin: Send + Sync {
 /// ```
 pub trait Kafka: Send + Sync {
     /// A new consumer.
+    ///
+    /// ```
+    /// use flechtwerk::kafka::{ConsumerConfig, Kafka};
+    /// # let kafka = flechtwerk_sim::cluster::LocalCluster::new();
+    /// let consumer = kafka.consumer(ConsumerConfig::groupless("reader"))?;
+    /// # Ok::<(), flechtwerk::kafka::KafkaError>(())
+    /// ```
     fn consumer(&self, config: ConsumerConfig) -> KafkaResult<Box<dyn Consumer>>;
 
     /// A new producer.
+    ///
+    /// ```
+    /// use flechtwerk::kafka::{Kafka, ProducerConfig};
+    /// # let kafka = flechtwerk_sim::cluster::LocalCluster::new();
+    /// let producer = kafka.producer(ProducerConfig::transactional("pod-0", "app-0"))?;
+    /// # Ok::<(), flechtwerk::kafka::KafkaError>(())
+    /// ```
     fn producer(&self, config: ProducerConfig) -> KafkaResult<Box<dyn Producer>>;
 
     /// An admin client.
+    ///
+    /// ```
+    /// use flechtwerk::kafka::Kafka;
+    /// # let kafka = flechtwerk_sim::cluster::LocalCluster::new();
+    /// let admin = kafka.admin()?;
+    /// # Ok::<(), flechtwerk::kafka::KafkaError>(())
+    /// ```
     fn admin(&self) -> KafkaResult<Box<dyn Admin>>;
 }

@@ -88,12 +88,43 @@ impl StateError {
 /// ```
 pub trait StateStore: Send {
     /// The bytes stored under `key`.
+    ///
+    /// ```
+    /// # use flechtwerk::state::{InMemoryStores, StateStores};
+    /// # let mut store = InMemoryStores::for_instance().open("app", 0)?;
+    /// assert_eq!(store.get("absent")?, None);
+    /// # Ok::<(), flechtwerk::state::StateError>(())
+    /// ```
     fn get(&mut self, key: &str) -> Result<Option<Vec<u8>>, StateError>;
     /// Stores `value` under `key`.
+    ///
+    /// ```
+    /// # use flechtwerk::state::{InMemoryStores, StateStores};
+    /// # let mut store = InMemoryStores::for_instance().open("app", 0)?;
+    /// store.put("ada", br#"{"count":1}"#)?;
+    /// assert!(store.get("ada")?.is_some());
+    /// # Ok::<(), flechtwerk::state::StateError>(())
+    /// ```
     fn put(&mut self, key: &str, value: &[u8]) -> Result<(), StateError>;
     /// Removes `key`; removing an absent key is a no-op.
+    ///
+    /// ```
+    /// # use flechtwerk::state::{InMemoryStores, StateStores};
+    /// # let mut store = InMemoryStores::for_instance().open("app", 0)?;
+    /// store.delete("never-written")?; // a no-op
+    /// # Ok::<(), flechtwerk::state::StateError>(())
+    /// ```
     fn delete(&mut self, key: &str) -> Result<(), StateError>;
     /// Drops everything (and any files): the store is empty afterwards and can be reused.
+    ///
+    /// ```
+    /// # use flechtwerk::state::{InMemoryStores, StateStores};
+    /// # let mut store = InMemoryStores::for_instance().open("app", 0)?;
+    /// store.put("ada", b"{}")?;
+    /// store.wipe()?;
+    /// assert_eq!(store.get("ada")?, None);
+    /// # Ok::<(), flechtwerk::state::StateError>(())
+    /// ```
     fn wipe(&mut self) -> Result<(), StateError>;
 }
 
@@ -119,6 +150,13 @@ pub trait StateStore: Send {
 /// ```
 pub trait StateStores: Send + Sync {
     /// The (empty) store of task `partition` of `application_id`.
+    ///
+    /// ```
+    /// use flechtwerk::state::{InMemoryStores, StateStores};
+    ///
+    /// let store = InMemoryStores::for_instance().open("click-counter", 3)?;
+    /// # Ok::<(), flechtwerk::state::StateError>(())
+    /// ```
     fn open(&self, application_id: &str, partition: i32) -> Result<Box<dyn StateStore>, StateError>;
 }
 
