@@ -22,7 +22,12 @@ fn main() {
     println!("cargo:rerun-if-env-changed={OVERRIDE}");
     println!("cargo:rerun-if-env-changed=PKG_CONFIG_PATH");
     println!("cargo:rerun-if-env-changed=PKG_CONFIG");
-    if env::var_os("CARGO_FEATURE_ROCKSDB").is_none() || env::var_os("CARGO_CFG_MADSIM").is_some() {
+    println!("cargo:rerun-if-env-changed=DOCS_RS");
+    // docs.rs (DOCS_RS) only documents: nothing is linked, so the library need not be there.
+    if env::var_os("CARGO_FEATURE_ROCKSDB").is_none()
+        || env::var_os("CARGO_CFG_MADSIM").is_some()
+        || env::var_os("DOCS_RS").is_some()
+    {
         return;
     }
     let target_os = env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();

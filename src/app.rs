@@ -43,8 +43,30 @@ use crate::state::StateStores;
 ///
 /// `run` / `run_until` may be called again after a run ended, never twice at once (one
 /// instance, one set of clients; a second concurrent call fails with [`Error::Invalid`]).
+///
+/// The crate root has the whole tour (a stage run on the in-process cluster until its outputs
+/// are out); here a run stopped at once:
+///
+/// ```
+/// use std::sync::Arc;
+/// use flechtwerk::kafka::{Kafka, NewTopic};
+/// use flechtwerk::stage::transformer;
+/// use flechtwerk::Flechtwerk;
+/// use flechtwerk_sim::cluster::LocalCluster;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+/// let kafka = Arc::new(LocalCluster::new());
+/// kafka.admin()?.create_topic(&NewTopic::new("in", 1)).await?;
+/// let stage = transformer(["in"]).transform(|_msg, _state, _out| Ok(()));
+/// let app = Flechtwerk::builder().application_id("noop").client_id("pod-0").kafka(kafka).build(stage)?;
+/// app.run_until(async {}).await?; // starts, stops cleanly at once
+/// app.run_until(async {}).await?; // and may run again
+/// # Ok(())
+/// # }
+/// ```
 pub struct Flechtwerk {
-    runner: Arc<dyn Run>,
+    runner: Arc<dyn RunHandle>,
     running: Arc<AtomicBool>,
     metrics: Option<Arc<dyn MetricsInstance>>,
     /// Where the metrics endpoint listens while a run serves it.
@@ -70,6 +92,21 @@ impl<S: Extractor> Run for tokens::Runner<S> {
 
 /// What [`FlechtwerkBuilder::build`] accepts: a stage of either shape, which chooses its runner
 /// (STG-24). `M` tells the shapes apart; it is inferred.
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use std::time::Duration;
+/// use flechtwerk::stage::{extractor, transformer};
+/// use flechtwerk::Flechtwerk;
+///
+/// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+/// let echo = transformer(["in"]).transform(|_, _, _| Ok(()));
+/// let ticker = extractor(["feeds"]).poll(|_key, _config, _state| Ok(vec![]));
+/// let builder = || Flechtwerk::builder().application_id("app").client_id("pod-0").kafka(kafka.clone());
+/// builder().build(echo)?; // a transformer
+/// builder().poll_interval(Duration::from_secs(1)).build(ticker)?; // an extractor
+/// # Ok::<(), flechtwerk::Error>(())
+/// ```
 pub trait IntoRunner<M>: sealed::Sealed<M> {
     #[doc(hidden)]
     fn into_runner(self, parts: RunnerParts) -> Result<Arc<dyn RunHandle>, Error>;
@@ -121,7 +158,29 @@ impl<S: Extractor> IntoRunner<ExtractorShape> for S {
     }
 }
 
-/// Builder of a [`Flechtwerk`] handle.
+/// Builder of a [`Flechtwerk`] handle: [`application_id`](Self::application_id),
+/// [`client_id`](Self::client_id) and [`kafka`](Self::kafka) are required, every other setting
+/// has a default. [`build`](Self::build) checks them and connects to nothing.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use flechtwerk::stage::transformer;
+/// use flechtwerk::{Flechtwerk, Guarantee};
+/// use flechtwerk_sim::cluster::LocalCluster;
+///
+/// let stage = transformer(["in"]).transform(|_, _, _| Ok(()));
+/// let app = Flechtwerk::builder()
+///     .application_id("counter")
+///     .client_id("pod-0")
+///     .kafka(Arc::new(LocalCluster::new()))
+///     .max_poll_records(200)
+///     .session_timeout(Duration::from_secs(30))
+///     .guarantee(Guarantee::ExactlyOnce)
+///     .build(stage)?;
+/// # let _ = app;
+/// # Ok::<(), flechtwerk::Error>(())
+/// ```
 pub struct FlechtwerkBuilder {
     application_id: Option<String>,
     client_id: Option<String>,
@@ -140,6 +199,12 @@ pub struct FlechtwerkBuilder {
 
 impl Flechtwerk {
     /// Starts a builder.
+    ///
+    /// ```
+    /// use flechtwerk::Flechtwerk;
+    /// let builder = Flechtwerk::builder().application_id("counter").client_id("pod-0");
+    /// # let _ = builder;
+    /// ```
     pub fn builder() -> FlechtwerkBuilder {
         FlechtwerkBuilder {
             application_id: None,
@@ -162,6 +227,15 @@ impl Flechtwerk {
 impl FlechtwerkBuilder {
     /// The application id: consumer group, changelog prefix (`{id}-changelog`), transactional
     /// id prefix (`{id}-{partition}`). Required.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use flechtwerk::{stage::transformer, Flechtwerk};
+    /// # let stage = transformer(["in"]).transform(|_, _, _| Ok(()));
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// let app = Flechtwerk::builder().application_id("counter").client_id("pod-0").kafka(kafka).build(stage)?;
+    /// # Ok::<(), flechtwerk::Error>(())
+    /// ```
     pub fn application_id(mut self, id: impl Into<String>) -> Self {
         self.application_id = Some(id.into());
         self
@@ -169,6 +243,16 @@ impl FlechtwerkBuilder {
 
     /// The instance identity: distinct per instance and unchanged across its restarts; it
     /// prefixes every Kafka client id. Required.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use flechtwerk::{stage::transformer, Flechtwerk};
+    /// # let stage = transformer(["in"]).transform(|_, _, _| Ok(()));
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// // e.g. the pod's name in a StatefulSet: distinct per instance, stable across restarts
+    /// let app = Flechtwerk::builder().application_id("counter").client_id("counter-0").kafka(kafka).build(stage)?;
+    /// # Ok::<(), flechtwerk::Error>(())
+    /// ```
     pub fn client_id(mut self, id: impl Into<String>) -> Self {
         self.client_id = Some(id.into());
         self
@@ -176,18 +260,57 @@ impl FlechtwerkBuilder {
 
     /// The Kafka cluster (the librdkafka adapter in production, a simulated cluster in tests).
     /// Required.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use flechtwerk::{stage::transformer, Flechtwerk};
+    /// # let stage = transformer(["in"]).transform(|_, _, _| Ok(()));
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// // in production: Arc::new(flechtwerk::kafka::rdkafka::RdKafka::new("broker:9092"))
+    /// let app = Flechtwerk::builder().application_id("counter").client_id("pod-0").kafka(kafka).build(stage)?;
+    /// # Ok::<(), flechtwerk::Error>(())
+    /// ```
     pub fn kafka(mut self, kafka: Arc<dyn Kafka>) -> Self {
         self.kafka = Some(kafka);
         self
     }
 
     /// Records per fetched batch (default 500): bounds a batch's memory and transaction size.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use flechtwerk::{stage::transformer, Flechtwerk};
+    /// # let stage = transformer(["in"]).transform(|_, _, _| Ok(()));
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// let app = Flechtwerk::builder()
+    ///     .application_id("counter")
+    ///     .client_id("pod-0")
+    ///     .kafka(kafka)
+    ///     .max_poll_records(100)
+    ///     .build(stage)?;
+    /// # Ok::<(), flechtwerk::Error>(())
+    /// ```
     pub fn max_poll_records(mut self, records: usize) -> Self {
         self.max_poll_records = records;
         self
     }
 
     /// Compression of every produced batch (default zstd).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use flechtwerk::{stage::transformer, Flechtwerk};
+    /// # let stage = transformer(["in"]).transform(|_, _, _| Ok(()));
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// use flechtwerk::kafka::Compression;
+    /// let app = Flechtwerk::builder()
+    ///     .application_id("counter")
+    ///     .client_id("pod-0")
+    ///     .kafka(kafka)
+    ///     .compression(Compression::Lz4)
+    ///     .build(stage)?;
+    /// # Ok::<(), flechtwerk::Error>(())
+    /// ```
     pub fn compression(mut self, compression: Compression) -> Self {
         self.compression = compression;
         self
@@ -195,18 +318,62 @@ impl FlechtwerkBuilder {
 
     /// Replication factor of the changelog topic the framework creates (default -1: the
     /// broker's default).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use flechtwerk::{stage::transformer, Flechtwerk};
+    /// # let stage = transformer(["in"]).transform(|_, _, _| Ok(()));
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// let app = Flechtwerk::builder()
+    ///     .application_id("counter")
+    ///     .client_id("pod-0")
+    ///     .kafka(kafka)
+    ///     .replication_factor(3)
+    ///     .build(stage)?;
+    /// # Ok::<(), flechtwerk::Error>(())
+    /// ```
     pub fn replication_factor(mut self, factor: i16) -> Self {
         self.replication_factor = factor;
         self
     }
 
     /// How long the group waits for a silent instance before reassigning its tasks.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use flechtwerk::{stage::transformer, Flechtwerk};
+    /// # let stage = transformer(["in"]).transform(|_, _, _| Ok(()));
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// use std::time::Duration;
+    /// let app = Flechtwerk::builder()
+    ///     .application_id("counter")
+    ///     .client_id("pod-0")
+    ///     .kafka(kafka)
+    ///     .session_timeout(Duration::from_secs(30))
+    ///     .build(stage)?;
+    /// # Ok::<(), flechtwerk::Error>(())
+    /// ```
     pub fn session_timeout(mut self, timeout: Duration) -> Self {
         self.session_timeout = timeout;
         self
     }
 
     /// The processing guarantee (default: exactly-once).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use flechtwerk::{stage::transformer, Flechtwerk};
+    /// # let stage = transformer(["in"]).transform(|_, _, _| Ok(()));
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// use flechtwerk::Guarantee;
+    /// let app = Flechtwerk::builder()
+    ///     .application_id("counter")
+    ///     .client_id("pod-0")
+    ///     .kafka(kafka)
+    ///     .guarantee(Guarantee::AtLeastOnce)
+    ///     .build(stage)?;
+    /// # Ok::<(), flechtwerk::Error>(())
+    /// ```
     pub fn guarantee(mut self, guarantee: Guarantee) -> Self {
         self.guarantee = guarantee;
         self
@@ -214,6 +381,23 @@ impl FlechtwerkBuilder {
 
     /// An observer receiving every metric event (default: none). With [`metrics`](Self::metrics)
     /// on as well, both receive every event.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use flechtwerk::{stage::transformer, Flechtwerk};
+    /// # let stage = transformer(["in"]).transform(|_, _, _| Ok(()));
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// use flechtwerk::testing::{Observed, RecordingObserver}; // feature `testing`
+    /// let observer = RecordingObserver::default();
+    /// let app = Flechtwerk::builder()
+    ///     .application_id("counter")
+    ///     .client_id("pod-0")
+    ///     .kafka(kafka)
+    ///     .observer(Arc::new(observer.clone()))
+    ///     .build(stage)?;
+    /// assert!(observer.events().is_empty()); // nothing happens before a run
+    /// # Ok::<(), flechtwerk::Error>(())
+    /// ```
     pub fn observer(mut self, observer: Arc<dyn Observer>) -> Self {
         self.observer = Some(observer);
         self
@@ -224,6 +408,24 @@ impl FlechtwerkBuilder {
     /// `flechtwerk_*` metric in this application's own registry and serves it at `/metrics` on
     /// that address while the application runs. A port that is taken fails the run at startup
     /// (LIFE-17).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use flechtwerk::{stage::transformer, Flechtwerk};
+    /// # let stage = transformer(["in"]).transform(|_, _, _| Ok(()));
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// # #[cfg(feature = "prometheus")] {
+    /// use flechtwerk::observer::prometheus::Metrics; // feature `prometheus`
+    /// let app = Flechtwerk::builder()
+    ///     .application_id("counter")
+    ///     .client_id("pod-0")
+    ///     .kafka(kafka)
+    ///     .metrics(Metrics::serve("127.0.0.1:9464"))
+    ///     .build(stage)?;
+    /// assert!(app.render_metrics().is_some());
+    /// # }
+    /// # Ok::<(), flechtwerk::Error>(())
+    /// ```
     pub fn metrics(mut self, metrics: impl MetricsConfig + 'static) -> Self {
         self.metrics = Some(Arc::new(metrics));
         self
@@ -235,6 +437,24 @@ impl FlechtwerkBuilder {
     /// Names must be Prometheus label names and not the metrics' own (`topic`, `outcome`,
     /// `partition`, `reason`, `kid`, `scope`, `le`); checked by `build`. Without
     /// [`metrics`](Self::metrics) there are no metrics to label.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use flechtwerk::{stage::transformer, Flechtwerk};
+    /// # let stage = transformer(["in"]).transform(|_, _, _| Ok(()));
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// # #[cfg(feature = "prometheus")] {
+    /// use flechtwerk::observer::prometheus::Metrics;
+    /// let app = Flechtwerk::builder()
+    ///     .application_id("counter")
+    ///     .client_id("pod-0")
+    ///     .kafka(kafka)
+    ///     .metrics_labels([("app", "counter"), ("pod", "pod-0")])
+    ///     .metrics(Metrics::serve("127.0.0.1:9464"))
+    ///     .build(stage)?;
+    /// # }
+    /// # Ok::<(), flechtwerk::Error>(())
+    /// ```
     pub fn metrics_labels<K: Into<String>, V: Into<String>>(
         mut self,
         labels: impl IntoIterator<Item = (K, V)>,
@@ -245,6 +465,21 @@ impl FlechtwerkBuilder {
 
     /// Where task state lives (default: RocksDB under a fresh temp directory with the `rocksdb`
     /// feature, else memory).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use flechtwerk::{stage::transformer, Flechtwerk};
+    /// # let stage = transformer(["in"]).transform(|_, _, _| Ok(()));
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// use flechtwerk::state::InMemoryStores;
+    /// let app = Flechtwerk::builder()
+    ///     .application_id("counter")
+    ///     .client_id("pod-0")
+    ///     .kafka(kafka)
+    ///     .state_stores(Arc::new(InMemoryStores::for_instance()))
+    ///     .build(stage)?;
+    /// # Ok::<(), flechtwerk::Error>(())
+    /// ```
     pub fn state_stores(mut self, stores: Arc<dyn StateStores>) -> Self {
         self.stores = stores;
         self
@@ -253,6 +488,22 @@ impl FlechtwerkBuilder {
     /// Extractors: the wait between poll cycles, measured from the end of one cycle to the start
     /// of the next (EXT-03); required, and positive (LIFE-12). A stage's wakeup ends the wait
     /// early. Transformers ignore it.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use flechtwerk::{stage::transformer, Flechtwerk};
+    /// # let stage = transformer(["in"]).transform(|_, _, _| Ok(()));
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// use std::time::Duration;
+    /// let ticker = flechtwerk::stage::extractor(["feeds"]).poll(|_key, _config, _state| Ok(vec![]));
+    /// let app = Flechtwerk::builder()
+    ///     .application_id("counter")
+    ///     .client_id("pod-0")
+    ///     .kafka(kafka)
+    ///     .poll_interval(Duration::from_secs(5))
+    ///     .build(ticker)?;
+    /// # Ok::<(), flechtwerk::Error>(())
+    /// ```
     pub fn poll_interval(mut self, interval: Duration) -> Self {
         self.poll_interval = Some(interval);
         self
@@ -260,6 +511,19 @@ impl FlechtwerkBuilder {
 
     /// Builds the handle for `stage`, a [`Transformer`] or an [`Extractor`]. No connection is
     /// made here.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use flechtwerk::{stage::transformer, Flechtwerk};
+    /// # let stage = transformer(["in"]).transform(|_, _, _| Ok(()));
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// // An invalid setting fails here, before anything runs.
+    /// let invalid = Flechtwerk::builder().application_id("counter").client_id("pod-0").kafka(kafka.clone()).max_poll_records(0);
+    /// assert!(matches!(invalid.build(stage), Err(flechtwerk::Error::Invalid(_))));
+    /// # let stage = transformer(["in"]).transform(|_, _, _| Ok(()));
+    /// let app = Flechtwerk::builder().application_id("counter").client_id("pod-0").kafka(kafka).build(stage)?;
+    /// # Ok::<(), flechtwerk::Error>(())
+    /// ```
     pub fn build<S: IntoRunner<M>, M>(self, stage: S) -> Result<Flechtwerk, Error> {
         let required = |what: &str| Error::Invalid(format!("Flechtwerk needs {what}"));
         if self.max_poll_records == 0 {
@@ -301,7 +565,7 @@ impl FlechtwerkBuilder {
             observer,
             stores: self.stores,
         };
-        let runner: Arc<dyn Run> = stage.into_runner(parts)?;
+        let runner = stage.into_runner(parts)?;
         Ok(Flechtwerk {
             runner,
             running: Arc::new(AtomicBool::new(false)),
@@ -314,12 +578,32 @@ impl FlechtwerkBuilder {
 impl Flechtwerk {
     /// The exposition of this application's metrics as a scrape sees it now (text format
     /// 0.0.4); `None` with metrics off.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use flechtwerk::{stage::transformer, Flechtwerk};
+    /// # let stage = transformer(["in"]).transform(|_, _, _| Ok(()));
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// let app = Flechtwerk::builder().application_id("counter").client_id("pod-0").kafka(kafka).build(stage)?;
+    /// assert_eq!(app.render_metrics(), None); // metrics are off unless `metrics(...)` turns them on
+    /// # Ok::<(), flechtwerk::Error>(())
+    /// ```
     pub fn render_metrics(&self) -> Option<String> {
         self.metrics.as_ref().map(|metrics| metrics.render())
     }
 
     /// Where the metrics endpoint listens, while a run serves it (the bound port when the
     /// configured one was 0).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use flechtwerk::{stage::transformer, Flechtwerk};
+    /// # let stage = transformer(["in"]).transform(|_, _, _| Ok(()));
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// let app = Flechtwerk::builder().application_id("counter").client_id("pod-0").kafka(kafka).build(stage)?;
+    /// assert_eq!(app.metrics_address(), None); // nothing served: metrics off, and not running
+    /// # Ok::<(), flechtwerk::Error>(())
+    /// ```
     pub fn metrics_address(&self) -> Option<SocketAddr> {
         *self.metrics_address.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -327,6 +611,27 @@ impl Flechtwerk {
     /// Runs the stage until an error: validates the topics, bootstraps the config store, joins
     /// the group and processes. It never returns `Ok`; stop it with
     /// [`run_until`](Self::run_until) for a clean shutdown.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use flechtwerk::kafka::{Kafka, NewTopic};
+    /// use flechtwerk::stage::transformer;
+    /// use flechtwerk::Flechtwerk;
+    /// use flechtwerk_sim::cluster::LocalCluster;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    /// let kafka = Arc::new(LocalCluster::new());
+    /// kafka.admin()?.create_topic(&NewTopic::new("in", 1)).await?;
+    /// let stage = transformer(["in"]).transform(|_, _, _| Ok(()));
+    /// let app = Flechtwerk::builder().application_id("app").client_id("pod-0").kafka(kafka).build(stage)?;
+    /// // Runs until dropped: a timeout (or a `select!`) that drops it stops the run cleanly.
+    /// let ran = tokio::time::timeout(Duration::from_millis(200), app.run()).await;
+    /// assert!(ran.is_err(), "still running when the timeout dropped it");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn run(&self) -> Result<std::convert::Infallible, Error> {
         self.run_until(std::future::pending()).await?;
         unreachable!("a pending shutdown never resolves")
@@ -351,6 +656,29 @@ impl Flechtwerk {
     ///
     /// Must be called from within a tokio runtime (or the simulation's). A panic in stage code
     /// fails the batch like an error ([`Error::Transform`]).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use flechtwerk::kafka::{Kafka, NewTopic};
+    /// use flechtwerk::stage::transformer;
+    /// use flechtwerk::Flechtwerk;
+    /// use flechtwerk_sim::cluster::LocalCluster;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    /// let kafka = Arc::new(LocalCluster::new());
+    /// kafka.admin()?.create_topic(&NewTopic::new("in", 1)).await?;
+    /// let stage = transformer(["in"]).transform(|_, _, _| Ok(()));
+    /// let app = Flechtwerk::builder().application_id("app").client_id("pod-0").kafka(kafka).build(stage)?;
+    /// let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    /// let running = tokio::spawn(async move { app.run_until(async { stopped.await.unwrap_or(()) }).await });
+    /// // ... later, on SIGTERM say:
+    /// stop.send(()).unwrap();
+    /// running.await??; // Ok: stopped cleanly
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn run_until(&self, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
         if self.running.swap(true, Ordering::AcqRel) {
             return Err(Error::Invalid("this Flechtwerk is already running".into()));

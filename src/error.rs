@@ -7,12 +7,56 @@ use crate::state::StateError;
 use crate::wire::{DecodeError, PolicyError};
 
 /// An error from stage code (`transform`, hooks): any error type.
+///
+/// ```
+/// use flechtwerk::stage::{transformer, BoxError};
+///
+/// fn parse_amount(text: &str) -> Result<i64, BoxError> {
+///     Ok(text.trim().parse::<i64>()?) // any error converts with `?`
+/// }
+/// let stage = transformer(["in"]).transform(|msg, _state, _out| {
+///     parse_amount(&msg.key)?;
+///     Ok(())
+/// });
+/// # let _ = stage;
+/// assert!(parse_amount("12").is_ok());
+/// assert!(parse_amount("twelve").is_err());
+/// ```
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// Why [`Flechtwerk::run`](crate::Flechtwerk::run) stopped, or a handle could not be built.
 ///
 /// The framework has no retry loops ("let it crash", LIFE-23): any error ends the run, and
 /// recovery is a restart, which replays the changelog and aborts whatever transaction was open.
+///
+/// ```
+/// use std::sync::Arc;
+/// use flechtwerk::kafka::{Kafka, NewTopic, ProducerConfig, ProducerRecord};
+/// use flechtwerk::stage::transformer;
+/// use flechtwerk::{Error, Flechtwerk};
+/// use flechtwerk_sim::cluster::LocalCluster;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+/// let kafka = Arc::new(LocalCluster::new());
+/// kafka.admin()?.create_topic(&NewTopic::new("in", 1)).await?;
+/// let producer = kafka.producer(ProducerConfig::idempotent("feeder"))?;
+/// producer.send(ProducerRecord::new("in", "k", "{}")).await?.await?;
+///
+/// // A stage that fails on its first record: the run ends with the record's position and the
+/// // stage's error as the source; nothing of the batch was committed.
+/// let failing = transformer(["in"]).transform(|_msg, _state, _out| Err("boom".into()));
+/// let app = Flechtwerk::builder().application_id("fails").client_id("pod-0").kafka(kafka).build(failing)?;
+/// match app.run_until(std::future::pending()).await {
+///     Err(Error::Transform { topic, partition, offset, source }) => {
+///         assert_eq!((topic.as_str(), partition, offset), ("in", 0, 0));
+///         assert_eq!(source.to_string(), "boom");
+///     }
+///     other => panic!("unexpected: {other:?}"),
+/// }
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A setting or the topic layout is invalid (messages keep the Python implementation's

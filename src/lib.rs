@@ -7,11 +7,133 @@
 //! (tokio, librdkafka) and in seeded deterministic simulations (madsim, the `flechtwerk-sim`
 //! crate) that inject faults and check exactly-once properties.
 //!
-//! The user's surface:
+//! ## A five-minute tour
+//!
+//! A stage that counts clicks per user and labels every count with the user's plan, read from
+//! a config topic, run on the in-process simulated cluster of `flechtwerk-sim` (no broker, no
+//! setup; this example is a doctest and runs as written).
+//!
+//! **1. Attributes** are typed handles on a record's JSON fields, each with its codec; records
+//! are read and written only through them ([`attribute`]).
+//!
+//! **2. A stage.** A [`transformer`] gets each input [`IncomingMessage`], a private copy of its
+//! key's [`State`], and an [`Output`] that sends [`Message`]s, sets the new state, and reads the
+//! config topics' [`ConfigStore`] (every instance holds all of it). Everything a batch emits
+//! commits in one Kafka transaction with its input offsets and its state changes, or not at all.
+//!
+//! **3. A Kafka.** Anything implementing [`kafka::Kafka`]: the simulated cluster here, the
+//! librdkafka adapter in production.
+//!
+//! **4. The application**: [`Flechtwerk::builder`], everything injected (the library reads no
+//! environment variable and no file), then [`run_until`](Flechtwerk::run_until) a shutdown
+//! signal.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//!
+//! use flechtwerk::attribute::{Attribute, INT, STR};
+//! use flechtwerk::kafka::{Kafka, NewTopic, ProducerConfig, ProducerRecord};
+//! use flechtwerk::stage::transformer;
+//! use flechtwerk::testing::read_topic; // the test kit: feature `testing`
+//! use flechtwerk::{wire, Event, Flechtwerk, Message};
+//! use flechtwerk_sim::cluster::LocalCluster;
+//!
+//! // 1. Attributes.
+//! const COUNT: Attribute<i64> = Attribute::new("count", &INT);
+//! const PLAN: Attribute<String> = Attribute::optional("plan", &STR); // may be null
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), flechtwerk::stage::BoxError> {
+//! // 2. The stage: input topic `clicks`, config topic `plans`, output topic `click-counts`.
+//! let click_counter = transformer(["clicks"]).config_topics(["plans"]).transform(|msg, mut state, out| {
+//!     let count = state.get(&COUNT)?.unwrap_or(0) + 1;
+//!     state.set(&COUNT, count)?;
+//!     let plan = match out.configs().get(&msg.key)? {
+//!         Some(config) => config.get(&PLAN)?,
+//!         None => None,
+//!     };
+//!     let value = Event::new().with(&COUNT, count)?.with(&PLAN, plan)?;
+//!     out.send(Message::new("click-counts", msg.key.as_str(), value));
+//!     out.set_state(state);
+//!     Ok(())
+//! });
+//!
+//! // 3. The in-process simulated cluster, its topics, and some data: ada's plan, three clicks.
+//! let kafka: Arc<dyn Kafka> = Arc::new(LocalCluster::new());
+//! let admin = kafka.admin()?;
+//! admin.create_topic(&NewTopic::new("clicks", 2)).await?;
+//! admin.create_topic(&NewTopic::new("click-counts", 2)).await?;
+//! admin.create_topic(&NewTopic::new("plans", 1).compacted()).await?;
+//! let producer = kafka.producer(ProducerConfig::idempotent("tour-feeder"))?;
+//! producer.send(ProducerRecord::new("plans", "ada", r#"{"plan":"pro"}"#)).await?.await?;
+//! for user in ["ada", "bob", "ada"] {
+//!     producer.send(ProducerRecord::new("clicks", user, "{}")).await?.await?;
+//! }
+//! producer.close().await;
+//!
+//! // 4. The application, run until its three counts are out.
+//! let app = Flechtwerk::builder()
+//!     .application_id("click-counter") // the consumer group, changelog and transactional ids
+//!     .client_id("pod-0") // unique per instance, stable across its restarts
+//!     .kafka(kafka.clone())
+//!     .build(click_counter)?;
+//! let counted = async {
+//!     while read_topic(&*kafka, "tour-reader", "click-counts").await.map_or(0, |r| r.len()) < 3 {
+//!         tokio::time::sleep(Duration::from_millis(50)).await;
+//!     }
+//! };
+//! app.run_until(counted).await?; // a clean stop: the open transaction (if any) aborts
+//!
+//! // What was committed: per user, the counts in order, with the plan joined in.
+//! let mut seen = Vec::new();
+//! for record in read_topic(&*kafka, "tour-reader", "click-counts").await? {
+//!     let value = Event::wrap(wire::decode_value(record.value.as_deref())?);
+//!     seen.push((wire::decode_key(record.key.as_deref())?, value.require(&COUNT)?, value.get(&PLAN)?));
+//! }
+//! seen.sort();
+//! assert_eq!(
+//!     seen,
+//!     [("ada".into(), 1, Some("pro".into())), ("ada".into(), 2, Some("pro".into())), ("bob".into(), 1, None)]
+//! );
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! **5. Production** differs in one line, the Kafka: the librdkafka adapter (feature `rdkafka`)
+//! and a broker's address. Run as many instances as you like with distinct client ids: they
+//! share the input partitions, and the framework keeps exactly-once through their rebalances,
+//! crashes and restarts.
+//!
+//! ```no_run
+//! # #[cfg(feature = "rdkafka")]
+//! # async fn production(click_counter: flechtwerk::stage::FnTransformer) -> Result<(), flechtwerk::Error> {
+//! use std::sync::Arc;
+//! use flechtwerk::kafka::rdkafka::RdKafka;
+//! use flechtwerk::Flechtwerk;
+//!
+//! let app = Flechtwerk::builder()
+//!     .application_id("click-counter")
+//!     .client_id("pod-0")
+//!     .kafka(Arc::new(RdKafka::new("127.0.0.1:9092")))
+//!     .build(click_counter)?;
+//! app.run_until(async { /* your shutdown signal, e.g. SIGTERM */ }).await
+//! # }
+//! ```
+//!
+//! **6. Chaos-test it**: the `flechtwerk-sim` crate runs stages on a simulated cluster under
+//! seeded fault schedules (crashes, zombies, lost requests, late markers, broker restarts) and
+//! checks exactly-once on the broker's own log; a failing seed replays exactly.
+//!
+//! Next: `docs/guides/getting-started.md` in the repository walks from an empty crate to a stage
+//! on a broker; `docs/concepts/` explains exactly-once and config topics.
+//!
+//! ## The user's surface
 //!
 //! - [`Flechtwerk`] and its [`FlechtwerkBuilder`]: one application instance, everything
 //!   injected (the framework reads no environment variables and has no CLI).
-//! - [`stage`]: the stage traits and their closure builders ([`Transformer`], [`transformer`]).
+//! - [`stage`]: the stage traits and their closure builders ([`Transformer`] /
+//!   [`transformer`], [`Extractor`] / [`extractor`]).
 //! - [`Record`], [`Event`], [`State`], [`Config`] with typed [`attribute`]s, and [`json`]:
 //!   canonical JSON, byte-identical to the Python implementation's wire format.
 //! - [`Message`] (what a stage emits) and [`IncomingMessage`] (what it reads).
@@ -23,6 +145,17 @@
 //!
 //! The test kit (a recording observer, the Kafka conformance suite, read helpers) is behind the
 //! `testing` feature. `docs/architecture.md` in the repository describes the layers.
+//!
+//! ## Cargo features
+//!
+//! - `rocksdb` (default): task state in RocksDB, linked from the system's `librocksdb` (install
+//!   `librocksdb-dev` or your system's equivalent to build). Without it, state lives in memory.
+//! - `rdkafka`: the production Kafka adapter, `kafka::rdkafka::RdKafka` (librdkafka, built
+//!   from source: needs `make` and a C/C++ compiler).
+//! - `prometheus`: every `flechtwerk_*` metric served at `/metrics`
+//!   ([`FlechtwerkBuilder::metrics`]).
+//! - `testing`: the test kit, `flechtwerk::testing`.
+//! - `mqtt`: reserved; enables nothing yet.
 
 #![warn(missing_docs, unreachable_pub)]
 

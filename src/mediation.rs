@@ -18,6 +18,24 @@ use crate::wire::{
 
 /// Asks the policy about `error`, counts the outcome, and carries it out: `Ok(None)` skip,
 /// `Ok(Some(record))` substitute, `Err` raise.
+///
+/// ```
+/// use std::sync::Arc;
+/// use flechtwerk::wire::RawRecord;
+/// let raw = |offset: i64, key: &str, value: Option<&str>| RawRecord {
+///     topic: Arc::from("in"), partition: 0, offset, timestamp_ms: None,
+///     key: Some(key.as_bytes().to_vec().into()), value: value.map(|v| v.as_bytes().to_vec().into()), headers: vec![],
+/// };
+/// use flechtwerk::testing::{mediate, Observed, RecordingObserver};
+/// use flechtwerk::wire::{decode_value, InvalidMessageAction, InvalidMessageError, Part};
+///
+/// let record = raw(0, "k", Some("not json"));
+/// let error = InvalidMessageError::new(Part::Value, &record, decode_value(record.value.as_deref()).unwrap_err());
+/// let observer = RecordingObserver::default();
+/// let skip = |_: &InvalidMessageError| InvalidMessageAction::Skip;
+/// assert_eq!(mediate(&skip, &observer, error).unwrap(), None); // skipped, and counted:
+/// assert!(matches!(&observer.events()[..], [Observed::MessageInvalid { .. }]));
+/// ```
 pub fn mediate(
     policy: &dyn InvalidMessagePolicy,
     observer: &dyn Observer,
@@ -38,6 +56,19 @@ pub fn mediate(
 }
 
 /// Decodes a record's key through the policy: `Ok(None)` when the policy skipped it.
+///
+/// ```
+/// use std::sync::Arc;
+/// use flechtwerk::wire::RawRecord;
+/// let raw = |offset: i64, key: &str, value: Option<&str>| RawRecord {
+///     topic: Arc::from("in"), partition: 0, offset, timestamp_ms: None,
+///     key: Some(key.as_bytes().to_vec().into()), value: value.map(|v| v.as_bytes().to_vec().into()), headers: vec![],
+/// };
+/// use flechtwerk::testing::{decode_key_with, RecordingObserver};
+/// use flechtwerk::wire::RaisePolicy;
+/// let key = decode_key_with(&raw(0, "Müller", None), &RaisePolicy, &RecordingObserver::default()).unwrap();
+/// assert_eq!(key.as_deref(), Some("Müller"));
+/// ```
 pub fn decode_key_with(
     record: &RawRecord,
     policy: &dyn InvalidMessagePolicy,
@@ -54,6 +85,22 @@ pub fn decode_key_with(
 
 /// Decodes a record's value through the policy: `Ok(None)` when the policy skipped it, the
 /// substitute's content when it substituted.
+///
+/// ```
+/// use std::sync::Arc;
+/// use flechtwerk::wire::RawRecord;
+/// let raw = |offset: i64, key: &str, value: Option<&str>| RawRecord {
+///     topic: Arc::from("in"), partition: 0, offset, timestamp_ms: None,
+///     key: Some(key.as_bytes().to_vec().into()), value: value.map(|v| v.as_bytes().to_vec().into()), headers: vec![],
+/// };
+/// use flechtwerk::testing::{decode_value_with, RecordingObserver};
+/// use flechtwerk::wire::{InvalidMessageAction, InvalidMessageError, RaisePolicy};
+/// let observer = RecordingObserver::default();
+/// assert!(decode_value_with(&raw(0, "k", Some("[1]")), &RaisePolicy, &observer).is_err()); // not an object
+/// let substitute = |_: &InvalidMessageError| InvalidMessageAction::Substitute(flechtwerk::Record::new());
+/// let value = decode_value_with(&raw(0, "k", Some("[1]")), &substitute, &observer).unwrap();
+/// assert_eq!(value.map(|map| map.len()), Some(0));
+/// ```
 pub fn decode_value_with(
     record: &RawRecord,
     policy: &dyn InvalidMessagePolicy,
@@ -71,6 +118,22 @@ pub fn decode_value_with(
 /// policy skipped it. Input records are not tombstone-filtered (TRX-07): a tombstone (a null
 /// value) reaches the transform with `value: None`, undecoded and never through the policy
 /// (INV-17), as Python's `parse_message` hands it over; an empty value is an empty event.
+///
+/// ```
+/// use std::sync::Arc;
+/// use flechtwerk::wire::RawRecord;
+/// let raw = |offset: i64, key: &str, value: Option<&str>| RawRecord {
+///     topic: Arc::from("in"), partition: 0, offset, timestamp_ms: None,
+///     key: Some(key.as_bytes().to_vec().into()), value: value.map(|v| v.as_bytes().to_vec().into()), headers: vec![],
+/// };
+/// use flechtwerk::testing::{decode_input, RecordingObserver};
+/// use flechtwerk::wire::RaisePolicy;
+/// let observer = RecordingObserver::default();
+/// let msg = decode_input(&raw(3, "k", Some(r#"{"a":1}"#)), &RaisePolicy, &observer).unwrap().unwrap();
+/// assert_eq!((msg.key.as_str(), msg.offset, msg.value.map(|v| v.len())), ("k", 3, Some(1)));
+/// let tombstone = decode_input(&raw(4, "k", None), &RaisePolicy, &observer).unwrap().unwrap();
+/// assert_eq!(tombstone.value, None);
+/// ```
 pub fn decode_input(
     record: &RawRecord,
     policy: &dyn InvalidMessagePolicy,

@@ -11,6 +11,13 @@ use crate::record::Event;
 /// Encoding (ATTR-43): bytes verbatim; text as raw UTF-8, never JSON-quoted (the mirror of key
 /// decoding: quoting would change the partition and the state identity of every key); an event
 /// as canonical JSON.
+///
+/// ```
+/// use flechtwerk::{Event, Message, Payload};
+/// let message = Message::new("out", "Müller", Event::new());
+/// assert_eq!(message.key(), &Payload::Str("Müller".into())); // raw UTF-8 on the wire, never quoted
+/// assert!(matches!(message.value(), Some(Payload::Event(_))));
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Payload {
     /// Pre-encoded bytes, written verbatim (foreign formats go here, ATTR-45).
@@ -23,6 +30,12 @@ pub enum Payload {
 
 impl Payload {
     /// The wire bytes.
+    ///
+    /// ```
+    /// use flechtwerk::Payload;
+    /// assert_eq!(&Payload::Str("k1".into()).encode().unwrap()[..], b"k1");
+    /// assert_eq!(&Payload::Event(flechtwerk::Event::new()).encode().unwrap()[..], b"{}");
+    /// ```
     pub fn encode(&self) -> Result<Bytes, EncodeError> {
         match self {
             Payload::Bytes(b) => Ok(b.clone()),
@@ -36,6 +49,13 @@ impl Payload {
 ///
 /// Python validated a payload when a `Message` was built; here the compiler does, and its
 /// message teaches the same lessons (ERR-18..21).
+///
+/// ```
+/// use flechtwerk::{Event, IntoPayload, Payload};
+/// assert_eq!("k".into_payload(), Payload::Str("k".into()));
+/// assert_eq!(vec![0u8, 1].into_payload(), Payload::Bytes(vec![0u8, 1].into()));
+/// assert_eq!(Event::new().into_payload(), Payload::Event(Event::new()));
+/// ```
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be a Message key or value: a Payload is bytes | str | Event",
     label = "not bytes | str | Event",
@@ -95,6 +115,13 @@ impl IntoPayload for Event {
 }
 
 /// What a [`Message`]'s value may be: any payload, or an optional one (`None` is a tombstone).
+///
+/// ```
+/// use flechtwerk::{Event, IntoValue};
+/// assert!(Event::new().into_value().is_some());
+/// assert!(None::<Event>.into_value().is_none()); // a tombstone
+/// assert!(Some("text").into_value().is_some());
+/// ```
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be a Message value: a value is bytes | str | Event, or an Option of one",
     note = "a State is emitted, not persisted: set it through the output handle instead of sending it",
@@ -162,47 +189,102 @@ impl Message {
 
     /// A tombstone: a record with a null value. On a config topic it deletes the key, and only
     /// a real null lets log compaction remove the key from the topic.
+    ///
+    /// ```
+    /// use flechtwerk::Message;
+    /// let delete = Message::tombstone("user-settings", "ada");
+    /// assert_eq!(delete.value(), None);
+    /// assert_eq!(delete.encode_value().unwrap(), None);
+    /// ```
     pub fn tombstone(topic: impl Into<String>, key: impl IntoPayload) -> Self {
         Message { topic: topic.into(), key: key.into_payload(), value: None, timestamp: None }
     }
 
     /// Sets the record timestamp (absent: the producer or broker assigns one).
+    ///
+    /// ```
+    /// use chrono::{TimeZone, Utc};
+    /// use flechtwerk::{Event, Message};
+    /// let at = Utc.with_ymd_and_hms(2024, 1, 1, 0, 0, 0).unwrap();
+    /// let message = Message::new("out", "k", Event::new()).with_timestamp(at);
+    /// assert_eq!(message.timestamp(), Some(at));
+    /// ```
     pub fn with_timestamp(mut self, timestamp: DateTime<Utc>) -> Self {
         self.timestamp = Some(timestamp);
         self
     }
 
     /// The destination topic.
+    ///
+    /// ```
+    /// assert_eq!(flechtwerk::Message::tombstone("configs", "k").topic(), "configs");
+    /// ```
     pub fn topic(&self) -> &str {
         &self.topic
     }
 
     /// The key payload.
+    ///
+    /// ```
+    /// use flechtwerk::{Message, Payload};
+    /// assert_eq!(Message::tombstone("t", "k1").key(), &Payload::Str("k1".into()));
+    /// ```
     pub fn key(&self) -> &Payload {
         &self.key
     }
 
     /// The value payload; `None` for a tombstone.
+    ///
+    /// ```
+    /// use flechtwerk::{Message, Payload};
+    /// assert_eq!(Message::new("t", "k", "v").value(), Some(&Payload::Str("v".into())));
+    /// assert_eq!(Message::tombstone("t", "k").value(), None);
+    /// ```
     pub fn value(&self) -> Option<&Payload> {
         self.value.as_ref()
     }
 
     /// The timestamp, if set.
+    ///
+    /// ```
+    /// assert_eq!(flechtwerk::Message::new("t", "k", "v").timestamp(), None); // the producer assigns one
+    /// ```
     pub fn timestamp(&self) -> Option<DateTime<Utc>> {
         self.timestamp
     }
 
     /// The timestamp as epoch milliseconds, as it goes on the wire (TRX-13).
+    ///
+    /// ```
+    /// use chrono::DateTime;
+    /// let at = DateTime::from_timestamp_millis(1_704_067_200_000).unwrap();
+    /// let message = flechtwerk::Message::new("t", "k", "v").with_timestamp(at);
+    /// assert_eq!(message.timestamp_ms(), Some(1_704_067_200_000));
+    /// ```
     pub fn timestamp_ms(&self) -> Option<i64> {
         self.timestamp.map(|t| t.timestamp_millis())
     }
 
     /// The key's wire bytes.
+    ///
+    /// ```
+    /// use flechtwerk::{Event, Message};
+    /// assert_eq!(&Message::new("t", "Müller", "v").encode_key().unwrap()[..], "Müller".as_bytes());
+    /// assert_eq!(&Message::new("t", Event::new(), "v").encode_key().unwrap()[..], b"{}"); // a JSON key
+    /// ```
     pub fn encode_key(&self) -> Result<Bytes, EncodeError> {
         self.key.encode()
     }
 
     /// The value's wire bytes; `None` for a tombstone.
+    ///
+    /// ```
+    /// use flechtwerk::attribute::{Attribute, FLOAT};
+    /// use flechtwerk::{Event, Message};
+    /// const X: Attribute<f64> = Attribute::new("x", &FLOAT);
+    /// let message = Message::new("t", "k", Event::new().with(&X, 0.5).unwrap());
+    /// assert_eq!(message.encode_value().unwrap().as_deref(), Some(&br#"{"x":0.5}"#[..]));
+    /// ```
     pub fn encode_value(&self) -> Result<Option<Bytes>, EncodeError> {
         self.value.as_ref().map(Payload::encode).transpose()
     }
@@ -216,6 +298,26 @@ impl Message {
 /// reading a compacted table sees deletions, and a stage forwarding it writes a tombstone again
 /// ([`Message::tombstone`]). An empty value (`b""`) is an ordinary value and reads as an empty
 /// event, like `{}`. A tombstone is never decoded, so it never reaches `on_invalid_message`.
+///
+/// ```
+/// use flechtwerk::attribute::{Attribute, INT};
+/// use flechtwerk::stage::transformer;
+/// use flechtwerk::{IncomingMessage, Message};
+///
+/// const AMOUNT: Attribute<i64> = Attribute::new("amount", &INT);
+///
+/// let doubled = transformer(["amounts"]).transform(|msg: IncomingMessage, _state, out| {
+///     match msg.value {
+///         None => out.send(Message::tombstone("doubled", msg.key.as_str())), // a deletion stays one
+///         Some(value) => {
+///             let doubled = value.require(&AMOUNT)? * 2;
+///             out.send(Message::new("doubled", msg.key.as_str(), value.with(&AMOUNT, doubled)?));
+///         }
+///     }
+///     Ok(())
+/// });
+/// # let _ = doubled;
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IncomingMessage {
     /// The wire key ("" when absent).

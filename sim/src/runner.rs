@@ -16,12 +16,18 @@ use crate::trace::Trace;
 /// violation (something waits forever).
 pub const SIMULATED_TIME_MAX: Duration = Duration::from_secs(3_600);
 
-/// A scenario: a name, a one-line description, and the simulation itself.
+/// A scenario: a name, a one-line description, the fault kinds it injects, and the simulation
+/// itself.
 pub struct Scenario {
     /// CLI name.
     pub name: &'static str,
     /// What it exercises and checks.
     pub about: &'static str,
+    /// The kinds of fault it injects, named as the report counts them (`faults injected:
+    /// kind=n`), plus those it injects without counting them (`buggify`: the engine's fault
+    /// points; the extractor source's `source-error` and `slow-page`). `--list` prints them; a
+    /// run that counts a kind missing here fails, so the list stays true.
+    pub faults: &'static [&'static str],
     /// Builds the run's future (the supervisor), given its context.
     pub run: fn(Ctx) -> Pin<Box<dyn Future<Output = ()>>>,
 }

@@ -22,9 +22,20 @@ use crate::wire::{self, DecodeError, InvalidMessageError, InvalidMessagePolicy, 
 /// between [`MIN_CHUNK_BYTES`] and this): a chunk's worth of slack stays a small fraction of a
 /// small store. (Transparent huge pages, with 2 MiB chunks, saved another 4 % of a 1M-entry
 /// bootstrap but cost 1 % of resident memory: the tail chunk is resident in full.)
+///
+/// ```
+/// use flechtwerk::testing::{CHUNK_BYTES, MIN_CHUNK_BYTES};
+/// assert!(MIN_CHUNK_BYTES < CHUNK_BYTES && CHUNK_BYTES == 1 << 20);
+/// ```
 pub const CHUNK_BYTES: usize = 1 << 20;
 
 /// Smallest arena chunk of a default store.
+///
+/// ```
+/// // A store that never compacts below a chunk: bootstrap a small store with a small chunk.
+/// let bootstrap = flechtwerk::testing::ConfigBootstrap::with_chunk_bytes(flechtwerk::testing::MIN_CHUNK_BYTES);
+/// assert_eq!(bootstrap.finish().len(), 0);
+/// ```
 pub const MIN_CHUNK_BYTES: usize = 64 << 10;
 
 /// Compaction runs once garbage exceeds 1/`GARBAGE_RATIO_MAX` of live bytes (and one chunk, so

@@ -30,6 +30,27 @@ use crate::wire::{self, DecodeError, InvalidMessageError, InvalidMessagePolicy, 
 /// made [`without_enrichment`](Self::without_enrichment) settles every canonical value as it
 /// is offered (a cheap scan that never calls the policy, so unobservable) and leaves only the
 /// other values pending: the common case then needs no second pass at all.
+///
+/// ```
+/// use std::sync::Arc;
+/// use flechtwerk::wire::RawRecord;
+/// let raw = |offset: i64, key: &str, value: Option<&str>| RawRecord {
+///     topic: Arc::from("configs"), partition: 0, offset, timestamp_ms: None,
+///     key: Some(key.as_bytes().to_vec().into()), value: value.map(|v| v.as_bytes().to_vec().into()), headers: vec![],
+/// };
+/// use flechtwerk::testing::{ConfigBootstrap, RecordingObserver};
+/// use flechtwerk::wire::RaisePolicy;
+///
+/// let observer = RecordingObserver::default();
+/// let mut bootstrap = ConfigBootstrap::new().without_enrichment();
+/// for record in [raw(0, "a", Some(r#"{"v":1}"#)), raw(1, "a", Some(r#"{ "v" : 2 }"#)), raw(2, "b", Some("{}"))] {
+///     bootstrap.offer(&record, &RaisePolicy, &observer)?; // last write wins; `{}` deletes
+/// }
+/// let store = bootstrap.finish_unenriched(&RaisePolicy, &observer)?;
+/// assert_eq!(store.keys(), ["a"]);
+/// assert_eq!(store.get_bytes("a"), Some(&br#"{"v":2}"#[..])); // re-encoded canonically
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Default)]
 pub struct ConfigBootstrap {
     store: ConfigStore,
@@ -43,6 +64,23 @@ pub struct ConfigBootstrap {
 }
 
 /// A surviving record of a bootstrap: the latest record of its key, value still undecoded.
+///
+/// ```
+/// use std::sync::Arc;
+/// use flechtwerk::wire::RawRecord;
+/// let raw = |offset: i64, key: &str, value: Option<&str>| RawRecord {
+///     topic: Arc::from("configs"), partition: 0, offset, timestamp_ms: None,
+///     key: Some(key.as_bytes().to_vec().into()), value: value.map(|v| v.as_bytes().to_vec().into()), headers: vec![],
+/// };
+/// use flechtwerk::testing::{ConfigBootstrap, RecordingObserver};
+/// use flechtwerk::wire::RaisePolicy;
+///
+/// let mut bootstrap = ConfigBootstrap::new();
+/// bootstrap.offer(&raw(0, "a", Some(r#"{"v":1}"#)), &RaisePolicy, &RecordingObserver::default())?;
+/// let survivor = bootstrap.next_survivor().expect("one key");
+/// assert_eq!((survivor.key.as_str(), survivor.record.offset), ("a", 0));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct Survivor {
     /// The decoded wire key.
@@ -254,6 +292,24 @@ impl ConfigBootstrap {
 
 /// Decodes a drained config record (CFG-20): `None` when the policy skipped it, the key with no
 /// value for a tombstone, else the key and the decoded (or substituted) value.
+///
+/// ```
+/// use std::sync::Arc;
+/// use flechtwerk::wire::RawRecord;
+/// let raw = |offset: i64, key: &str, value: Option<&str>| RawRecord {
+///     topic: Arc::from("configs"), partition: 0, offset, timestamp_ms: None,
+///     key: Some(key.as_bytes().to_vec().into()), value: value.map(|v| v.as_bytes().to_vec().into()), headers: vec![],
+/// };
+/// use flechtwerk::testing::{decode_config_update, RecordingObserver};
+/// use flechtwerk::wire::RaisePolicy;
+///
+/// let observer = RecordingObserver::default();
+/// let update = decode_config_update(&raw(5, "a", Some(r#"{"v":1}"#)), &RaisePolicy, &observer)?;
+/// assert!(matches!(update, Some((key, Some(_))) if key == "a"));
+/// let deletion = decode_config_update(&raw(6, "a", None), &RaisePolicy, &observer)?;
+/// assert!(matches!(deletion, Some((_, None))));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn decode_config_update(
     record: &RawRecord,
     policy: &dyn InvalidMessagePolicy,

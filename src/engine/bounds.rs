@@ -17,6 +17,14 @@ pub(crate) const DRAIN_RECORDS_MAX: usize = 10_000;
 
 /// Default records per fetched batch (KNOB `max_poll_records`, USR-04): bounds a batch's memory
 /// and its transaction.
+///
+/// ```
+/// # use std::sync::Arc;
+/// use flechtwerk::{Flechtwerk, MAX_POLL_RECORDS_DEFAULT};
+///
+/// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+/// let builder = Flechtwerk::builder().kafka(kafka).max_poll_records(MAX_POLL_RECORDS_DEFAULT / 5);
+/// ```
 pub const MAX_POLL_RECORDS_DEFAULT: usize = 500;
 
 /// Default group session timeout: how long the group waits for a silent instance before it

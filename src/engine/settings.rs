@@ -48,6 +48,21 @@ impl Settings {
 }
 
 /// The processing guarantee of a transformer.
+///
+/// ```
+/// use std::sync::Arc;
+/// use flechtwerk::{stage::transformer, Flechtwerk, Guarantee};
+///
+/// assert_eq!(Guarantee::default(), Guarantee::ExactlyOnce);
+/// let app = Flechtwerk::builder()
+///     .application_id("metrics-forwarder")
+///     .client_id("pod-0")
+///     .kafka(Arc::new(flechtwerk_sim::cluster::LocalCluster::new()))
+///     .guarantee(Guarantee::AtLeastOnce) // its outputs are idempotent upserts anyway
+///     .build(transformer(["in"]).transform(|_, _, _| Ok(())))?;
+/// # let _ = app;
+/// # Ok::<(), flechtwerk::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Guarantee {
     /// One Kafka transaction per task per batch: outputs, state and input offsets commit

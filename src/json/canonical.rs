@@ -11,6 +11,13 @@ use super::{JsonError, JSON_DEPTH_MAX};
 /// canonical (or not an object), parse and re-encode it. `Err`: not JSON. This is the config
 /// store's fast path: configs written by a Flechtwerk stage are canonical, and skipping the
 /// parse/encode round trip is what makes a million-entry bootstrap cheap.
+///
+/// ```
+/// use flechtwerk::testing::check_canonical_object;
+/// assert_eq!(check_canonical_object(br#"{"a":1,"b":[true]}"#), Ok(true));
+/// assert_eq!(check_canonical_object(br#"{"b":1,"a":2}"#), Ok(false)); // keys out of order
+/// assert!(check_canonical_object(b"{oops").is_err());
+/// ```
 pub fn check_canonical_object(bytes: &[u8]) -> Result<bool, CanonicalScanError> {
     let text = std::str::from_utf8(bytes).map_err(CanonicalScanError::Utf8)?;
     let mut scanner = Scanner { bytes: text.as_bytes(), pos: 0, canonical: true, key_stack: Vec::new() };

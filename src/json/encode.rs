@@ -5,6 +5,12 @@ use std::fmt::Write as _;
 use super::{Map, Value};
 
 /// Why a value cannot be encoded.
+///
+/// ```
+/// use flechtwerk::json::{self, EncodeError, Value};
+///
+/// assert!(matches!(json::to_canonical_bytes(&Value::Float(f64::NAN)), Err(EncodeError::NonFiniteFloat { .. })));
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum EncodeError {
     /// NaN or an infinity: JSON has no spelling for it (Python: `allow_nan=False`).
@@ -16,6 +22,15 @@ pub enum EncodeError {
 }
 
 /// Appends the canonical encoding of `value` to `out`.
+///
+/// ```
+/// use flechtwerk::json::{self, Value};
+///
+/// let mut out = b"value: ".to_vec();
+/// json::write_canonical(&Value::List(vec![Value::Bool(true), Value::Str("x".into())]), &mut out)?;
+/// assert_eq!(out, br#"value: [true,"x"]"#);
+/// # Ok::<(), json::EncodeError>(())
+/// ```
 pub fn write_canonical(value: &Value, out: &mut Vec<u8>) -> Result<(), EncodeError> {
     match value {
         Value::Null => out.extend_from_slice(b"null"),
@@ -45,6 +60,16 @@ pub fn write_canonical(value: &Value, out: &mut Vec<u8>) -> Result<(), EncodeErr
 }
 
 /// Appends the canonical encoding of an object to `out`.
+///
+/// ```
+/// use flechtwerk::json::{self, Map, Value};
+///
+/// let map = Map::from([("z".to_owned(), Value::Int(1)), ("a".to_owned(), Value::Int(2))]);
+/// let mut out = Vec::new();
+/// json::write_object(&map, &mut out)?;
+/// assert_eq!(out, br#"{"a":2,"z":1}"#);
+/// # Ok::<(), json::EncodeError>(())
+/// ```
 pub fn write_object(map: &Map, out: &mut Vec<u8>) -> Result<(), EncodeError> {
     out.push(b'{');
     for (i, (key, item)) in map.iter().enumerate() {
@@ -60,6 +85,14 @@ pub fn write_object(map: &Map, out: &mut Vec<u8>) -> Result<(), EncodeError> {
 }
 
 /// The canonical encoding of `value` as a new buffer.
+///
+/// ```
+/// use flechtwerk::json;
+///
+/// let value = json::parse(r#"{ "b" : 1.50, "a" : [] }"#)?;
+/// assert_eq!(json::to_canonical_bytes(&value)?, br#"{"a":[],"b":1.5}"#);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn to_canonical_bytes(value: &Value) -> Result<Vec<u8>, EncodeError> {
     let mut out = Vec::new();
     write_canonical(value, &mut out)?;
@@ -101,6 +134,15 @@ fn write_string(s: &str, out: &mut Vec<u8>) {
 /// Writes a float exactly like Python's `repr(float)`: the shortest digits that round-trip,
 /// positional notation for decimal exponents in `[-4, 16)`, else `d.ddde±XX`; integral values
 /// in positional form keep a `.0`.
+///
+/// ```
+/// use flechtwerk::json;
+///
+/// let mut out = Vec::new();
+/// json::write_float(1e16, &mut out)?;
+/// assert_eq!(out, b"1e+16"); // as Python's repr
+/// # Ok::<(), json::EncodeError>(())
+/// ```
 pub fn write_float(v: f64, out: &mut Vec<u8>) -> Result<(), EncodeError> {
     if !v.is_finite() {
         return Err(EncodeError::NonFiniteFloat { value: format!("{v}") });

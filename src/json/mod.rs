@@ -18,6 +18,16 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 /// A JSON object: keys sorted by code point (which is UTF-8 byte order), as encoded.
+///
+/// ```
+/// use flechtwerk::json::{self, Map, Value};
+///
+/// let mut map = Map::new();
+/// map.insert("b".into(), Value::Int(1));
+/// map.insert("a".into(), Value::Null);
+/// assert_eq!(json::to_canonical_bytes(&Value::Object(map))?, br#"{"a":null,"b":1}"#);
+/// # Ok::<(), json::EncodeError>(())
+/// ```
 pub type Map = BTreeMap<String, Value>;
 
 /// Nesting bound of the parser and the canonical scanner (objects and arrays together).
@@ -35,6 +45,16 @@ pub const INT_DIGITS_MAX: usize = 4300;
 ///
 /// Equality is type-strict (`Int(1) != Float(1.0)`) and floats compare by bit pattern, so two
 /// values are equal exactly when they encode to the same bytes (ATTR-44).
+///
+/// ```
+/// use flechtwerk::json::{self, Value};
+///
+/// let value = json::parse(r#"{"n": 1, "x": 1.0}"#)?;
+/// let Value::Object(map) = &value else { unreachable!() };
+/// assert_eq!(map["n"], Value::Int(1));
+/// assert_ne!(map["n"], map["x"]); // type-strict: 1 and 1.0 encode differently
+/// # Ok::<(), json::JsonError>(())
+/// ```
 #[derive(Clone, Debug)]
 pub enum Value {
     /// `null`
@@ -75,6 +95,11 @@ impl Eq for Value {}
 
 impl Value {
     /// The JSON type name, for error messages (`"int"`, `"float"`, `"object"`, ...).
+    ///
+    /// ```
+    /// # use flechtwerk::json::Value;
+    /// assert_eq!(Value::List(vec![]).type_name(), "list");
+    /// ```
     pub fn type_name(&self) -> &'static str {
         match self {
             Value::Null => "null",
@@ -134,16 +159,39 @@ impl From<Map> for Value {
 /// Python integers are unbounded, so a Python producer can write `18446744073709551616`; we keep
 /// such a number exactly instead of widening it to a float (which would change its type and its
 /// bytes).
+///
+/// ```
+/// use flechtwerk::json::{self, Value};
+///
+/// let Value::BigInt(big) = json::parse("123456789012345678901234567890")? else { unreachable!() };
+/// assert_eq!(big.as_str(), "123456789012345678901234567890");
+/// assert_eq!(big.to_i128(), Some(123456789012345678901234567890));
+/// # Ok::<(), json::JsonError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct BigInt(pub(super) Box<str>);
 
 impl BigInt {
     /// The canonical decimal text (optional `-`, no leading zeros).
+    ///
+    /// ```
+    /// # use flechtwerk::json::{self, Value};
+    /// let Value::BigInt(big) = json::parse("-99999999999999999999")? else { unreachable!() };
+    /// assert_eq!(big.as_str(), "-99999999999999999999");
+    /// # Ok::<(), json::JsonError>(())
+    /// ```
     pub fn as_str(&self) -> &str {
         &self.0
     }
 
     /// The value as an `i128`, when it fits.
+    ///
+    /// ```
+    /// # use flechtwerk::json::{self, Value};
+    /// let Value::BigInt(big) = json::parse(&"9".repeat(50))? else { unreachable!() };
+    /// assert_eq!(big.to_i128(), None); // beyond i128
+    /// # Ok::<(), json::JsonError>(())
+    /// ```
     pub fn to_i128(&self) -> Option<i128> {
         self.0.parse().ok()
     }

@@ -14,6 +14,13 @@ fn integer_value(text: &str) -> Value {
 }
 
 /// Why bytes are not (strict) JSON. Offsets are byte positions in the input.
+///
+/// ```
+/// use flechtwerk::json::{self, JsonError};
+///
+/// assert!(matches!(json::parse("[1, 2"), Err(JsonError::UnexpectedEnd { .. })));
+/// assert!(json::parse("{} x").is_err()); // trailing data
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum JsonError {
     /// The input ended inside a value.
@@ -81,6 +88,14 @@ pub enum JsonError {
 }
 
 /// Parses one JSON document (surrounding whitespace allowed). Duplicate keys: the last wins.
+///
+/// ```
+/// use flechtwerk::json::{self, Value};
+///
+/// assert_eq!(json::parse(r#" {"a": 1, "a": 2} "#)?, json::parse(r#"{"a":2}"#)?);
+/// assert_eq!(json::parse("null")?, Value::Null);
+/// # Ok::<(), json::JsonError>(())
+/// ```
 pub fn parse(text: &str) -> Result<Value, JsonError> {
     let mut parser = Parser { bytes: text.as_bytes(), pos: 0 };
     parser.skip_whitespace();

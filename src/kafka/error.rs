@@ -3,6 +3,20 @@
 use std::fmt;
 
 /// How a caller must react to a Kafka error.
+///
+/// ```
+/// use flechtwerk::kafka::{KafkaError, KafkaErrorKind};
+///
+/// fn react(error: &KafkaError) -> &'static str {
+///     match error.kind() {
+///         KafkaErrorKind::Retriable => "try again",
+///         KafkaErrorKind::Abortable => "abort the transaction",
+///         _ if error.is_fatal() => "stop this client",
+///         _ => "report it",
+///     }
+/// }
+/// assert_eq!(react(&KafkaError::new(KafkaErrorKind::Fenced, "commit_transaction", "fenced")), "stop this client");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum KafkaErrorKind {
     /// Another producer with the same transactional id took over (its `init_transactions`
@@ -30,6 +44,16 @@ pub enum KafkaErrorKind {
 }
 
 /// A failed Kafka operation, with where it happened.
+///
+/// ```
+/// use flechtwerk::kafka::{KafkaError, KafkaErrorKind};
+///
+/// let error = KafkaError::new(KafkaErrorKind::Authorization, "send", "topic authorization failed")
+///     .with_code(29)
+///     .with_context("clicks/0");
+/// assert_eq!(error.to_string(), "kafka send failed (clicks/0): topic authorization failed [broker error 29]");
+/// assert!(error.is_refused() && error.is_fatal());
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub struct KafkaError {
     kind: KafkaErrorKind,
@@ -56,52 +80,108 @@ impl fmt::Display for KafkaError {
 }
 
 /// Result of a Kafka operation.
+///
+/// ```
+/// # use flechtwerk::kafka::{KafkaError, KafkaErrorKind};
+/// fn check(ok: bool) -> flechtwerk::kafka::KafkaResult<()> {
+///     if ok { Ok(()) } else { Err(KafkaError::new(KafkaErrorKind::Other, "check", "not ok")) }
+/// }
+/// assert!(check(false).is_err());
+/// ```
 pub type KafkaResult<T> = Result<T, KafkaError>;
 
 impl KafkaError {
     /// An error of `kind` in `operation`.
+    ///
+    /// ```
+    /// # use flechtwerk::kafka::{KafkaError, KafkaErrorKind};
+    /// let error = KafkaError::new(KafkaErrorKind::Retriable, "poll", "coordinator moving");
+    /// assert!(error.is_retriable());
+    /// ```
     pub fn new(kind: KafkaErrorKind, operation: &'static str, message: impl Into<String>) -> Self {
         KafkaError { kind, operation, message: message.into(), code: None, context: None }
     }
 
     /// Adds the broker's error code.
+    ///
+    /// ```
+    /// # use flechtwerk::kafka::{KafkaError, KafkaErrorKind};
+    /// assert_eq!(KafkaError::new(KafkaErrorKind::Other, "send", "x").with_code(10).code(), Some(10));
+    /// ```
     pub fn with_code(mut self, code: i32) -> Self {
         self.code = Some(code);
         self
     }
 
     /// Adds what the operation was about (`topic/partition`, `transactional id app-3`, ...).
+    ///
+    /// ```
+    /// # use flechtwerk::kafka::{KafkaError, KafkaErrorKind};
+    /// let error = KafkaError::new(KafkaErrorKind::Fenced, "commit_transaction", "x").with_context("app-3");
+    /// assert_eq!(error.context(), Some("app-3"));
+    /// ```
     pub fn with_context(mut self, context: impl Into<String>) -> Self {
         self.context = Some(context.into());
         self
     }
 
     /// The classification.
+    ///
+    /// ```
+    /// # use flechtwerk::kafka::{KafkaError, KafkaErrorKind};
+    /// assert_eq!(KafkaError::new(KafkaErrorKind::Fatal, "poll", "x").kind(), KafkaErrorKind::Fatal);
+    /// ```
     pub fn kind(&self) -> KafkaErrorKind {
         self.kind
     }
 
     /// The operation that failed (`commit_transaction`, `poll`, ...).
+    ///
+    /// ```
+    /// # use flechtwerk::kafka::{KafkaError, KafkaErrorKind};
+    /// assert_eq!(KafkaError::new(KafkaErrorKind::Other, "poll", "x").operation(), "poll");
+    /// ```
     pub fn operation(&self) -> &'static str {
         self.operation
     }
 
     /// The broker's error code, if any.
+    ///
+    /// ```
+    /// # use flechtwerk::kafka::{KafkaError, KafkaErrorKind};
+    /// assert_eq!(KafkaError::new(KafkaErrorKind::Other, "poll", "x").code(), None);
+    /// ```
     pub fn code(&self) -> Option<i32> {
         self.code
     }
 
     /// The context, if any.
+    ///
+    /// ```
+    /// # use flechtwerk::kafka::{KafkaError, KafkaErrorKind};
+    /// assert_eq!(KafkaError::new(KafkaErrorKind::Other, "poll", "x").context(), None);
+    /// ```
     pub fn context(&self) -> Option<&str> {
         self.context.as_deref()
     }
 
     /// Fenced by a newer producer with the same transactional id.
+    ///
+    /// ```
+    /// # use flechtwerk::kafka::{KafkaError, KafkaErrorKind};
+    /// assert!(KafkaError::new(KafkaErrorKind::Fenced, "init_transactions", "x").is_fenced());
+    /// ```
     pub fn is_fenced(&self) -> bool {
         self.kind == KafkaErrorKind::Fenced
     }
 
     /// The client cannot continue (fenced, refused authentication or authorization included).
+    ///
+    /// ```
+    /// # use flechtwerk::kafka::{KafkaError, KafkaErrorKind};
+    /// assert!(KafkaError::new(KafkaErrorKind::Authentication, "poll", "x").is_fatal());
+    /// assert!(!KafkaError::new(KafkaErrorKind::Abortable, "send", "x").is_fatal());
+    /// ```
     pub fn is_fatal(&self) -> bool {
         matches!(
             self.kind,
@@ -113,16 +193,31 @@ impl KafkaError {
     }
 
     /// The cluster refused this client: authentication (SASL, TLS) or an ACL.
+    ///
+    /// ```
+    /// # use flechtwerk::kafka::{KafkaError, KafkaErrorKind};
+    /// assert!(KafkaError::new(KafkaErrorKind::Authorization, "send", "x").is_refused());
+    /// ```
     pub fn is_refused(&self) -> bool {
         matches!(self.kind, KafkaErrorKind::Authentication | KafkaErrorKind::Authorization)
     }
 
     /// The transaction must be aborted.
+    ///
+    /// ```
+    /// # use flechtwerk::kafka::{KafkaError, KafkaErrorKind};
+    /// assert!(KafkaError::new(KafkaErrorKind::Abortable, "send", "x").is_abortable());
+    /// ```
     pub fn is_abortable(&self) -> bool {
         self.kind == KafkaErrorKind::Abortable
     }
 
     /// Worth retrying.
+    ///
+    /// ```
+    /// # use flechtwerk::kafka::{KafkaError, KafkaErrorKind};
+    /// assert!(KafkaError::new(KafkaErrorKind::Retriable, "poll", "x").is_retriable());
+    /// ```
     pub fn is_retriable(&self) -> bool {
         self.kind == KafkaErrorKind::Retriable
     }

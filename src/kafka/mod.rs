@@ -30,6 +30,13 @@ pub use error::{KafkaError, KafkaErrorKind, KafkaResult};
 use crate::wire::{Header, RawRecord};
 
 /// One partition of one topic.
+///
+/// ```
+/// use flechtwerk::kafka::TopicPartition;
+///
+/// let tp = TopicPartition::new("clicks", 3);
+/// assert_eq!(tp.to_string(), "clicks/3");
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct TopicPartition {
     /// Topic name.
@@ -40,6 +47,11 @@ pub struct TopicPartition {
 
 impl TopicPartition {
     /// `topic`/`partition`.
+    ///
+    /// ```
+    /// # use flechtwerk::kafka::TopicPartition;
+    /// assert_eq!(TopicPartition::new("clicks", 0).partition, 0);
+    /// ```
     pub fn new(topic: impl Into<String>, partition: i32) -> Self {
         TopicPartition { topic: topic.into(), partition }
     }
@@ -52,6 +64,13 @@ impl fmt::Display for TopicPartition {
 }
 
 /// Where a manually assigned partition starts reading.
+///
+/// ```
+/// use flechtwerk::kafka::{StartOffset, TopicPartition};
+///
+/// let from_the_start = vec![(TopicPartition::new("plans", 0), StartOffset::Beginning)];
+/// // consumer.assign(&from_the_start).await?
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StartOffset {
     /// The log start.
@@ -63,6 +82,12 @@ pub enum StartOffset {
 }
 
 /// Where a group member starts on a partition with no committed offset.
+///
+/// ```
+/// use flechtwerk::kafka::{ConsumerConfig, OffsetReset};
+///
+/// let config = ConsumerConfig { offset_reset: OffsetReset::Latest, ..ConsumerConfig::member("pod-0", "tail") };
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum OffsetReset {
     /// From the log start (transformer input: nothing is skipped).
@@ -132,6 +157,14 @@ impl fmt::Debug for GroupMetadata {
 }
 
 /// Settings of a consumer. Isolation is always `read_committed`.
+///
+/// ```
+/// use flechtwerk::kafka::{ConsumerConfig, OffsetReset};
+///
+/// let config = ConsumerConfig::member("reader-0", "readers");
+/// assert_eq!(config.group_id.as_deref(), Some("readers"));
+/// assert_eq!(config.offset_reset, OffsetReset::Earliest);
+/// ```
 #[derive(Clone, Debug)]
 pub struct ConsumerConfig {
     /// Client id (shows up in broker logs and metrics).
@@ -149,6 +182,11 @@ pub struct ConsumerConfig {
 
 impl ConsumerConfig {
     /// A group-less consumer (config bootstrap, changelog restore, readers in tests).
+    ///
+    /// ```
+    /// # use flechtwerk::kafka::ConsumerConfig;
+    /// assert_eq!(ConsumerConfig::groupless("checker").group_id, None);
+    /// ```
     pub fn groupless(client_id: impl Into<String>) -> Self {
         ConsumerConfig {
             client_id: client_id.into(),
@@ -160,12 +198,23 @@ impl ConsumerConfig {
     }
 
     /// A consumer that joins `group` when it subscribes.
+    ///
+    /// ```
+    /// # use flechtwerk::kafka::ConsumerConfig;
+    /// assert_eq!(ConsumerConfig::member("pod-0", "app").client_id, "pod-0");
+    /// ```
     pub fn member(client_id: impl Into<String>, group: impl Into<String>) -> Self {
         ConsumerConfig { group_id: Some(group.into()), ..Self::groupless(client_id) }
     }
 }
 
 /// Compression of produced batches.
+///
+/// ```
+/// use flechtwerk::kafka::Compression;
+///
+/// assert_eq!(Compression::default(), Compression::Zstd);
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Compression {
     /// No compression.
@@ -183,6 +232,11 @@ pub enum Compression {
 
 impl Compression {
     /// The Kafka configuration value (`compression.type`).
+    ///
+    /// ```
+    /// # use flechtwerk::kafka::Compression;
+    /// assert_eq!(Compression::Lz4.as_str(), "lz4");
+    /// ```
     pub fn as_str(self) -> &'static str {
         match self {
             Compression::None => "none",
@@ -195,6 +249,18 @@ impl Compression {
 }
 
 /// Settings of a producer.
+///
+/// ```
+/// use std::time::Duration;
+/// use flechtwerk::kafka::{Compression, ProducerConfig};
+///
+/// let config = ProducerConfig {
+///     transaction_timeout: Duration::from_secs(30),
+///     compression: Compression::None,
+///     ..ProducerConfig::transactional("pod-0", "app-0")
+/// };
+/// assert_eq!(config.transactional_id.as_deref(), Some("app-0"));
+/// ```
 #[derive(Clone, Debug)]
 pub struct ProducerConfig {
     /// Client id.
@@ -210,6 +276,12 @@ pub struct ProducerConfig {
 
 impl ProducerConfig {
     /// A transactional producer.
+    ///
+    /// ```
+    /// # use flechtwerk::kafka::ProducerConfig;
+    /// let config = ProducerConfig::transactional("pod-0", "app-0");
+    /// assert_eq!(config.transactional_id.as_deref(), Some("app-0"));
+    /// ```
     pub fn transactional(client_id: impl Into<String>, transactional_id: impl Into<String>) -> Self {
         ProducerConfig {
             client_id: client_id.into(),
@@ -220,6 +292,11 @@ impl ProducerConfig {
     }
 
     /// An idempotent producer outside transactions (tests, tooling, at-least-once mode).
+    ///
+    /// ```
+    /// # use flechtwerk::kafka::ProducerConfig;
+    /// assert_eq!(ProducerConfig::idempotent("feeder").transactional_id, None);
+    /// ```
     pub fn idempotent(client_id: impl Into<String>) -> Self {
         ProducerConfig {
             client_id: client_id.into(),
@@ -231,6 +308,15 @@ impl ProducerConfig {
 }
 
 /// A record to produce.
+///
+/// ```
+/// use flechtwerk::kafka::ProducerRecord;
+///
+/// let record = ProducerRecord::new("clicks", "ada", r#"{"page":"/"}"#);
+/// assert_eq!(record.partition, None); // placed by the key's murmur2 hash
+/// let tombstone = ProducerRecord { value: None, ..ProducerRecord::new("plans", "ada", "") };
+/// assert!(tombstone.value.is_none());
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProducerRecord {
     /// Destination topic.
@@ -250,6 +336,12 @@ pub struct ProducerRecord {
 
 impl ProducerRecord {
     /// A keyed record with a value, partitioned by key.
+    ///
+    /// ```
+    /// # use flechtwerk::kafka::ProducerRecord;
+    /// let record = ProducerRecord::new("clicks", "ada", "{}");
+    /// assert_eq!(record.key.as_deref(), Some(&b"ada"[..]));
+    /// ```
     pub fn new(topic: impl Into<String>, key: impl Into<Bytes>, value: impl Into<Bytes>) -> Self {
         ProducerRecord {
             topic: topic.into(),
@@ -262,6 +354,11 @@ impl ProducerRecord {
     }
 
     /// Sends to an explicit partition instead of hashing the key.
+    ///
+    /// ```
+    /// # use flechtwerk::kafka::ProducerRecord;
+    /// assert_eq!(ProducerRecord::new("clicks", "ada", "{}").to_partition(2).partition, Some(2));
+    /// ```
     pub fn to_partition(mut self, partition: i32) -> Self {
         self.partition = Some(partition);
         self
@@ -269,6 +366,20 @@ impl ProducerRecord {
 }
 
 /// Where a produced record landed.
+///
+/// ```
+/// # use std::sync::Arc;
+/// use flechtwerk::kafka::{Kafka, NewTopic, ProducerConfig, ProducerRecord};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), flechtwerk::kafka::KafkaError> {
+/// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+/// kafka.admin()?.create_topic(&NewTopic::new("clicks", 1)).await?;
+/// let producer = kafka.producer(ProducerConfig::idempotent("feeder"))?;
+/// let delivered = producer.send(ProducerRecord::new("clicks", "ada", "{}")).await?.await?;
+/// assert_eq!((delivered.partition, delivered.offset), (0, 0));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Delivered {
     /// Partition.
@@ -284,6 +395,20 @@ pub type DeliveryFuture = BoxFuture<'static, KafkaResult<Delivered>>;
 
 /// A consumer: group member (after [`subscribe`](Consumer::subscribe)) or group-less (after
 /// [`assign`](Consumer::assign)). Not shared between tasks.
+///
+/// ```
+/// # use std::sync::Arc;
+/// use flechtwerk::kafka::{ConsumerConfig, Kafka, NewTopic, StartOffset, TopicPartition};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), flechtwerk::kafka::KafkaError> {
+/// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+/// kafka.admin()?.create_topic(&NewTopic::new("clicks", 1)).await?;
+/// let mut consumer = kafka.consumer(ConsumerConfig::groupless("reader"))?;
+/// consumer.assign(&[(TopicPartition::new("clicks", 0), StartOffset::Beginning)]).await?;
+/// # Ok(())
+/// # }
+/// ```
+/// Reading a topic to its end is what `testing::read_topic` (feature `testing`) does.
 #[async_trait]
 pub trait Consumer: Send {
     /// Joins the configured group on `topics` (Range assignment, eager rebalancing). Assignment
@@ -344,6 +469,24 @@ pub trait Consumer: Send {
 /// A producer. Transactional when configured with a transactional id: then every send happens
 /// inside `begin_transaction` … `commit_transaction` / `abort_transaction`, one transaction at a
 /// time.
+///
+/// ```
+/// # use std::sync::Arc;
+/// use flechtwerk::kafka::{Kafka, NewTopic, ProducerConfig, ProducerRecord};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), flechtwerk::kafka::KafkaError> {
+/// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+/// kafka.admin()?.create_topic(&NewTopic::new("out", 1)).await?;
+/// let producer = kafka.producer(ProducerConfig::transactional("pod-0", "app-0"))?;
+/// producer.init_transactions().await?;
+/// producer.begin_transaction().await?;
+/// let delivery = producer.send(ProducerRecord::new("out", "k", "{}")).await?;
+/// delivery.await?;
+/// producer.commit_transaction().await?;
+/// producer.close().await;
+/// # Ok(())
+/// # }
+/// ```
 #[async_trait]
 pub trait Producer: Send + Sync {
     /// The transactional id, if any.
@@ -384,6 +527,13 @@ pub trait Producer: Send + Sync {
 }
 
 /// Topic to create.
+///
+/// ```
+/// use flechtwerk::kafka::NewTopic;
+///
+/// let plans = NewTopic::new("plans", 1).compacted().replication(3).config("min.insync.replicas", "2");
+/// assert_eq!(plans.configs["cleanup.policy"], "compact");
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NewTopic {
     /// Name.
@@ -398,23 +548,44 @@ pub struct NewTopic {
 
 impl NewTopic {
     /// A topic with `partitions` partitions and the broker's default replication.
+    ///
+    /// ```
+    /// # use flechtwerk::kafka::NewTopic;
+    /// assert_eq!(NewTopic::new("clicks", 4).replication_factor, -1);
+    /// ```
     pub fn new(name: impl Into<String>, partitions: u32) -> Self {
         NewTopic { name: name.into(), partitions, replication_factor: -1, configs: BTreeMap::new() }
     }
 
     /// Sets `cleanup.policy=compact`.
+    ///
+    /// ```
+    /// # use flechtwerk::kafka::NewTopic;
+    /// assert_eq!(NewTopic::new("plans", 1).compacted().configs["cleanup.policy"], "compact");
+    /// ```
     pub fn compacted(mut self) -> Self {
         self.configs.insert("cleanup.policy".into(), "compact".into());
         self
     }
 
     /// Sets a topic config (`retention.ms`, `max.message.bytes`, ...).
+    ///
+    /// ```
+    /// # use flechtwerk::kafka::NewTopic;
+    /// let topic = NewTopic::new("clicks", 4).config("retention.ms", "86400000");
+    /// assert_eq!(topic.configs["retention.ms"], "86400000");
+    /// ```
     pub fn config(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         self.configs.insert(name.into(), value.into());
         self
     }
 
     /// Sets the replication factor.
+    ///
+    /// ```
+    /// # use flechtwerk::kafka::NewTopic;
+    /// assert_eq!(NewTopic::new("clicks", 4).replication(3).replication_factor, 3);
+    /// ```
     pub fn replication(mut self, factor: i16) -> Self {
         self.replication_factor = factor;
         self
@@ -422,6 +593,13 @@ impl NewTopic {
 }
 
 /// Outcome of a topic creation.
+///
+/// ```
+/// use flechtwerk::kafka::TopicCreation;
+///
+/// let created = TopicCreation::AlreadyExists;
+/// assert_ne!(created, TopicCreation::Created); // and still a success
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TopicCreation {
     /// The topic was created.
@@ -431,6 +609,20 @@ pub enum TopicCreation {
 }
 
 /// Topic administration.
+///
+/// ```
+/// # use std::sync::Arc;
+/// use flechtwerk::kafka::{Kafka, NewTopic, TopicCreation};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), flechtwerk::kafka::KafkaError> {
+/// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+/// let admin = kafka.admin()?;
+/// assert_eq!(admin.create_topic(&NewTopic::new("clicks", 4)).await?, TopicCreation::Created);
+/// assert_eq!(admin.create_topic(&NewTopic::new("clicks", 4)).await?, TopicCreation::AlreadyExists);
+/// assert_eq!(admin.partition_count("clicks").await?, Some(4));
+/// # Ok(())
+/// # }
+/// ```
 #[async_trait]
 pub trait Admin: Send + Sync {
     /// Creates a topic; an existing one is success ([`TopicCreation::AlreadyExists`]).
@@ -442,13 +634,46 @@ pub trait Admin: Send + Sync {
 
 /// A Kafka cluster: the factory of clients. The engine holds one and builds every client from
 /// it, which is how a simulation swaps the whole of Kafka out.
+///
+/// The simulated cluster of `flechtwerk-sim` in tests, `rdkafka::RdKafka` in production
+/// (feature `rdkafka`); the application takes it as an `Arc<dyn Kafka>`:
+///
+/// ```
+/// use std::sync::Arc;
+/// use flechtwerk::kafka::Kafka;
+///
+/// let kafka: Arc<dyn Kafka> = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+/// let admin = kafka.admin()?;
+/// # Ok::<(), flechtwerk::kafka::KafkaError>(())
+/// ```
 pub trait Kafka: Send + Sync {
     /// A new consumer.
+    ///
+    /// ```
+    /// use flechtwerk::kafka::{ConsumerConfig, Kafka};
+    /// # let kafka = flechtwerk_sim::cluster::LocalCluster::new();
+    /// let consumer = kafka.consumer(ConsumerConfig::groupless("reader"))?;
+    /// # Ok::<(), flechtwerk::kafka::KafkaError>(())
+    /// ```
     fn consumer(&self, config: ConsumerConfig) -> KafkaResult<Box<dyn Consumer>>;
 
     /// A new producer.
+    ///
+    /// ```
+    /// use flechtwerk::kafka::{Kafka, ProducerConfig};
+    /// # let kafka = flechtwerk_sim::cluster::LocalCluster::new();
+    /// let producer = kafka.producer(ProducerConfig::transactional("pod-0", "app-0"))?;
+    /// # Ok::<(), flechtwerk::kafka::KafkaError>(())
+    /// ```
     fn producer(&self, config: ProducerConfig) -> KafkaResult<Box<dyn Producer>>;
 
     /// An admin client.
+    ///
+    /// ```
+    /// use flechtwerk::kafka::Kafka;
+    /// # let kafka = flechtwerk_sim::cluster::LocalCluster::new();
+    /// let admin = kafka.admin()?;
+    /// # Ok::<(), flechtwerk::kafka::KafkaError>(())
+    /// ```
     fn admin(&self) -> KafkaResult<Box<dyn Admin>>;
 }

@@ -22,9 +22,32 @@ pub(crate) const READ_POLL_TIMEOUT: Duration = Duration::from_millis(2_000);
 /// A read that makes no progress (no record, no position move) for this long fails instead of
 /// hanging: the partition's end was captured, so the data exists; a client that cannot reach it
 /// is broken or cut off.
+///
+/// ```
+/// assert_eq!(flechtwerk::testing::READ_STALL_MAX, std::time::Duration::from_secs(300));
+/// ```
 pub const READ_STALL_MAX: Duration = Duration::from_secs(300);
 
 /// The end offsets captured at entry, per partition, and how many records were read.
+///
+/// ```
+/// use flechtwerk::kafka::{ConsumerConfig, Kafka, NewTopic, ProducerConfig, ProducerRecord, TopicPartition};
+/// use flechtwerk::testing::{read_to_end, ReadError};
+/// use flechtwerk_sim::cluster::LocalCluster;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+/// let kafka = LocalCluster::new();
+/// kafka.admin()?.create_topic(&NewTopic::new("events", 1)).await?;
+/// let producer = kafka.producer(ProducerConfig::idempotent("writer"))?;
+/// producer.send(ProducerRecord::new("events", "k", "{}")).await?.await?;
+/// let mut consumer = kafka.consumer(ConsumerConfig::groupless("reader"))?;
+/// let partitions = [TopicPartition::new("events", 0)];
+/// let read = read_to_end(consumer.as_mut(), &partitions, |_record| Ok::<(), std::convert::Infallible>(())).await?;
+/// assert_eq!((read.records, read.ends[&partitions[0]]), (1, 1));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReadToEnd {
     /// The captured end (LSO) of each partition read.
@@ -34,6 +57,26 @@ pub struct ReadToEnd {
 }
 
 /// Why a read to the end failed: Kafka, or the callback.
+///
+/// ```
+/// use flechtwerk::kafka::{ConsumerConfig, Kafka, NewTopic, ProducerConfig, ProducerRecord, TopicPartition};
+/// use flechtwerk::testing::{read_to_end, ReadError};
+/// use flechtwerk_sim::cluster::LocalCluster;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+/// let kafka = LocalCluster::new();
+/// kafka.admin()?.create_topic(&NewTopic::new("events", 1)).await?;
+/// let producer = kafka.producer(ProducerConfig::idempotent("writer"))?;
+/// producer.send(ProducerRecord::new("events", "k", "{}")).await?.await?;
+/// let mut consumer = kafka.consumer(ConsumerConfig::groupless("reader"))?;
+/// let partitions = [TopicPartition::new("events", 0)];
+/// // The callback may stop the read with an error of its own.
+/// let read = read_to_end(consumer.as_mut(), &partitions, |_record| Err("enough")).await;
+/// assert!(matches!(read, Err(ReadError::Callback("enough"))));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError<E> {
     /// The consumer failed.
@@ -50,6 +93,30 @@ pub enum ReadError<E> {
 /// Afterwards the consumer stays assigned to all of them, positioned exactly at the captured
 /// ends (records past an end fetched in the last batch are sought back), so a caller can keep
 /// draining from there without a gap or a repeat (CFG-16).
+///
+/// ```
+/// use flechtwerk::kafka::{ConsumerConfig, Kafka, NewTopic, ProducerConfig, ProducerRecord, TopicPartition};
+/// use flechtwerk::testing::{read_to_end, ReadError};
+/// use flechtwerk_sim::cluster::LocalCluster;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+/// let kafka = LocalCluster::new();
+/// kafka.admin()?.create_topic(&NewTopic::new("events", 1)).await?;
+/// let producer = kafka.producer(ProducerConfig::idempotent("writer"))?;
+/// producer.send(ProducerRecord::new("events", "k", "{}")).await?.await?;
+/// let mut consumer = kafka.consumer(ConsumerConfig::groupless("reader"))?;
+/// let partitions = [TopicPartition::new("events", 0)];
+/// let mut keys = Vec::new();
+/// read_to_end(consumer.as_mut(), &partitions, |record| {
+///     keys.push(record.key);
+///     Ok::<(), std::convert::Infallible>(())
+/// })
+/// .await?;
+/// assert_eq!(keys.len(), 1); // and the consumer stays positioned at the end, to keep draining
+/// # Ok(())
+/// # }
+/// ```
 pub async fn read_to_end<E>(
     consumer: &mut dyn Consumer,
     partitions: &[TopicPartition],

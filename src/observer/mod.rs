@@ -5,10 +5,10 @@
 //! (feature `testing`) has a recording observer that keeps every call; [`FanOut`] feeds several
 //! observers at once.
 //!
-//! An exporter of metrics (the Prometheus adapter, feature `prometheus`: [`prometheus`]) plugs
-//! into an application through [`MetricsConfig`]: the application builds one
-//! [`MetricsInstance`] of it (its own metrics, labelled with its `metrics_labels`), feeds it
-//! every event, and serves it while it runs.
+//! An exporter of metrics (the Prometheus adapter: module `observer::prometheus`, feature
+//! `prometheus`) plugs into an application through [`MetricsConfig`]: the application builds
+//! one [`MetricsInstance`] of it (its own metrics, labelled with its `metrics_labels`), feeds
+//! it every event, and serves it while it runs.
 
 use std::net::SocketAddr;
 use std::sync::Arc;

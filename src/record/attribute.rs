@@ -37,6 +37,15 @@ use super::Record;
 use crate::json::{Map, Value};
 
 /// Why a JSON value does not fit a codec, or a Rust value cannot be encoded.
+///
+/// ```
+/// use flechtwerk::attribute::{Codec, CodecError, INT};
+/// use flechtwerk::json::Value;
+///
+/// assert_eq!(INT.decode(&Value::Float(1.0)), Err(CodecError::WrongType { expected: "int", found: "float" }));
+/// assert_eq!(INT.decode(&Value::Int(1))?, 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum CodecError {
     /// The JSON type is not the one the codec reads (exact-type rule).
@@ -91,6 +100,35 @@ impl CodecError {
 ///
 /// Implement it for your own wire types; the atoms below cover JSON's scalars, and
 /// [`list()`], [`set()`], [`tuple()`] and [`dict()`] compose them.
+///
+/// ```
+/// use flechtwerk::attribute::{Attribute, Codec, CodecError};
+/// use flechtwerk::json::Value;
+/// use flechtwerk::Event;
+///
+/// /// Cents on the wire, a decimal string in Rust: "12.34" ⇄ 1234.
+/// struct Cents;
+///
+/// impl Codec<String> for Cents {
+///     fn decode(&self, raw: &Value) -> Result<String, CodecError> {
+///         match raw {
+///             Value::Int(cents) => Ok(format!("{}.{:02}", cents / 100, cents % 100)),
+///             _ => Err(CodecError::Custom("cents must be an integer".into())),
+///         }
+///     }
+///     fn encode(&self, value: &String) -> Result<Value, CodecError> {
+///         let (units, cents) = value.split_once('.').ok_or_else(|| CodecError::Custom(format!("not a price: {value}")))?;
+///         let parse = |s: &str| s.parse::<i64>().map_err(|e| CodecError::Custom(e.to_string()));
+///         Ok(Value::Int(parse(units)? * 100 + parse(cents)?))
+///     }
+/// }
+///
+/// const PRICE: Attribute<String> = Attribute::new("price", &Cents);
+/// let event = Event::new().with(&PRICE, "12.34".to_owned())?;
+/// assert_eq!(event.encode()?, br#"{"price":1234}"#);
+/// assert_eq!(event.require(&PRICE)?, "12.34");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub trait Codec<V>: Send + Sync {
     /// Reads a JSON value.
     fn decode(&self, raw: &Value) -> Result<V, CodecError>;
@@ -99,50 +137,212 @@ pub trait Codec<V>: Send + Sync {
 }
 
 /// Codec atom for strings (`str`).
+///
+/// ```
+/// use flechtwerk::attribute::{Attribute, StrCodec, STR};
+/// const NAME: Attribute<String> = Attribute::new("name", &STR); // STR is the StrCodec
+/// let _: &StrCodec = &STR;
+/// assert_eq!(flechtwerk::Event::new().with(&NAME, "Ada".to_owned())?.encode()?, br#"{"name":"Ada"}"#);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct StrCodec;
 /// Codec atom for integers (`int`; never a bool, never a float).
+///
+/// ```
+/// use flechtwerk::attribute::{Codec, IntCodec, INT};
+/// use flechtwerk::json::Value;
+/// let _: &IntCodec = &INT;
+/// assert_eq!(INT.decode(&Value::Int(7))?, 7);
+/// assert!(INT.decode(&Value::Bool(true)).is_err());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct IntCodec;
 /// Codec atom for booleans (`bool`; never an integer).
+///
+/// ```
+/// use flechtwerk::attribute::{BoolCodec, Codec, BOOL};
+/// use flechtwerk::json::Value;
+/// let _: &BoolCodec = &BOOL;
+/// assert!(BOOL.decode(&Value::Bool(true))?);
+/// assert!(BOOL.decode(&Value::Int(1)).is_err());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct BoolCodec;
 /// Codec atom for floats (`float`; a JSON integer such as `1` is rejected).
+///
+/// ```
+/// use flechtwerk::attribute::{Codec, FloatCodec, FLOAT};
+/// use flechtwerk::json::Value;
+/// let _: &FloatCodec = &FLOAT;
+/// assert_eq!(FLOAT.decode(&Value::Float(1.5))?, 1.5);
+/// assert!(FLOAT.decode(&Value::Int(1)).is_err());
+/// assert!(FLOAT.encode(&f64::NAN).is_err()); // JSON cannot carry it
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct FloatCodec;
 /// Codec atom for dates (`YYYY-MM-DD`).
+///
+/// ```
+/// use flechtwerk::attribute::{Codec, DateCodec, DATE};
+/// use flechtwerk::json::Value;
+/// let _: &DateCodec = &DATE;
+/// let date = DATE.decode(&Value::Str("2024-06-15".into()))?;
+/// assert_eq!(DATE.encode(&date)?, Value::Str("2024-06-15".into()));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct DateCodec;
 /// Codec atom for datetimes (ISO 8601, `Z` for UTC).
+///
+/// ```
+/// use flechtwerk::attribute::{Codec, DateTimeCodec, DATETIME};
+/// use flechtwerk::json::Value;
+/// let _: &DateTimeCodec = &DATETIME;
+/// let at = DATETIME.decode(&Value::Str("2024-06-15T14:30:00+00:00".into()))?;
+/// assert_eq!(DATETIME.encode(&at)?, Value::Str("2024-06-15T14:30:00Z".into()));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct DateTimeCodec;
 /// Codec atom for times of day (ISO 8601, offsets as `+HH:MM`, never `Z`).
+///
+/// ```
+/// use flechtwerk::attribute::{Codec, TimeCodec, TIME};
+/// use flechtwerk::json::Value;
+/// let _: &TimeCodec = &TIME;
+/// let at = TIME.decode(&Value::Str("14:30Z".into()))?;
+/// assert_eq!(TIME.encode(&at)?, Value::Str("14:30:00+00:00".into()));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct TimeCodec;
 /// Codec atom for nested records (a JSON object).
+///
+/// ```
+/// use flechtwerk::attribute::{Attribute, RecordCodec, INT, RECORD};
+/// use flechtwerk::{Event, Record};
+/// const X: Attribute<i64> = Attribute::new("x", &INT);
+/// const POINT: Attribute<Record> = Attribute::new("point", &RECORD);
+/// let _: &RecordCodec = &RECORD;
+/// let event = Event::new().with(&POINT, Record::new().with(&X, 3)?)?;
+/// assert_eq!(event.encode()?, br#"{"point":{"x":3}}"#);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct RecordCodec;
 /// Codec atom that passes any JSON value through unchanged.
+///
+/// ```
+/// use flechtwerk::attribute::{AnyCodec, Attribute, ANY};
+/// use flechtwerk::json::Value;
+/// const EXTRA: Attribute<Value> = Attribute::new("extra", &ANY);
+/// let _: &AnyCodec = &ANY;
+/// let event = flechtwerk::Event::new().with(&EXTRA, Value::List(vec![Value::Int(1), Value::Null]))?;
+/// assert_eq!(event.encode()?, br#"{"extra":[1,null]}"#);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct AnyCodec;
 
 /// Strings.
+///
+/// ```
+/// use flechtwerk::attribute::{Attribute, STR};
+/// const NAME: Attribute<String> = Attribute::new("name", &STR);
+/// assert_eq!(flechtwerk::Event::new().with(&NAME, "Ada".to_owned())?.require(&NAME)?, "Ada");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub const STR: StrCodec = StrCodec;
 /// Integers (exact type: booleans and floats are rejected).
+///
+/// ```
+/// use flechtwerk::attribute::{Attribute, INT};
+/// const COUNT: Attribute<i64> = Attribute::new("count", &INT);
+/// assert_eq!(flechtwerk::State::new().with(&COUNT, 3)?.require(&COUNT)?, 3);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub const INT: IntCodec = IntCodec;
 /// Booleans.
+///
+/// ```
+/// use flechtwerk::attribute::{Attribute, BOOL};
+/// const ACTIVE: Attribute<bool> = Attribute::new("active", &BOOL);
+/// assert!(flechtwerk::Config::new().with(&ACTIVE, true)?.require(&ACTIVE)?);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub const BOOL: BoolCodec = BoolCodec;
 /// Floats (exact type: JSON integers are rejected, non-finite values cannot be written).
+///
+/// ```
+/// use flechtwerk::attribute::{Attribute, FLOAT};
+/// const RATIO: Attribute<f64> = Attribute::new("ratio", &FLOAT);
+/// let event = flechtwerk::Event::new().with(&RATIO, 1.0)?;
+/// assert_eq!(event.encode()?, br#"{"ratio":1.0}"#); // a float stays a float on the wire
+/// assert!(flechtwerk::Event::new().with(&RATIO, f64::INFINITY).is_err());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub const FLOAT: FloatCodec = FloatCodec;
 /// Dates as `YYYY-MM-DD`.
+///
+/// ```
+/// use flechtwerk::attribute::{Attribute, Date, DATE};
+/// const BORN: Attribute<Date> = Attribute::new("born", &DATE);
+/// let born = Date::from_ymd_opt(1815, 12, 10).unwrap();
+/// assert_eq!(flechtwerk::Event::new().with(&BORN, born)?.encode()?, br#"{"born":"1815-12-10"}"#);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub const DATE: DateCodec = DateCodec;
 /// Datetimes, naive or with an offset; UTC encodes with `Z`.
+///
+/// ```
+/// use flechtwerk::attribute::{Attribute, DateTime, DATETIME};
+/// use flechtwerk::Event;
+/// const AT: Attribute<DateTime> = Attribute::new("at", &DATETIME);
+/// let event = Event::wrap(match flechtwerk::json::parse(r#"{"at": "2024-06-15 14:30:00+00:00"}"#)? {
+///     flechtwerk::json::Value::Object(map) => map,
+///     _ => unreachable!(),
+/// });
+/// let at = event.require(&AT)?;
+/// assert_eq!(Event::new().with(&AT, at)?.encode()?, br#"{"at":"2024-06-15T14:30:00Z"}"#);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub const DATETIME: DateTimeCodec = DateTimeCodec;
 /// Times of day, optionally with an offset.
+///
+/// ```
+/// use flechtwerk::attribute::{Attribute, Time, TIME};
+/// const OPENS: Attribute<Time> = Attribute::new("opens", &TIME);
+/// let nine = chrono::NaiveTime::from_hms_opt(9, 0, 0).unwrap();
+/// assert_eq!(flechtwerk::Config::new().with(&OPENS, Time::from(nine))?.encode()?, br#"{"opens":"09:00:00"}"#);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub const TIME: TimeCodec = TimeCodec;
 /// Nested records.
+///
+/// ```
+/// use flechtwerk::attribute::{Attribute, RECORD, STR};
+/// use flechtwerk::Record;
+/// const CITY: Attribute<String> = Attribute::new("city", &STR);
+/// const ADDRESS: Attribute<Record> = Attribute::new("address", &RECORD);
+/// let event = flechtwerk::Event::new().with(&ADDRESS, Record::new().with(&CITY, "Lyon".to_owned())?)?;
+/// assert_eq!(event.require(&ADDRESS)?.require(&CITY)?, "Lyon");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub const RECORD: RecordCodec = RecordCodec;
 /// Any JSON value.
+///
+/// ```
+/// use flechtwerk::attribute::{Attribute, ANY};
+/// use flechtwerk::json::Value;
+/// const PAYLOAD: Attribute<Value> = Attribute::new("payload", &ANY);
+/// let event = flechtwerk::Event::new().with(&PAYLOAD, Value::Str("anything".into()))?;
+/// assert_eq!(event.require(&PAYLOAD)?, Value::Str("anything".into()));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub const ANY: AnyCodec = AnyCodec;
 
 impl Codec<String> for StrCodec {
@@ -267,35 +467,106 @@ fn check_finite(value: &Value) -> Result<(), CodecError> {
 }
 
 /// `LIST(V)`: a JSON array read element-wise.
+///
+/// ```
+/// use flechtwerk::attribute::{list, Attribute, ListCodec, IntCodec, INT};
+/// const CODEC: ListCodec<IntCodec> = list(INT);
+/// const SCORES: Attribute<Vec<i64>> = Attribute::new("scores", &CODEC);
+/// assert_eq!(flechtwerk::Event::new().with(&SCORES, vec![3, 1])?.encode()?, br#"{"scores":[3,1]}"#);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct ListCodec<C>(C);
 /// `SET(V)`: a JSON array read into a set; written sorted, so equal sets encode equally.
+///
+/// ```
+/// use std::collections::BTreeSet;
+/// use flechtwerk::attribute::{set, Attribute, SetCodec, StrCodec, STR};
+/// const CODEC: SetCodec<StrCodec> = set(STR);
+/// const TAGS: Attribute<BTreeSet<String>> = Attribute::new("tags", &CODEC);
+/// let tags = BTreeSet::from(["b".to_owned(), "a".to_owned()]);
+/// assert_eq!(flechtwerk::Event::new().with(&TAGS, tags)?.encode()?, br#"{"tags":["a","b"]}"#);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct SetCodec<C>(C);
 /// `TUPLE(V)`: a JSON array read into a fixed-length sequence, order preserved.
+///
+/// ```
+/// use flechtwerk::attribute::{tuple, Attribute, FloatCodec, TupleCodec, FLOAT};
+/// const CODEC: TupleCodec<FloatCodec> = tuple(FLOAT);
+/// const POINT: Attribute<Box<[f64]>> = Attribute::new("point", &CODEC);
+/// let event = flechtwerk::Event::new().with(&POINT, Box::from([0.5, 2.0]))?;
+/// assert_eq!(event.encode()?, br#"{"point":[0.5,2.0]}"#);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct TupleCodec<C>(C);
 /// `DICT(V)`: a JSON object read value-wise.
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use flechtwerk::attribute::{dict, Attribute, DictCodec, IntCodec, INT};
+/// const CODEC: DictCodec<IntCodec> = dict(INT);
+/// const STOCK: Attribute<BTreeMap<String, i64>> = Attribute::new("stock", &CODEC);
+/// let stock = BTreeMap::from([("pears".to_owned(), 4), ("apples".to_owned(), 2)]);
+/// assert_eq!(flechtwerk::Event::new().with(&STOCK, stock)?.encode()?, br#"{"stock":{"apples":2,"pears":4}}"#);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct DictCodec<C>(C);
 
 /// `LIST(V)`: `Vec<V>` ⇄ JSON array.
+///
+/// ```
+/// use flechtwerk::attribute::{list, Attribute, STR};
+/// const NAMES: Attribute<Vec<String>> = Attribute::new("names", &list(STR));
+/// let event = flechtwerk::Event::new().with(&NAMES, vec!["b".to_owned(), "a".to_owned()])?;
+/// assert_eq!(event.encode()?, br#"{"names":["b","a"]}"#); // order kept
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub const fn list<C>(element: C) -> ListCodec<C> {
     ListCodec(element)
 }
 
 /// `SET(V)`: `BTreeSet<V>` ⇄ JSON array sorted by value (ATTR-14), so equal sets always
 /// produce equal bytes. Duplicates on the wire collapse.
+///
+/// ```
+/// use std::collections::BTreeSet;
+/// use flechtwerk::attribute::{set, Attribute, INT};
+/// const IDS: Attribute<BTreeSet<i64>> = Attribute::new("ids", &set(INT));
+/// let event = flechtwerk::Event::new().with(&IDS, BTreeSet::from([3, 1, 2]))?;
+/// assert_eq!(event.encode()?, br#"{"ids":[1,2,3]}"#);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub const fn set<C>(element: C) -> SetCodec<C> {
     SetCodec(element)
 }
 
 /// `TUPLE(V)`: `Box<[V]>` ⇄ JSON array, order preserved.
+///
+/// ```
+/// use flechtwerk::attribute::{tuple, Attribute, INT};
+/// const RANGE: Attribute<Box<[i64]>> = Attribute::new("range", &tuple(INT));
+/// let event = flechtwerk::Event::new().with(&RANGE, Box::from([10, 20]))?;
+/// assert_eq!(&*event.require(&RANGE)?, [10, 20]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub const fn tuple<C>(element: C) -> TupleCodec<C> {
     TupleCodec(element)
 }
 
 /// `DICT(V)`: `BTreeMap<String, V>` ⇄ JSON object.
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use flechtwerk::attribute::{dict, Attribute, BOOL};
+/// const FLAGS: Attribute<BTreeMap<String, bool>> = Attribute::new("flags", &dict(BOOL));
+/// let event = flechtwerk::Event::new().with(&FLAGS, BTreeMap::from([("beta".to_owned(), true)]))?;
+/// assert_eq!(event.encode()?, br#"{"flags":{"beta":true}}"#);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub const fn dict<C>(value: C) -> DictCodec<C> {
     DictCodec(value)
 }
@@ -364,6 +635,19 @@ impl<V, C: Codec<V>> Codec<BTreeMap<String, V>> for DictCodec<C> {
 ///
 /// Attributes are usually constants. Two attributes are equal when their names are equal; the
 /// codec and optionality do not take part (ATTR-03).
+///
+/// ```
+/// use flechtwerk::attribute::{Attribute, INT, STR};
+/// use flechtwerk::State;
+///
+/// const COUNT: Attribute<i64> = Attribute::new("count", &INT);
+/// const NOTE: Attribute<String> = Attribute::optional("note", &STR);
+///
+/// let state = State::new().with(&COUNT, 1)?.with(&NOTE, None)?;
+/// assert_eq!(state.encode()?, br#"{"count":1,"note":null}"#);
+/// assert_eq!(COUNT, Attribute::<String>::new("count", &STR)); // equal by name
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct Attribute<V: 'static> {
     name: &'static str,
     codec: &'static dyn Codec<V>,
@@ -373,31 +657,69 @@ pub struct Attribute<V: 'static> {
 
 impl<V> Attribute<V> {
     /// A required attribute: writing `None` to it is an error.
+    ///
+    /// ```
+    /// use flechtwerk::attribute::{Attribute, INT};
+    /// const COUNT: Attribute<i64> = Attribute::new("count", &INT);
+    /// assert!(COUNT.is_required());
+    /// assert!(flechtwerk::State::new().with(&COUNT, None).is_err());
+    /// ```
     pub const fn new(name: &'static str, codec: &'static dyn Codec<V>) -> Self {
         Attribute { name, codec, optional: false, _value: PhantomData }
     }
 
     /// An optional attribute: writing `None` stores JSON `null` (the codec is not called).
+    ///
+    /// ```
+    /// use flechtwerk::attribute::{Attribute, INT};
+    /// const LIMIT: Attribute<i64> = Attribute::optional("limit", &INT);
+    /// let config = flechtwerk::Config::new().with(&LIMIT, None).unwrap();
+    /// assert_eq!(config.encode().unwrap(), br#"{"limit":null}"#);
+    /// ```
     pub const fn optional(name: &'static str, codec: &'static dyn Codec<V>) -> Self {
         Attribute { name, codec, optional: true, _value: PhantomData }
     }
 
     /// The wire key.
+    ///
+    /// ```
+    /// use flechtwerk::attribute::{Attribute, INT};
+    /// const COUNT: Attribute<i64> = Attribute::new("count", &INT);
+    /// assert_eq!(COUNT.name(), "count");
+    /// ```
     pub const fn name(&self) -> &'static str {
         self.name
     }
 
     /// Whether `None` may be written.
+    ///
+    /// ```
+    /// use flechtwerk::attribute::{Attribute, INT};
+    /// assert!(Attribute::<i64>::optional("limit", &INT).is_optional());
+    /// assert!(!Attribute::<i64>::new("count", &INT).is_optional());
+    /// ```
     pub const fn is_optional(&self) -> bool {
         self.optional
     }
 
     /// The inverse of [`is_optional`](Self::is_optional).
+    ///
+    /// ```
+    /// use flechtwerk::attribute::{Attribute, INT};
+    /// assert!(Attribute::<i64>::new("count", &INT).is_required());
+    /// ```
     pub const fn is_required(&self) -> bool {
         !self.optional
     }
 
     /// The codec.
+    ///
+    /// ```
+    /// use flechtwerk::attribute::{Attribute, INT};
+    /// use flechtwerk::json::Value;
+    /// const COUNT: Attribute<i64> = Attribute::new("count", &INT);
+    /// assert_eq!(COUNT.codec().encode(&3).unwrap(), Value::Int(3));
+    /// ```
     pub fn codec(&self) -> &'static dyn Codec<V> {
         self.codec
     }
@@ -444,6 +766,17 @@ impl<V> fmt::Debug for Attribute<V> {
 }
 
 /// A failed read or write through an [`Attribute`], naming the attribute.
+///
+/// ```
+/// use flechtwerk::attribute::{Attribute, AttributeError, INT};
+/// use flechtwerk::Event;
+/// const COUNT: Attribute<i64> = Attribute::new("count", &INT);
+///
+/// let error = Event::new().require(&COUNT).unwrap_err();
+/// assert_eq!(error, AttributeError::Missing { name: "count" });
+/// assert_eq!(error.to_string(), r#"missing attribute "count" (absent or null)"#);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum AttributeError {
     /// A strict read found the attribute absent or null (ATTR-06).

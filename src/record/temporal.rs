@@ -61,6 +61,13 @@ use std::hash::{Hash, Hasher};
 use chrono::{Datelike, FixedOffset, NaiveDate, NaiveDateTime, NaiveTime, Timelike};
 
 /// A calendar date (`YYYY-MM-DD` on the wire).
+///
+/// ```
+/// use flechtwerk::attribute::{Attribute, Date, DATE};
+/// const DUE: Attribute<Date> = Attribute::new("due", &DATE);
+/// let due = Date::from_ymd_opt(2024, 6, 15).unwrap(); // chrono's NaiveDate
+/// assert_eq!(flechtwerk::Event::new().with(&DUE, due).unwrap().encode().unwrap(), br#"{"due":"2024-06-15"}"#);
+/// ```
 pub type Date = NaiveDate;
 
 const MICROS_PER_SECOND: i64 = 1_000_000;
@@ -71,6 +78,13 @@ const MICROS_PER_DAY: i64 = 86_400 * MICROS_PER_SECOND;
 ///
 /// Python offsets may carry seconds and microseconds (`+05:30:15.123456` decodes and
 /// re-encodes), which [`FixedOffset`] (whole seconds) cannot hold.
+///
+/// ```
+/// use flechtwerk::attribute::UtcOffset;
+/// let ist = UtcOffset::from_seconds(5 * 3600 + 30 * 60).unwrap();
+/// assert_eq!(ist.to_string(), "+05:30");
+/// assert_eq!(UtcOffset::from_micros(-1).unwrap().to_string(), "-00:00:00.000001");
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct UtcOffset {
     micros: i64,
@@ -78,9 +92,21 @@ pub struct UtcOffset {
 
 impl UtcOffset {
     /// The zero offset: UTC.
+    ///
+    /// ```
+    /// use flechtwerk::attribute::UtcOffset;
+    /// assert!(UtcOffset::UTC.is_utc());
+    /// assert_eq!(UtcOffset::UTC.to_string(), "+00:00");
+    /// ```
     pub const UTC: UtcOffset = UtcOffset { micros: 0 };
 
     /// An offset of `micros` east of UTC; `None` unless strictly within ±24 h.
+    ///
+    /// ```
+    /// use flechtwerk::attribute::UtcOffset;
+    /// assert_eq!(UtcOffset::from_micros(3_600_000_000).unwrap().to_string(), "+01:00");
+    /// assert_eq!(UtcOffset::from_micros(86_400_000_000), None); // 24 h is out of range
+    /// ```
     pub const fn from_micros(micros: i64) -> Option<Self> {
         if micros > -MICROS_PER_DAY && micros < MICROS_PER_DAY {
             Some(UtcOffset { micros })
@@ -90,21 +116,43 @@ impl UtcOffset {
     }
 
     /// An offset of `seconds` east of UTC; `None` unless strictly within ±24 h.
+    ///
+    /// ```
+    /// use flechtwerk::attribute::UtcOffset;
+    /// assert_eq!(UtcOffset::from_seconds(-7 * 3600).unwrap().to_string(), "-07:00");
+    /// ```
     pub const fn from_seconds(seconds: i32) -> Option<Self> {
         Self::from_micros(seconds as i64 * MICROS_PER_SECOND)
     }
 
     /// Microseconds east of UTC.
+    ///
+    /// ```
+    /// use flechtwerk::attribute::UtcOffset;
+    /// assert_eq!(UtcOffset::from_seconds(90).unwrap().as_micros(), 90_000_000);
+    /// ```
     pub const fn as_micros(self) -> i64 {
         self.micros
     }
 
     /// Whether this is the zero offset.
+    ///
+    /// ```
+    /// use flechtwerk::attribute::UtcOffset;
+    /// assert!(UtcOffset::from_seconds(0).unwrap().is_utc());
+    /// assert!(!UtcOffset::from_seconds(3600).unwrap().is_utc());
+    /// ```
     pub const fn is_utc(self) -> bool {
         self.micros == 0
     }
 
     /// The offset as a chrono [`FixedOffset`]; `None` when it has a fraction of a second.
+    ///
+    /// ```
+    /// use flechtwerk::attribute::UtcOffset;
+    /// assert_eq!(UtcOffset::from_seconds(3600).unwrap().to_fixed_offset().unwrap().local_minus_utc(), 3600);
+    /// assert_eq!(UtcOffset::from_micros(1).unwrap().to_fixed_offset(), None);
+    /// ```
     pub fn to_fixed_offset(self) -> Option<FixedOffset> {
         if self.micros % MICROS_PER_SECOND != 0 {
             return None;
@@ -147,6 +195,15 @@ impl fmt::Display for UtcOffset {
 /// which encodes as `+00:00`; an offset cannot express that distinction, see the module docs.)
 ///
 /// Equality is Python's: naive values by their fields, aware values by instant, naive ≠ aware.
+///
+/// ```
+/// use flechtwerk::attribute::{Codec, DateTime, DATETIME};
+/// use flechtwerk::json::Value;
+/// let parse = |s: &str| DATETIME.decode(&Value::Str(s.into())).unwrap();
+/// assert_eq!(parse("2024-06-15T14:30+01:00"), parse("2024-06-15T13:30Z")); // the same instant
+/// assert_ne!(parse("2024-06-15T13:30"), parse("2024-06-15T13:30Z")); // naive ≠ aware
+/// assert!(matches!(parse("2024-06-15T13:30"), DateTime::Naive(_)));
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub enum DateTime {
     /// No zone.
@@ -162,16 +219,35 @@ pub enum DateTime {
 
 impl DateTime {
     /// An aware value: `local` wall-clock time at `offset`.
+    ///
+    /// ```
+    /// use flechtwerk::attribute::{Codec, Date, DateTime, UtcOffset, DATETIME};
+    /// let local = Date::from_ymd_opt(2024, 6, 15).unwrap().and_hms_opt(14, 30, 0).unwrap();
+    /// let at = DateTime::aware(local, UtcOffset::from_seconds(7200).unwrap());
+    /// assert_eq!(DATETIME.encode(&at).unwrap(), flechtwerk::json::Value::Str("2024-06-15T14:30:00+02:00".into()));
+    /// ```
     pub const fn aware(local: NaiveDateTime, offset: UtcOffset) -> Self {
         DateTime::Aware { local, offset }
     }
 
     /// An aware value in UTC.
+    ///
+    /// ```
+    /// use flechtwerk::attribute::{Codec, Date, DateTime, DATETIME};
+    /// let local = Date::from_ymd_opt(2024, 6, 15).unwrap().and_hms_opt(14, 30, 0).unwrap();
+    /// assert_eq!(DATETIME.encode(&DateTime::utc(local)).unwrap(), flechtwerk::json::Value::Str("2024-06-15T14:30:00Z".into()));
+    /// ```
     pub const fn utc(local: NaiveDateTime) -> Self {
         DateTime::Aware { local, offset: UtcOffset::UTC }
     }
 
     /// The wall-clock date and time.
+    ///
+    /// ```
+    /// use flechtwerk::attribute::{Codec, DATETIME};
+    /// let at = DATETIME.decode(&flechtwerk::json::Value::Str("2024-06-15T14:30+02:00".into())).unwrap();
+    /// assert_eq!(at.local().to_string(), "2024-06-15 14:30:00"); // as written, not converted
+    /// ```
     pub fn local(&self) -> NaiveDateTime {
         match *self {
             DateTime::Naive(local) | DateTime::Aware { local, .. } => local,
@@ -179,6 +255,12 @@ impl DateTime {
     }
 
     /// The offset, if the value is aware.
+    ///
+    /// ```
+    /// use flechtwerk::attribute::{Codec, DATETIME};
+    /// let at = DATETIME.decode(&flechtwerk::json::Value::Str("2024-06-15T14:30+02:00".into())).unwrap();
+    /// assert_eq!(at.offset().map(|o| o.as_micros()), Some(7_200_000_000));
+    /// ```
     pub fn offset(&self) -> Option<UtcOffset> {
         match *self {
             DateTime::Naive(_) => None,
@@ -188,6 +270,12 @@ impl DateTime {
 
     /// The value as a chrono `DateTime<FixedOffset>`; `None` when naive or when the offset has
     /// a fraction of a second.
+    ///
+    /// ```
+    /// use flechtwerk::attribute::{Codec, DATETIME};
+    /// let at = DATETIME.decode(&flechtwerk::json::Value::Str("2024-06-15T14:30Z".into())).unwrap();
+    /// assert_eq!(at.to_chrono().unwrap().timestamp(), 1_718_461_800);
+    /// ```
     pub fn to_chrono(&self) -> Option<chrono::DateTime<FixedOffset>> {
         let DateTime::Aware { local, offset } = *self else {
             return None;
@@ -245,6 +333,14 @@ impl From<NaiveDateTime> for DateTime {
 ///
 /// Equality is Python's: naive values by their fields, aware values by the time minus the
 /// offset, naive ≠ aware.
+///
+/// ```
+/// use flechtwerk::attribute::{Codec, TIME};
+/// use flechtwerk::json::Value;
+/// let parse = |s: &str| TIME.decode(&Value::Str(s.into())).unwrap();
+/// assert_eq!(parse("14:30+01:00"), parse("13:30+00:00"));
+/// assert_eq!(parse("09:15").offset, None);
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct Time {
     /// The wall-clock time.
@@ -255,6 +351,13 @@ pub struct Time {
 
 impl Time {
     /// A time of day, naive or at an offset.
+    ///
+    /// ```
+    /// use flechtwerk::attribute::{Codec, Time, UtcOffset, TIME};
+    /// let nine = chrono::NaiveTime::from_hms_opt(9, 0, 0).unwrap();
+    /// let at = Time::new(nine, Some(UtcOffset::UTC));
+    /// assert_eq!(TIME.encode(&at).unwrap(), flechtwerk::json::Value::Str("09:00:00+00:00".into()));
+    /// ```
     pub const fn new(time: NaiveTime, offset: Option<UtcOffset>) -> Self {
         Time { time, offset }
     }
@@ -291,6 +394,13 @@ impl From<NaiveTime> for Time {
 
 /// A date, time or datetime string that Python's `fromisoformat` rejects, or a value Python
 /// cannot represent.
+///
+/// ```
+/// use flechtwerk::attribute::{Codec, CodecError, DATE};
+/// let error = DATE.decode(&flechtwerk::json::Value::Str("2024-02-30".into())).unwrap_err();
+/// let CodecError::Temporal(error) = error else { panic!("not a temporal error") };
+/// assert_eq!((error.kind(), error.input(), error.reason()), ("date", "2024-02-30", Some("day is out of range for month")));
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TemporalError {
     kind: &'static str,
@@ -310,11 +420,23 @@ impl TemporalError {
     }
 
     /// `"date"`, `"datetime"` or `"time"`.
+    ///
+    /// ```
+    /// use flechtwerk::attribute::{Codec, CodecError, TIME};
+    /// let Err(CodecError::Temporal(error)) = TIME.decode(&flechtwerk::json::Value::Str("25:00".into())) else { panic!() };
+    /// assert_eq!(error.kind(), "time");
+    /// ```
     pub fn kind(&self) -> &'static str {
         self.kind
     }
 
     /// The rejected string (for an encode error, a rendering of the value).
+    ///
+    /// ```
+    /// use flechtwerk::attribute::{Codec, CodecError, DATETIME};
+    /// let Err(CodecError::Temporal(error)) = DATETIME.decode(&flechtwerk::json::Value::Str("yesterday".into())) else { panic!() };
+    /// assert_eq!(error.input(), "yesterday");
+    /// ```
     pub fn input(&self) -> &str {
         &self.text
     }
@@ -322,6 +444,12 @@ impl TemporalError {
     /// For a value out of range, Python's `ValueError` text (`"hour must be in 0..23"`,
     /// `"day is out of range for month"`, ...); `None` when the text is not in the grammar at all
     /// (Python's `"Invalid isoformat string: ..."`).
+    ///
+    /// ```
+    /// use flechtwerk::attribute::{Codec, CodecError, DATE};
+    /// let Err(CodecError::Temporal(error)) = DATE.decode(&flechtwerk::json::Value::Str("June 15".into())) else { panic!() };
+    /// assert_eq!(error.reason(), None); // not in the grammar at all
+    /// ```
     pub fn reason(&self) -> Option<&str> {
         self.reason.as_deref()
     }

@@ -12,6 +12,25 @@
 //! of a record, an optional [`EnrichConfig`] applied to every config record on its way into the
 //! store, the one [`on_invalid_message`](Transformer::on_invalid_message) policy, and setup /
 //! teardown.
+//!
+//! ```
+//! use flechtwerk::attribute::{Attribute, INT};
+//! use flechtwerk::stage::{extractor, transformer, Emit};
+//! use flechtwerk::wire::InvalidMessageAction;
+//! use flechtwerk::{Event, Message};
+//!
+//! const N: Attribute<i64> = Attribute::new("n", &INT);
+//! // A transformer: every input doubled, undecodable inputs skipped.
+//! let doubler = transformer(["numbers"])
+//!     .on_invalid_message(|_| InvalidMessageAction::Skip)
+//!     .transform(|msg, _state, out| {
+//!         let n = msg.value.as_ref().map(|v| v.get(&N)).transpose()?.flatten().unwrap_or(0);
+//!         out.send(Message::new("doubled", msg.key.as_str(), Event::new().with(&N, 2 * n)?));
+//!         Ok(())
+//!     });
+//! // An extractor: one message per config entry and poll.
+//! let ticker = extractor(["feeds"]).poll(|key, _config, _state| Ok(vec![Emit::Message(Message::new("ticks", key, Event::new()))]));
+//! ```
 
 mod enrich;
 mod extractor;

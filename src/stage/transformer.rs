@@ -36,6 +36,27 @@ use crate::wire::{InvalidMessageAction, InvalidMessageError};
 ///
 /// Everything emitted commits atomically with the batch's input offsets in the task's
 /// transaction, or not at all.
+///
+/// ```
+/// use flechtwerk::attribute::{Attribute, STR};
+/// use flechtwerk::stage::{transformer, Output};
+/// use flechtwerk::{Event, IncomingMessage, Message, State};
+///
+/// const REGION: Attribute<String> = Attribute::new("region", &STR);
+///
+/// // Routes every input to its region's topic, as the key's config says; remembers the region.
+/// let router = transformer(["orders"]).config_topics(["regions"]).transform(
+///     |msg: IncomingMessage, mut state: State, out: &mut Output<'_>| {
+///         let Some(config) = out.configs().get(&msg.key)? else { return Ok(()) };
+///         let region = config.require(&REGION)?;
+///         out.send(Message::new(format!("orders-{region}"), msg.key.as_str(), msg.value));
+///         state.set(&REGION, region)?;
+///         out.set_state(state);
+///         Ok(())
+///     },
+/// );
+/// # let _ = router;
+/// ```
 pub struct Output<'a> {
     configs: &'a ConfigStore,
     observer: &'a dyn Observer,
@@ -50,6 +71,20 @@ impl<'a> Output<'a> {
 
     /// Emits a message. Writing to a config topic is just emitting to it: the row rides the
     /// task's transaction like any other output.
+    ///
+    /// ```
+    /// use flechtwerk::stage::transformer;
+    /// use flechtwerk::{Event, Message};
+    ///
+    /// // Fans every input out to two topics, and writes a config row (a config topic is a topic).
+    /// let fan_out = transformer(["in"]).transform(|msg, _state, out| {
+    ///     out.send(Message::new("audit", msg.key.as_str(), Event::new()));
+    ///     out.send(Message::new("out", msg.key.as_str(), msg.value));
+    ///     out.send(Message::new("seen-keys", msg.key.as_str(), Event::new()));
+    ///     Ok(())
+    /// });
+    /// # let _ = fan_out;
+    /// ```
     pub fn send(&mut self, message: Message) {
         self.observer.message_out(message.topic());
         self.messages.push(message);
@@ -57,11 +92,53 @@ impl<'a> Output<'a> {
 
     /// Sets the key's state; the last call of a batch wins (one changelog write per key and
     /// batch). An empty state deletes the key's state (STG-43).
+    ///
+    /// ```
+    /// use flechtwerk::attribute::{Attribute, INT};
+    /// use flechtwerk::stage::transformer;
+    /// use flechtwerk::State;
+    ///
+    /// const COUNT: Attribute<i64> = Attribute::new("count", &INT);
+    ///
+    /// // Counts to three, then forgets the key (an empty state is a deletion).
+    /// let to_three = transformer(["in"]).transform(|_msg, mut state, out| {
+    ///     let count = state.get(&COUNT)?.unwrap_or(0) + 1;
+    ///     if count == 3 {
+    ///         out.set_state(State::new());
+    ///     } else {
+    ///         state.set(&COUNT, count)?;
+    ///         out.set_state(state);
+    ///     }
+    ///     Ok(())
+    /// });
+    /// # let _ = to_three;
+    /// ```
     pub fn set_state(&mut self, state: State) {
         self.state = Some(state);
     }
 
     /// The config store, read-only: a consistent snapshot for the whole batch (CFG-24).
+    ///
+    /// ```
+    /// use flechtwerk::attribute::{Attribute, BOOL};
+    /// use flechtwerk::stage::transformer;
+    /// use flechtwerk::Message;
+    ///
+    /// const MUTED: Attribute<bool> = Attribute::optional("muted", &BOOL);
+    ///
+    /// // Forwards an input unless its key's config says `"muted": true`.
+    /// let filter = transformer(["in"]).config_topics(["settings"]).transform(|msg, _state, out| {
+    ///     let muted = match out.configs().get(&msg.key)? {
+    ///         Some(config) => config.get(&MUTED)?.unwrap_or(false),
+    ///         None => false,
+    ///     };
+    ///     if !muted {
+    ///         out.send(Message::new("out", msg.key.as_str(), msg.value));
+    ///     }
+    ///     Ok(())
+    /// });
+    /// # let _ = filter;
+    /// ```
     pub fn configs(&self) -> &ConfigStore {
         self.configs
     }
@@ -75,6 +152,47 @@ impl<'a> Output<'a> {
 ///
 /// Only [`input_topics`](Transformer::input_topics) and [`transform`](Transformer::transform)
 /// are required; every hook has the Python implementation's default.
+///
+/// Implement it directly for a stage that awaits I/O in `transform` or keeps resources (the
+/// [`transformer`] closures cover the rest):
+///
+/// ```
+/// use flechtwerk::attribute::{Attribute, INT};
+/// use flechtwerk::stage::{BoxError, Output, Transformer};
+/// use flechtwerk::wire::{InvalidMessageAction, InvalidMessageError};
+/// use flechtwerk::{Event, IncomingMessage, Message, State};
+///
+/// const TOTAL: Attribute<i64> = Attribute::new("total", &INT);
+/// const AMOUNT: Attribute<i64> = Attribute::new("amount", &INT);
+///
+/// /// Sums payments per account.
+/// struct Totals {
+///     output: String,
+/// }
+///
+/// impl Transformer for Totals {
+///     fn input_topics(&self) -> Vec<String> {
+///         vec!["payments".into()]
+///     }
+///
+///     async fn transform(&self, msg: IncomingMessage, mut state: State, out: &mut Output<'_>) -> Result<(), BoxError> {
+///         let Some(payment) = msg.value else { return Ok(()) }; // a tombstone: nothing to add
+///         let total = state.get(&TOTAL)?.unwrap_or(0) + payment.require(&AMOUNT)?;
+///         state.set(&TOTAL, total)?;
+///         out.send(Message::new(self.output.as_str(), msg.key.as_str(), Event::new().with(&TOTAL, total)?));
+///         out.set_state(state);
+///         Ok(())
+///     }
+///
+///     fn on_invalid_message(&self, _error: &InvalidMessageError) -> InvalidMessageAction {
+///         InvalidMessageAction::Skip // undecodable payments are counted and skipped
+///     }
+/// }
+///
+/// let stage = Totals { output: "totals".into() };
+/// assert_eq!(stage.input_topics(), ["payments"]);
+/// assert!(stage.config_topics().is_empty());
+/// ```
 pub trait Transformer: Send + Sync + 'static {
     /// The partitioned input topics. They must share one partition count; the same partition
     /// number of every input topic forms one task.
@@ -133,6 +251,17 @@ type InvalidFn = dyn Fn(&InvalidMessageError) -> InvalidMessageAction + Send + S
 /// the input topics, then the transform as a closure. Hooks not given keep their defaults.
 ///
 /// The closure is synchronous; a stage that awaits I/O implements [`Transformer`] directly.
+///
+/// ```
+/// use flechtwerk::stage::{transformer, Transformer};
+/// use flechtwerk::Message;
+///
+/// let upper = transformer(["names"]).transform(|msg, _state, out| {
+///     out.send(Message::new("upper-names", msg.key.to_uppercase(), msg.value));
+///     Ok(())
+/// });
+/// assert_eq!(upper.input_topics(), ["names"]);
+/// ```
 pub fn transformer<I, T>(input_topics: I) -> TransformerBuilder
 where
     I: IntoIterator<Item = T>,
@@ -148,6 +277,17 @@ where
 }
 
 /// Builder of a closure-based [`Transformer`] (see [`transformer`]).
+///
+/// ```
+/// use flechtwerk::stage::{transformer, Transformer, TransformerBuilder};
+/// use flechtwerk::wire::InvalidMessageAction;
+///
+/// let builder: TransformerBuilder = transformer(["in"])
+///     .config_topics(["configs"])
+///     .on_invalid_message(|_| InvalidMessageAction::Skip);
+/// let stage = builder.transform(|_, _, _| Ok(()));
+/// assert_eq!(stage.config_topics(), ["configs"]);
+/// ```
 pub struct TransformerBuilder {
     input_topics: Vec<String>,
     config_topics: Vec<String>,
@@ -158,24 +298,76 @@ pub struct TransformerBuilder {
 
 impl TransformerBuilder {
     /// Declares config topics.
+    ///
+    /// ```
+    /// use flechtwerk::stage::{transformer, Transformer};
+    /// let stage = transformer(["in"]).config_topics(["tenants", "limits"]).transform(|_, _, _| Ok(()));
+    /// assert_eq!(stage.config_topics(), ["tenants", "limits"]);
+    /// ```
     pub fn config_topics<I: IntoIterator<Item = T>, T: Into<String>>(mut self, topics: I) -> Self {
         self.config_topics = topics.into_iter().map(Into::into).collect();
         self
     }
 
     /// Replaces the default state key (the wire key).
+    ///
+    /// ```
+    /// use flechtwerk::stage::{transformer, Transformer};
+    /// use flechtwerk::IncomingMessage;
+    ///
+    /// // Keys like "tenant-a/user-7" share one state per tenant.
+    /// let stage = transformer(["in"])
+    ///     .extract_state_key(|msg| msg.key.split('/').next().unwrap_or_default().to_owned())
+    ///     .transform(|_, _, _| Ok(()));
+    /// let msg = IncomingMessage {
+    ///     key: "tenant-a/user-7".into(), value: None, topic: "in".into(), partition: 0, offset: 0, timestamp: None,
+    /// };
+    /// assert_eq!(stage.extract_state_key(&msg), "tenant-a");
+    /// ```
     pub fn extract_state_key(mut self, f: impl Fn(&IncomingMessage) -> String + Send + Sync + 'static) -> Self {
         self.extract_state_key = Some(Box::new(f));
         self
     }
 
     /// Enriches every config record on its way into the store.
+    ///
+    /// ```
+    /// use flechtwerk::attribute::{Attribute, STR};
+    /// use flechtwerk::stage::{transformer, Transformer};
+    ///
+    /// const HOST: Attribute<String> = Attribute::new("host", &STR);
+    /// const URL: Attribute<String> = Attribute::new("url", &STR);
+    ///
+    /// // Every config gets its URL computed once, on its way into the store.
+    /// let stage = transformer(["in"])
+    ///     .config_topics(["endpoints"])
+    ///     .enrich_config(|config| {
+    ///         let url = format!("https://{}/api", config.require(&HOST)?);
+    ///         Ok(config.with(&URL, url)?)
+    ///     })
+    ///     .transform(|_, _, _| Ok(()));
+    /// assert!(stage.config_enricher().is_some());
+    /// ```
     pub fn enrich_config(mut self, f: impl Fn(Config) -> Result<Config, BoxError> + Send + Sync + 'static) -> Self {
         self.enrich_config = Some(Box::new(f));
         self
     }
 
     /// Replaces the default invalid-message policy (raise).
+    ///
+    /// ```
+    /// use flechtwerk::stage::transformer;
+    /// use flechtwerk::wire::{InvalidMessageAction, Part};
+    ///
+    /// // Skip records whose value does not decode; an undecodable key still stops the stage.
+    /// let lenient = transformer(["in"])
+    ///     .on_invalid_message(|error| match error.part() {
+    ///         Part::Value => InvalidMessageAction::Skip,
+    ///         _ => InvalidMessageAction::Raise,
+    ///     })
+    ///     .transform(|_, _, _| Ok(()));
+    /// # let _ = lenient;
+    /// ```
     pub fn on_invalid_message(
         mut self,
         f: impl Fn(&InvalidMessageError) -> InvalidMessageAction + Send + Sync + 'static,
@@ -185,6 +377,17 @@ impl TransformerBuilder {
     }
 
     /// Finishes the stage with its transform.
+    ///
+    /// ```
+    /// use flechtwerk::stage::{transformer, FnTransformer};
+    /// use flechtwerk::Message;
+    ///
+    /// let echo: FnTransformer = transformer(["in"]).transform(|msg, _state, out| {
+    ///     out.send(Message::new("out", msg.key.as_str(), msg.value));
+    ///     Ok(())
+    /// });
+    /// # let _ = echo;
+    /// ```
     pub fn transform(
         self,
         f: impl Fn(IncomingMessage, State, &mut Output<'_>) -> Result<(), BoxError> + Send + Sync + 'static,
@@ -194,6 +397,18 @@ impl TransformerBuilder {
 }
 
 /// A [`Transformer`] made of closures (see [`transformer`]).
+///
+/// ```
+/// use flechtwerk::stage::{transformer, FnTransformer, Transformer};
+///
+/// fn echo(input: &str, output: &'static str) -> FnTransformer {
+///     transformer([input]).transform(move |msg, _state, out| {
+///         out.send(flechtwerk::Message::new(output, msg.key.as_str(), msg.value));
+///         Ok(())
+///     })
+/// }
+/// assert_eq!(echo("in", "out").input_topics(), ["in"]);
+/// ```
 pub struct FnTransformer {
     builder: TransformerBuilder,
     transform: Box<TransformFn>,

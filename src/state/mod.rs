@@ -30,6 +30,13 @@ pub(crate) fn default_stores() -> std::sync::Arc<dyn StateStores> {
 }
 
 /// A failed local state operation.
+///
+/// ```
+/// use flechtwerk::state::StateError;
+///
+/// let error = StateError::new(3, "disk full").with_source(std::io::Error::other("ENOSPC"));
+/// assert!(error.to_string().contains("disk full"));
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[error("state store of task {partition}: {message}")]
 pub struct StateError {
@@ -41,11 +48,23 @@ pub struct StateError {
 
 impl StateError {
     /// An error in the store of task `partition`.
+    ///
+    /// ```
+    /// # use flechtwerk::state::StateError;
+    /// let error = StateError::new(0, "corrupt");
+    /// ```
     pub fn new(partition: i32, message: impl Into<String>) -> Self {
         StateError { partition, message: message.into(), source: None }
     }
 
     /// Attaches the underlying error.
+    ///
+    /// ```
+    /// # use flechtwerk::state::StateError;
+    /// use std::error::Error as _;
+    /// let error = StateError::new(0, "open failed").with_source(std::io::Error::other("EACCES"));
+    /// assert!(error.source().is_some());
+    /// ```
     pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
         self.source = Some(Box::new(source));
         self
@@ -56,20 +75,88 @@ impl StateError {
 ///
 /// Operations are synchronous: local key-value operations take microseconds, and the engine
 /// calls them outside any transform, before and after a batch's concurrent part.
+///
+/// ```
+/// use flechtwerk::state::{InMemoryStores, StateStores};
+///
+/// let mut store = InMemoryStores::for_instance().open("click-counter", 0)?;
+/// store.put("ada", br#"{"count":2}"#)?;
+/// assert_eq!(store.get("ada")?.as_deref(), Some(&br#"{"count":2}"#[..]));
+/// store.delete("ada")?;
+/// assert_eq!(store.get("ada")?, None);
+/// # Ok::<(), flechtwerk::state::StateError>(())
+/// ```
 pub trait StateStore: Send {
     /// The bytes stored under `key`.
+    ///
+    /// ```
+    /// # use flechtwerk::state::{InMemoryStores, StateStores};
+    /// # let mut store = InMemoryStores::for_instance().open("app", 0)?;
+    /// assert_eq!(store.get("absent")?, None);
+    /// # Ok::<(), flechtwerk::state::StateError>(())
+    /// ```
     fn get(&mut self, key: &str) -> Result<Option<Vec<u8>>, StateError>;
     /// Stores `value` under `key`.
+    ///
+    /// ```
+    /// # use flechtwerk::state::{InMemoryStores, StateStores};
+    /// # let mut store = InMemoryStores::for_instance().open("app", 0)?;
+    /// store.put("ada", br#"{"count":1}"#)?;
+    /// assert!(store.get("ada")?.is_some());
+    /// # Ok::<(), flechtwerk::state::StateError>(())
+    /// ```
     fn put(&mut self, key: &str, value: &[u8]) -> Result<(), StateError>;
     /// Removes `key`; removing an absent key is a no-op.
+    ///
+    /// ```
+    /// # use flechtwerk::state::{InMemoryStores, StateStores};
+    /// # let mut store = InMemoryStores::for_instance().open("app", 0)?;
+    /// store.delete("never-written")?; // a no-op
+    /// # Ok::<(), flechtwerk::state::StateError>(())
+    /// ```
     fn delete(&mut self, key: &str) -> Result<(), StateError>;
     /// Drops everything (and any files): the store is empty afterwards and can be reused.
+    ///
+    /// ```
+    /// # use flechtwerk::state::{InMemoryStores, StateStores};
+    /// # let mut store = InMemoryStores::for_instance().open("app", 0)?;
+    /// store.put("ada", b"{}")?;
+    /// store.wipe()?;
+    /// assert_eq!(store.get("ada")?, None);
+    /// # Ok::<(), flechtwerk::state::StateError>(())
+    /// ```
     fn wipe(&mut self) -> Result<(), StateError>;
 }
 
 /// Opens a task's store.
+///
+/// Given to the builder with [`state_stores`](crate::FlechtwerkBuilder::state_stores); the
+/// default is RocksDB under the system temp dir (feature `rocksdb`), or memory without it.
+///
+/// ```
+/// use std::sync::Arc;
+/// use flechtwerk::state::InMemoryStores;
+/// use flechtwerk::stage::transformer;
+/// use flechtwerk::Flechtwerk;
+///
+/// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+/// let app = Flechtwerk::builder()
+///     .application_id("click-counter")
+///     .client_id("pod-0")
+///     .kafka(kafka)
+///     .state_stores(Arc::new(InMemoryStores::for_instance()))
+///     .build(transformer(["clicks"]).transform(|_, _, _| Ok(())))?;
+/// # Ok::<(), flechtwerk::Error>(())
+/// ```
 pub trait StateStores: Send + Sync {
     /// The (empty) store of task `partition` of `application_id`.
+    ///
+    /// ```
+    /// use flechtwerk::state::{InMemoryStores, StateStores};
+    ///
+    /// let store = InMemoryStores::for_instance().open("click-counter", 3)?;
+    /// # Ok::<(), flechtwerk::state::StateError>(())
+    /// ```
     fn open(&self, application_id: &str, partition: i32) -> Result<Box<dyn StateStore>, StateError>;
 }
 

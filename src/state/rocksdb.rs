@@ -34,6 +34,16 @@ use super::{StateError, StateStore, StateStores};
 mod ffi;
 
 /// Opens each task's [`RocksDbStateStore`] under one root directory.
+///
+/// ```
+/// use std::sync::Arc;
+/// use flechtwerk::state::RocksDbStores;
+///
+/// // A fixed directory per replica (a pod's volume): a restarted replica meets its old files and
+/// // discards them; task state is always restored from the changelog.
+/// let stores = Arc::new(RocksDbStores::new("/var/lib/click-counter"));
+/// // Flechtwerk::builder()....state_stores(stores)
+/// ```
 #[derive(Clone, Debug)]
 pub struct RocksDbStores {
     root: PathBuf,
@@ -41,6 +51,12 @@ pub struct RocksDbStores {
 
 impl RocksDbStores {
     /// Stores under `root`: task `p` of application `a` at `<root>/<a>/state/<p>/state.db`.
+    ///
+    /// ```
+    /// # use flechtwerk::state::RocksDbStores;
+    /// let stores = RocksDbStores::new("/data");
+    /// assert_eq!(stores.path("app", 3), std::path::Path::new("/data/app/state/3/state.db"));
+    /// ```
     pub fn new(root: impl Into<PathBuf>) -> Self {
         RocksDbStores { root: root.into() }
     }
@@ -48,6 +64,17 @@ impl RocksDbStores {
     /// Stores in a fresh directory under the system temp dir, unique to this application
     /// instance (process id, instance counter, clock), so that a process never meets another
     /// one's files. Task state is a cache of the changelog, rebuilt whenever a task starts.
+    ///
+    /// ```
+    /// use flechtwerk::state::{RocksDbStores, StateStores};
+    ///
+    /// let stores = RocksDbStores::for_instance();
+    /// let mut store = stores.open("app", 0)?;
+    /// store.put("k", b"{}")?; // creates the database
+    /// assert_eq!(store.get("k")?.as_deref(), Some(&b"{}"[..]));
+    /// store.wipe()?; // and removes its files
+    /// # Ok::<(), flechtwerk::state::StateError>(())
+    /// ```
     pub fn for_instance() -> Self {
         use std::sync::atomic::{AtomicU64, Ordering};
         static INSTANCE: AtomicU64 = AtomicU64::new(0);
@@ -61,6 +88,11 @@ impl RocksDbStores {
     }
 
     /// The directory of the database of task `partition` of `application_id`.
+    ///
+    /// ```
+    /// # use flechtwerk::state::RocksDbStores;
+    /// assert!(RocksDbStores::new("/data").path("app", 0).ends_with("app/state/0/state.db"));
+    /// ```
     pub fn path(&self, application_id: &str, partition: i32) -> PathBuf {
         self.root.join(application_id).join("state").join(partition.to_string()).join("state.db")
     }
@@ -95,6 +127,16 @@ impl StateStores for RocksDbStores {
 /// The store is [`Send`] (the [`StateStore`] port requires it): a RocksDB database may be used
 /// from any thread, and the store's C objects have no thread affinity (see the `SAFETY`
 /// comments of its `ffi` module). It is not `Sync`; the engine never shares a task's store.
+///
+/// ```
+/// use flechtwerk::state::{RocksDbStores, StateStore, StateStores};
+///
+/// let mut store = RocksDbStores::for_instance().open("app", 1)?;
+/// assert_eq!(store.get("k")?, None); // no database yet
+/// store.put("k", br#"{"n":1}"#)?;
+/// store.wipe()?;
+/// # Ok::<(), flechtwerk::state::StateError>(())
+/// ```
 pub struct RocksDbStateStore {
     path: PathBuf,
     partition: i32,

@@ -26,9 +26,27 @@ use crate::wire::{Header, RawRecord};
 
 /// Restarts the broker on its data (log, transactions, offsets and producer state kept), and
 /// resolves once it serves requests again.
+///
+/// ```
+/// use std::sync::Arc;
+/// use flechtwerk::testing::conformance::{Env, RestartBroker};
+///
+/// // e.g. a broker in a container: restart it and wait until it answers
+/// let restart: RestartBroker = Arc::new(|| Box::pin(async { /* docker restart kafka; wait */ }));
+/// let env = Env::new("conf").with_restart(restart);
+/// assert!(env.restart_broker.is_some());
+/// ```
 pub type RestartBroker = std::sync::Arc<dyn Fn() -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
 
 /// Settings of one suite run.
+///
+/// ```
+/// use std::time::Duration;
+/// use flechtwerk::testing::conformance::Env;
+///
+/// let env = Env { read_max: Duration::from_secs(60), ..Env::new("ci-run-7") }; // a slow broker
+/// assert_eq!(env.replication_factor, 1);
+/// ```
 #[derive(Clone)]
 pub struct Env {
     /// Prefix of every topic, group and transactional id the suite creates.
@@ -58,6 +76,12 @@ impl std::fmt::Debug for Env {
 
 impl Env {
     /// Defaults for a single local broker.
+    ///
+    /// ```
+    /// let env = flechtwerk::testing::conformance::Env::new("conf");
+    /// assert_eq!(env.prefix, "conf");
+    /// assert!(env.restart_broker.is_none()); // the broker-restart scenario will fail without one
+    /// ```
     pub fn new(prefix: impl Into<String>) -> Self {
         Env {
             prefix: prefix.into(),
@@ -69,6 +93,13 @@ impl Env {
     }
 
     /// The same settings, with a way to restart the broker.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use flechtwerk::testing::conformance::Env;
+    /// let env = Env::new("conf").with_restart(Arc::new(|| Box::pin(async {})));
+    /// assert!(env.restart_broker.is_some());
+    /// ```
     pub fn with_restart(mut self, restart: RestartBroker) -> Self {
         self.restart_broker = Some(restart);
         self
@@ -80,6 +111,12 @@ impl Env {
 }
 
 /// Why a scenario failed.
+///
+/// ```
+/// use flechtwerk::testing::conformance::Failure;
+/// let failure = Failure::Verdict("an aborted record was visible".into());
+/// assert_eq!(failure.to_string(), "an aborted record was visible");
+/// ```
 #[derive(Debug, thiserror::Error)]
 pub enum Failure {
     /// A Kafka call failed that should have succeeded.
@@ -101,6 +138,23 @@ fn check(condition: bool, message: impl FnOnce() -> String) -> Result<(), Failur
 type ScenarioFuture<'a> = Pin<Box<dyn Future<Output = Result<(), Failure>> + Send + 'a>>;
 
 /// One scenario: its name, the behaviour IDs it pins, and the check.
+///
+/// ```
+/// use std::time::Duration;
+/// use flechtwerk::testing::conformance::{scenarios, Env};
+/// use flechtwerk_sim::cluster::LocalCluster;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+/// // Run two of the scenarios on the in-process cluster.
+/// let kafka = LocalCluster::new();
+/// let env = Env { group_settle_max: Duration::from_secs(20), ..Env::new("doc") };
+/// for scenario in scenarios().into_iter().filter(|s| ["topics", "commit-abort"].contains(&s.name)) {
+///     (scenario.run)(&kafka, &env).await.map_err(|failure| format!("{}: {failure}", scenario.name))?;
+/// }
+/// # Ok(())
+/// # }
+/// ```
 pub struct Scenario {
     /// Short name.
     pub name: &'static str,
@@ -111,6 +165,12 @@ pub struct Scenario {
 }
 
 /// Every scenario, in a fixed order.
+///
+/// ```
+/// let names: Vec<&str> = flechtwerk::testing::conformance::scenarios().iter().map(|s| s.name).collect();
+/// assert!(names.contains(&"zombie-races-init"));
+/// assert_eq!(names.len(), 15);
+/// ```
 pub fn scenarios() -> Vec<Scenario> {
     vec![
         Scenario {
@@ -192,6 +252,26 @@ pub fn scenarios() -> Vec<Scenario> {
 }
 
 /// Runs every scenario in order, each to completion, and returns the verdicts.
+///
+/// Against a real broker (the simulated one runs it in `flechtwerk-sim`'s tests, with paused
+/// time: it waits out transaction and session timeouts):
+///
+/// ```no_run
+/// # #[cfg(feature = "rdkafka")]
+/// #[tokio::main(flavor = "current_thread")]
+/// async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+///     use flechtwerk::kafka::rdkafka::RdKafka; // feature `rdkafka`
+///     use flechtwerk::testing::conformance::{run_all, Env};
+///
+///     let kafka = RdKafka::new(std::env::var("KAFKA_BOOTSTRAP")?);
+///     let verdicts = run_all(&kafka, &Env::new("conformance")).await;
+///     let failed: Vec<_> = verdicts.into_iter().filter(|(_, verdict)| verdict.is_err()).collect();
+///     assert!(failed.is_empty(), "{failed:?}");
+///     Ok(())
+/// }
+/// # #[cfg(not(feature = "rdkafka"))]
+/// # fn main() {}
+/// ```
 pub async fn run_all(kafka: &dyn Kafka, env: &Env) -> Vec<(&'static str, Result<(), Failure>)> {
     let mut verdicts = Vec::new();
     for scenario in scenarios() {

@@ -2,7 +2,7 @@
 //! beyond the user's surface.
 //!
 //! - [`RecordingObserver`]: keeps every observer call, in order (TST-04).
-//! - [`conformance`]: the client-level scenarios every [`Kafka`](crate::kafka::Kafka) adapter
+//! - [`conformance`]: the client-level scenarios every [`Kafka`] adapter
 //!   must pass, run against the simulated cluster and against Apache Kafka.
 //! - [`read_topic`] and [`read_to_end`]: read partitions to the ends captured at entry, the way
 //!   the engine's bootstrap and restore do.
@@ -25,6 +25,26 @@ use crate::wire::RawRecord;
 /// Reads every committed record of `topic` (all partitions) up to the ends captured now, with a
 /// fresh group-less consumer that is closed afterwards; records sorted by (partition, offset).
 /// For tools, checks and tests; a topic that does not exist is [`KafkaErrorKind::UnknownTopic`].
+///
+/// ```
+/// use flechtwerk::kafka::{Kafka, NewTopic, ProducerConfig, ProducerRecord};
+/// use flechtwerk::testing::read_topic;
+/// use flechtwerk_sim::cluster::LocalCluster;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+/// let kafka = LocalCluster::new();
+/// kafka.admin()?.create_topic(&NewTopic::new("out", 2)).await?;
+/// let producer = kafka.producer(ProducerConfig::idempotent("writer"))?;
+/// for key in ["a", "b", "c"] {
+///     producer.send(ProducerRecord::new("out", key, "{}")).await?.await?;
+/// }
+/// let records = read_topic(&kafka, "checker", "out").await?;
+/// assert_eq!(records.len(), 3);
+/// assert!(read_topic(&kafka, "checker", "missing").await.is_err());
+/// # Ok(())
+/// # }
+/// ```
 pub async fn read_topic(kafka: &dyn Kafka, client_id: &str, topic: &str) -> Result<Vec<RawRecord>, KafkaError> {
     let mut consumer = kafka.consumer(ConsumerConfig::groupless(client_id))?;
     let partitions = consumer.partition_count(topic).await?.ok_or_else(|| {

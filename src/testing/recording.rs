@@ -6,6 +6,18 @@ use std::time::Duration;
 use crate::observer::{InvalidOutcome, Observer};
 
 /// One recorded observer call; durations are left out so recordings compare across runs.
+///
+/// ```
+/// use flechtwerk::observer::Observer;
+/// use flechtwerk::testing::{Observed, RecordingObserver};
+/// let observer = RecordingObserver::default();
+/// observer.message_in("clicks");
+/// observer.batch_processed(1, std::time::Duration::from_millis(3));
+/// assert_eq!(
+///     observer.events(),
+///     [Observed::MessageIn { topic: "clicks".into() }, Observed::BatchProcessed { size: 1 }]
+/// );
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[allow(missing_docs)]
 pub enum Observed {
@@ -49,11 +61,28 @@ pub struct RecordingObserver {
 
 impl RecordingObserver {
     /// A copy of everything recorded so far.
+    ///
+    /// ```
+    /// use flechtwerk::observer::Observer;
+    /// use flechtwerk::testing::{Observed, RecordingObserver};
+    /// let observer = RecordingObserver::default();
+    /// observer.tasks_assigned(4);
+    /// assert_eq!(observer.events(), [Observed::TasksAssigned { count: 4 }]);
+    /// ```
     pub fn events(&self) -> Vec<Observed> {
         self.events.lock().expect("observer lock").clone()
     }
 
     /// Forgets everything recorded so far.
+    ///
+    /// ```
+    /// use flechtwerk::observer::Observer;
+    /// use flechtwerk::testing::RecordingObserver;
+    /// let observer = RecordingObserver::default();
+    /// observer.transaction_committed();
+    /// observer.clear(); // e.g. after startup, to look at one phase only
+    /// assert!(observer.events().is_empty());
+    /// ```
     pub fn clear(&self) {
         self.events.lock().expect("observer lock").clear();
     }

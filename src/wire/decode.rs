@@ -3,6 +3,14 @@
 use crate::json::{self, JsonError, Map, Value};
 
 /// Why a key or value does not decode.
+///
+/// ```
+/// use flechtwerk::wire::{decode_value, DecodeError};
+///
+/// assert!(matches!(decode_value(Some(b"[1]")), Err(DecodeError::NotAnObject { found: "list" })));
+/// assert!(matches!(decode_value(Some(b"{broken")), Err(DecodeError::Json(_))));
+/// assert!(matches!(decode_value(Some(b"\xff")), Err(DecodeError::Utf8(_))));
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
     /// Not UTF-8 (strict: surrogates, overlong forms and stray bytes are all rejected).
@@ -20,6 +28,15 @@ pub enum DecodeError {
 }
 
 /// Decodes a key: strict UTF-8; an absent key is `""` (INV-01).
+///
+/// ```
+/// use flechtwerk::wire::decode_key;
+///
+/// assert_eq!(decode_key(Some(b"ada"))?, "ada");
+/// assert_eq!(decode_key(None)?, "");
+/// assert!(decode_key(Some(b"\xc3")).is_err());
+/// # Ok::<(), flechtwerk::wire::DecodeError>(())
+/// ```
 pub fn decode_key(key: Option<&[u8]>) -> Result<String, DecodeError> {
     match key {
         None => Ok(String::new()),
@@ -29,6 +46,16 @@ pub fn decode_key(key: Option<&[u8]>) -> Result<String, DecodeError> {
 
 /// Decodes a value: strict UTF-8, then JSON, then an object. An empty or absent value is the
 /// empty object, never an error (INV-02).
+///
+/// ```
+/// use flechtwerk::json::Value;
+/// use flechtwerk::wire::decode_value;
+///
+/// assert_eq!(decode_value(Some(br#"{"n":1}"#))?["n"], Value::Int(1));
+/// assert!(decode_value(None)?.is_empty()); // a tombstone reads as the empty object
+/// assert!(decode_value(Some(b""))?.is_empty());
+/// # Ok::<(), flechtwerk::wire::DecodeError>(())
+/// ```
 pub fn decode_value(value: Option<&[u8]>) -> Result<Map, DecodeError> {
     let bytes = match value {
         None | Some(b"") => return Ok(Map::new()),

@@ -22,6 +22,12 @@ pub use decode::{decode_key, decode_value, DecodeError};
 pub use policy::{InvalidMessageAction, InvalidMessageError, InvalidMessagePolicy, Part, PolicyError, RaisePolicy};
 
 /// One record header.
+///
+/// ```
+/// use flechtwerk::wire::Header;
+///
+/// let header = Header { key: "trace-id".into(), value: Some("abc".into()) };
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Header {
     /// Header name.
@@ -31,6 +37,27 @@ pub struct Header {
 }
 
 /// A record as read from Kafka, before any decoding.
+///
+/// Tests read them with `testing::read_topic` (feature `testing`) and decode them
+/// with [`decode_key`] and [`decode_value`]:
+///
+/// ```
+/// use flechtwerk::wire::{self, RawRecord};
+/// use flechtwerk::Event;
+///
+/// let record = RawRecord {
+///     topic: "counts".into(),
+///     partition: 0,
+///     offset: 7,
+///     timestamp_ms: None,
+///     key: Some("ada".into()),
+///     value: Some(r#"{"count":2}"#.into()),
+///     headers: Vec::new(),
+/// };
+/// assert_eq!(wire::decode_key(record.key.as_deref())?, "ada");
+/// let value = Event::wrap(wire::decode_value(record.value.as_deref())?);
+/// # Ok::<(), wire::DecodeError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RawRecord {
     /// Topic.
@@ -51,6 +78,15 @@ pub struct RawRecord {
 
 impl RawRecord {
     /// Key plus value size in bytes, as the `message_in_bytes` metric counts it.
+    ///
+    /// ```
+    /// # use flechtwerk::wire::RawRecord;
+    /// let record = RawRecord {
+    ///     topic: "t".into(), partition: 0, offset: 0, timestamp_ms: None,
+    ///     key: Some("ab".into()), value: Some("{}".into()), headers: Vec::new(),
+    /// };
+    /// assert_eq!(record.size_bytes(), 4);
+    /// ```
     pub fn size_bytes(&self) -> usize {
         self.key.as_ref().map_or(0, Bytes::len) + self.value.as_ref().map_or(0, Bytes::len)
     }

@@ -31,6 +31,20 @@ impl fmt::Display for Part {
 /// It carries where the record is and its raw bytes; its message names the part and
 /// `topic/partition/offset` but never prints the bytes (a value may be a megabyte, or a secret).
 /// The decode error is its [`source`](std::error::Error::source).
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use flechtwerk::wire::RawRecord;
+/// # let record = RawRecord {
+/// #     topic: Arc::from("in"), partition: 2, offset: 41, timestamp_ms: None,
+/// #     key: Some("k".into()), value: Some("not json".into()), headers: vec![],
+/// # };
+/// use flechtwerk::wire::{decode_value, InvalidMessageError, Part};
+/// let error = InvalidMessageError::new(Part::Value, &record, decode_value(record.value.as_deref()).unwrap_err());
+/// assert!(error.to_string().starts_with("undecodable value in the record at in/2/41"));
+/// assert!(!error.to_string().contains("not json")); // the bytes are on the error, never in its text
+/// assert_eq!(error.value().map(|v| &v[..]), Some(&b"not json"[..]));
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
     "undecodable {part} in the record at {topic}/{partition}/{offset} (the source error says why, \
@@ -50,6 +64,18 @@ pub struct InvalidMessageError {
 
 impl InvalidMessageError {
     /// Builds the error for `record`.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use flechtwerk::wire::RawRecord;
+    /// # let record = RawRecord {
+    /// #     topic: Arc::from("in"), partition: 2, offset: 41, timestamp_ms: None,
+    /// #     key: Some("k".into()), value: Some("not json".into()), headers: vec![],
+    /// # };
+    /// use flechtwerk::wire::{decode_value, InvalidMessageError, Part};
+    /// let error = InvalidMessageError::new(Part::Value, &record, decode_value(record.value.as_deref()).unwrap_err());
+    /// assert_eq!(error.offset(), 41);
+    /// ```
     pub fn new(part: Part, record: &RawRecord, source: DecodeError) -> Self {
         InvalidMessageError {
             part,
@@ -63,10 +89,34 @@ impl InvalidMessageError {
     }
 
     /// Which side failed.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use flechtwerk::wire::RawRecord;
+    /// # let record = RawRecord {
+    /// #     topic: Arc::from("in"), partition: 2, offset: 41, timestamp_ms: None,
+    /// #     key: Some("k".into()), value: Some("not json".into()), headers: vec![],
+    /// # };
+    /// use flechtwerk::wire::{decode_value, InvalidMessageError, Part};
+    /// let error = InvalidMessageError::new(Part::Value, &record, decode_value(record.value.as_deref()).unwrap_err());
+    /// assert_eq!(error.part(), Part::Value);
+    /// ```
     pub fn part(&self) -> Part {
         self.part
     }
     /// Topic of the record.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use flechtwerk::wire::RawRecord;
+    /// # let record = RawRecord {
+    /// #     topic: Arc::from("in"), partition: 2, offset: 41, timestamp_ms: None,
+    /// #     key: Some("k".into()), value: Some("not json".into()), headers: vec![],
+    /// # };
+    /// use flechtwerk::wire::{decode_value, InvalidMessageError, Part};
+    /// let error = InvalidMessageError::new(Part::Value, &record, decode_value(record.value.as_deref()).unwrap_err());
+    /// assert_eq!(error.topic(), "in");
+    /// ```
     pub fn topic(&self) -> &str {
         &self.topic
     }
@@ -75,28 +125,107 @@ impl InvalidMessageError {
         &self.topic
     }
     /// Partition of the record.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use flechtwerk::wire::RawRecord;
+    /// # let record = RawRecord {
+    /// #     topic: Arc::from("in"), partition: 2, offset: 41, timestamp_ms: None,
+    /// #     key: Some("k".into()), value: Some("not json".into()), headers: vec![],
+    /// # };
+    /// use flechtwerk::wire::{decode_value, InvalidMessageError, Part};
+    /// let error = InvalidMessageError::new(Part::Value, &record, decode_value(record.value.as_deref()).unwrap_err());
+    /// assert_eq!(error.partition(), 2);
+    /// ```
     pub fn partition(&self) -> i32 {
         self.partition
     }
     /// Offset of the record.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use flechtwerk::wire::RawRecord;
+    /// # let record = RawRecord {
+    /// #     topic: Arc::from("in"), partition: 2, offset: 41, timestamp_ms: None,
+    /// #     key: Some("k".into()), value: Some("not json".into()), headers: vec![],
+    /// # };
+    /// use flechtwerk::wire::{decode_value, InvalidMessageError, Part};
+    /// let error = InvalidMessageError::new(Part::Value, &record, decode_value(record.value.as_deref()).unwrap_err());
+    /// assert_eq!(error.offset(), 41);
+    /// ```
     pub fn offset(&self) -> i64 {
         self.offset
     }
     /// The raw key bytes.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use flechtwerk::wire::RawRecord;
+    /// # let record = RawRecord {
+    /// #     topic: Arc::from("in"), partition: 2, offset: 41, timestamp_ms: None,
+    /// #     key: Some("k".into()), value: Some("not json".into()), headers: vec![],
+    /// # };
+    /// use flechtwerk::wire::{decode_value, InvalidMessageError, Part};
+    /// let error = InvalidMessageError::new(Part::Value, &record, decode_value(record.value.as_deref()).unwrap_err());
+    /// assert_eq!(error.key().map(|k| &k[..]), Some(&b"k"[..]));
+    /// ```
     pub fn key(&self) -> Option<&Bytes> {
         self.key.as_ref()
     }
     /// The raw value bytes.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use flechtwerk::wire::RawRecord;
+    /// # let record = RawRecord {
+    /// #     topic: Arc::from("in"), partition: 2, offset: 41, timestamp_ms: None,
+    /// #     key: Some("k".into()), value: Some("not json".into()), headers: vec![],
+    /// # };
+    /// use flechtwerk::wire::{decode_value, InvalidMessageError, Part};
+    /// let error = InvalidMessageError::new(Part::Value, &record, decode_value(record.value.as_deref()).unwrap_err());
+    /// assert_eq!(error.value().map(|v| &v[..]), Some(&b"not json"[..]));
+    /// ```
     pub fn value(&self) -> Option<&Bytes> {
         self.value.as_ref()
     }
     /// The decode error.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use flechtwerk::wire::RawRecord;
+    /// # let record = RawRecord {
+    /// #     topic: Arc::from("in"), partition: 2, offset: 41, timestamp_ms: None,
+    /// #     key: Some("k".into()), value: Some("not json".into()), headers: vec![],
+    /// # };
+    /// use flechtwerk::wire::{decode_value, InvalidMessageError, Part};
+    /// let error = InvalidMessageError::new(Part::Value, &record, decode_value(record.value.as_deref()).unwrap_err());
+    /// println!("why: {}", error.decode_error());
+    /// ```
     pub fn decode_error(&self) -> &DecodeError {
         &self.source
     }
 }
 
 /// What `on_invalid_message` decides for one undecodable record (INV-11..13).
+///
+/// ```
+/// use flechtwerk::attribute::{Attribute, BOOL};
+/// use flechtwerk::stage::transformer;
+/// use flechtwerk::wire::{InvalidMessageAction, Part};
+/// use flechtwerk::Record;
+///
+/// const BROKEN: Attribute<bool> = Attribute::new("broken", &BOOL);
+///
+/// // Undecodable values become `{"broken": true}`; an undecodable key stops the stage.
+/// let stage = transformer(["in"])
+///     .on_invalid_message(|error| match error.part() {
+///         Part::Value => InvalidMessageAction::Substitute(Record::new().with(&BROKEN, true).unwrap()),
+///         Part::Key => InvalidMessageAction::Raise,
+///     })
+///     .transform(|_, _, _| Ok(()));
+/// # let _ = stage;
+/// assert_eq!(InvalidMessageAction::default(), InvalidMessageAction::Raise);
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub enum InvalidMessageAction {
     /// Propagate the error: the stage crashes before anything is committed, and a restart

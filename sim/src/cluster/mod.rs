@@ -7,7 +7,7 @@
 //! - [`faults`]: the fault plan (request drops, delays, errors; marker delays; the Jepsen
 //!   broker-bug mode).
 //! - [`local`]: [`LocalCluster`], the broker in-process on plain tokio.
-//! - `net` (simulation build only): [`Cluster`], the broker as a madsim node serving RPCs.
+//! - `net` (simulation build only): `Cluster`, the broker as a madsim node serving RPCs.
 //!
 //! The model, its knobs and every known divergence from Kafka: `docs/simulation.md`.
 

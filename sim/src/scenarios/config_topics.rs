@@ -29,6 +29,7 @@ use crate::runner::{Ctx, Scenario};
 pub static SCENARIO: Scenario = Scenario {
     name: "config-topics",
     about: "config store bootstrap + drain under writes, crash-restarts and pauses; store = compaction",
+    faults: &["crash-restart", "pause", "crash"],
     run: |ctx| Box::pin(run(ctx)) as Pin<Box<dyn std::future::Future<Output = ()>>>,
 };
 

@@ -25,6 +25,14 @@ use crate::runner::{Ctx, Scenario};
 pub static SCENARIO: Scenario = Scenario {
     name: "conformance",
     about: "the Kafka port's conformance suite on the simulated cluster, over lossy/slow/erroring networks",
+    faults: &[
+        "broker-restart",
+        "kafka-drop-request",
+        "kafka-delay-request",
+        "kafka-error",
+        "kafka-drop-response",
+        "kafka-delay-response",
+    ],
     run: |ctx| Box::pin(run(ctx)) as Pin<Box<dyn std::future::Future<Output = ()>>>,
 };
 

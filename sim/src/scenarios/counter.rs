@@ -52,6 +52,25 @@ use crate::runner::{Ctx, Scenario};
 pub static SCENARIO: Scenario = Scenario {
     name: "counter",
     about: "exactly-once counting transformer + config join, varied per seed, under every fault kind",
+    faults: &[
+        "crash-restart",
+        "add-replica",
+        "remove-replica",
+        "pause",
+        "network-partition",
+        "broker-restart",
+        "request-chaos",
+        "fail-transactions",
+        "late-markers",
+        "kafka-drop-request",
+        "kafka-hold-request",
+        "kafka-delay-request",
+        "kafka-error",
+        "kafka-drop-response",
+        "kafka-delay-response",
+        "kafka-marker-delay",
+        "buggify",
+    ],
     run: |ctx| Box::pin(run(ctx)) as Pin<Box<dyn std::future::Future<Output = ()>>>,
 };
 

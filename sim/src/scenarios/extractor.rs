@@ -53,6 +53,12 @@ use crate::runner::{Ctx, Scenario};
 pub static SCENARIO: Scenario = Scenario {
     name: "extractor",
     about: "token-sharded paging extractor over a growing, faulty source, configs added/suspended/deleted, every fault kind",
+    faults: &[
+        "crash-restart", "add-replica", "remove-replica", "pause", "network-partition", "broker-restart",
+        "request-chaos", "fail-transactions", "late-markers", "kafka-drop-request", "kafka-hold-request",
+        "kafka-delay-request", "kafka-error", "kafka-drop-response", "kafka-delay-response", "kafka-marker-delay",
+        "buggify", "source-error", "slow-page",
+    ],
     run: |ctx| Box::pin(run(ctx)) as Pin<Box<dyn std::future::Future<Output = ()>>>,
 };
 

@@ -34,6 +34,20 @@ use crate::runner::{Ctx, Scenario};
 pub static SCENARIO: Scenario = Scenario {
     name: "kafka-chaos",
     about: "transactional copier on the simulated cluster under broker restarts, crashes, partitions, lost RPCs",
+    faults: &[
+        "broker-restart",
+        "broker-down",
+        "crash-restart",
+        "pause",
+        "network-partition",
+        "kafka-drop-request",
+        "kafka-hold-request",
+        "kafka-delay-request",
+        "kafka-error",
+        "kafka-drop-response",
+        "kafka-delay-response",
+        "kafka-marker-delay",
+    ],
     run: |ctx| Box::pin(run(ctx)) as Pin<Box<dyn std::future::Future<Output = ()>>>,
 };
 

@@ -34,6 +34,7 @@ use crate::runner::{Ctx, Scenario};
 pub static SCENARIO: Scenario = Scenario {
     name: "late-requests",
     about: "transactions whose offset commits, produces and EndTxn reach the broker after the client retried them",
+    faults: &["kafka-hold-request"],
     run: |ctx| Box::pin(run(ctx)) as Pin<Box<dyn std::future::Future<Output = ()>>>,
 };
 

@@ -85,6 +85,15 @@ const TOPIC_VISIBLE_MAX: Duration = Duration::from_secs(30);
 /// Settings the adapter owns: the port's guarantees (read_committed, manual offsets,
 /// Java-compatible placement, eager Range, no auto-creation) or values taken from the client
 /// configs. [`RdKafka::with_settings`] refuses them.
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use flechtwerk::kafka::rdkafka::{RdKafka, RESERVED_SETTINGS};
+///
+/// assert!(RESERVED_SETTINGS.contains(&"isolation.level"));
+/// let settings = BTreeMap::from([("isolation.level".to_owned(), "read_uncommitted".to_owned())]);
+/// assert!(RdKafka::with_settings("localhost:9092", settings).is_err());
+/// ```
 pub const RESERVED_SETTINGS: &[&str] = &[
     "bootstrap.servers",
     "client.id",
@@ -114,6 +123,22 @@ pub const RESERVED_SETTINGS: &[&str] = &[
 /// settings ([`with_settings`](Self::with_settings)) are for everything else; security settings
 /// among them (`security.protocol`, `sasl.*`, `ssl.*`) are refused once a typed `Security` is
 /// given, so there is never a question which one wins. `Debug` never prints a secret.
+///
+/// ```
+/// use std::sync::Arc;
+/// use flechtwerk::kafka::rdkafka::RdKafka;
+/// use flechtwerk::stage::transformer;
+/// use flechtwerk::Flechtwerk;
+///
+/// let kafka = Arc::new(RdKafka::new("kafka-1:9092,kafka-2:9092"));
+/// let app = Flechtwerk::builder()
+///     .application_id("click-counter")
+///     .client_id("pod-0")
+///     .kafka(kafka)
+///     .build(transformer(["clicks"]).transform(|_, _, _| Ok(())))?;
+/// // app.run().await connects; building connects to nothing.
+/// # Ok::<(), flechtwerk::Error>(())
+/// ```
 #[derive(Clone)]
 pub struct RdKafka {
     bootstrap_servers: String,
@@ -139,6 +164,12 @@ impl fmt::Debug for RdKafka {
 impl RdKafka {
     /// Clients of the cluster at `bootstrap_servers` (`host:port[,host:port...]`), plaintext
     /// until [`with_security`](Self::with_security) says otherwise.
+    ///
+    /// ```
+    /// # use flechtwerk::kafka::rdkafka::RdKafka;
+    /// let kafka = RdKafka::new("127.0.0.1:9092");
+    /// assert!(format!("{kafka:?}").contains("127.0.0.1:9092"));
+    /// ```
     pub fn new(bootstrap_servers: impl Into<String>) -> Self {
         RdKafka { bootstrap_servers: bootstrap_servers.into(), settings: BTreeMap::new(), security: None }
     }
@@ -147,6 +178,15 @@ impl RdKafka {
     /// (timeouts, `client.rack`, `debug`, ...). Refuses the [`RESERVED_SETTINGS`]. Security
     /// settings are accepted here only as long as no typed [`Security`] is given; prefer
     /// [`with_security`](Self::with_security).
+    ///
+    /// ```
+    /// use std::collections::BTreeMap;
+    /// use flechtwerk::kafka::rdkafka::RdKafka;
+    ///
+    /// let settings = BTreeMap::from([("client.rack".to_owned(), "eu-west-1a".to_owned())]);
+    /// let kafka = RdKafka::with_settings("127.0.0.1:9092", settings)?;
+    /// # Ok::<(), flechtwerk::kafka::KafkaError>(())
+    /// ```
     pub fn with_settings(
         bootstrap_servers: impl Into<String>,
         settings: BTreeMap<String, String>,
@@ -164,6 +204,17 @@ impl RdKafka {
     /// Connects every client as `security` says. Refused (an error naming the setting) when
     /// the raw settings already hold a security setting, and when this build of librdkafka
     /// lacks what `security` needs (the `rdkafka-plaintext` feature has no TLS).
+    ///
+    /// ```
+    /// use flechtwerk::kafka::rdkafka::{RdKafka, SaslMechanism, Secret, Security};
+    ///
+    /// let password = Secret::new("from your secret store");
+    /// let kafka = RdKafka::new("kafka-1:9094").with_security(
+    ///     Security::sasl_ssl(SaslMechanism::ScramSha512, "orders", password).with_ca_file("/etc/kafka/ca.pem"),
+    /// )?;
+    /// assert!(!format!("{kafka:?}").contains("from your secret store"));
+    /// # Ok::<(), flechtwerk::kafka::KafkaError>(())
+    /// ```
     pub fn with_security(mut self, security: Security) -> KafkaResult<Self> {
         if let Some(key) = self.settings.keys().find(|k| is_security_setting(k)) {
             return Err(KafkaError::new(

@@ -8,8 +8,8 @@
 //! log and loses only in-flight requests.
 //!
 //! - [`log`]: partition logs, LSO, `read_committed` fetch, idempotence, compaction.
-//! - [`txn`]: producer ids, epochs and fencing, transactions, markers, transaction timeouts.
-//! - [`group`]: consumer groups, generations, sessions, eager rebalances, committed offsets.
+//! - `txn`: producer ids, epochs and fencing, transactions, markers, transaction timeouts.
+//! - `group`: consumer groups, generations, sessions, eager rebalances, committed offsets.
 //! - [`assign`]: Kafka's RangeAssignor.
 
 pub mod assign;
