@@ -18,6 +18,8 @@ pub struct SeedReport {
     pub violations: Vec<String>,
     /// The rendered trace (kept for failing seeds).
     pub trace: String,
+    /// The trace's events (kept with the rendered trace), for the timeline.
+    pub events: Vec<crate::trace::Event>,
 }
 
 /// Totals over many seeds.

@@ -105,6 +105,7 @@ pub fn run_seed(scenario: &'static Scenario, seed: u64, keep_trace: bool) -> See
         simulated,
         faults,
         trace: if keep_trace || !violations.is_empty() { ctx.trace.render() } else { String::new() },
+        events: if keep_trace || !violations.is_empty() { ctx.trace.events() } else { Vec::new() },
         violations,
     }
 }
