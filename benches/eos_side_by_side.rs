@@ -125,9 +125,22 @@ impl flechtwerk::observer::Observer for Announce {
 fn stage_child(argv: &[String]) {
     let get = |name: &str| flag_value(argv, name).unwrap_or_else(|| panic!("{name}"));
     let args = parse(argv);
+    if std::env::var_os("RUST_LOG").is_some() {
+        // RUST_LOG=flechtwerk=debug: the engine's spans on stderr (where the start-up goes).
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .with_ansi(false)
+            .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
+            .init();
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     runtime.block_on(async {
-        let kafka: Arc<dyn Kafka> = Arc::new(RdKafka::new(get("--bootstrap")));
+        // BENCH_RDKAFKA_DEBUG=fetch,cgrp: librdkafka's debug contexts (with RUST_LOG=librdkafka=debug).
+        let settings = std::env::var("BENCH_RDKAFKA_DEBUG")
+            .map(|contexts| BTreeMap::from([("debug".to_owned(), contexts)]))
+            .unwrap_or_default();
+        let kafka: Arc<dyn Kafka> = Arc::new(RdKafka::with_settings(get("--bootstrap"), settings).expect("settings"));
         let app = Flechtwerk::builder()
             .application_id(get("--app"))
             .client_id("bench-pod-0")
@@ -226,7 +239,11 @@ async fn measure(kafka: &Arc<dyn Kafka>, args: &Args, bootstrap: &str, input: &s
         .create_topic(&NewTopic::new(&output, args.partitions).replication(1))
         .await
         .expect("create output");
-    let mut reader = kafka.consumer(ConsumerConfig::groupless(format!("{tag}-reader"))).expect("reader");
+    // The reader asks the broker not to hold an empty fetch for long (librdkafka's default
+    // 500 ms would add up to half a second to the first-output figure of both implementations).
+    let quick = RdKafka::with_settings(bootstrap, BTreeMap::from([("fetch.wait.max.ms".into(), "10".into())]))
+        .expect("reader settings");
+    let mut reader = quick.consumer(ConsumerConfig::groupless(format!("{tag}-reader"))).expect("reader");
     let assignment: Vec<_> =
         (0..args.partitions as i32).map(|p| (TopicPartition::new(&output, p), StartOffset::Beginning)).collect();
     // A topic just created may not have its leaders known yet: retry for a while.
