@@ -351,6 +351,9 @@ async fn measure(kafka: &Arc<dyn Kafka>, args: &Args, bootstrap: &str, input: &s
     }
 }
 
+/// A summary row: its label, the figure of a run, and whether higher is better.
+type Row = (&'static str, fn(&Run) -> f64, bool);
+
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
@@ -437,7 +440,7 @@ async fn side_by_side(args: Args) {
     }
     println!("medians of {} rounds:", args.rounds);
     let med = |name: &str, f: fn(&Run) -> f64| results.get(name).map(|runs| median(runs.iter().map(f).collect()));
-    let rows: [(&str, fn(&Run) -> f64, bool); 5] = [
+    let rows: [Row; 5] = [
         ("records/s after the first commit", |r| r.records_per_s, true),
         ("CPU us per record (whole run)", |r| r.cpu_us_whole, false),
         ("CPU us per record (steady)", |r| r.cpu_us_steady, false),
