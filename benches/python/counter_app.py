@@ -5,7 +5,7 @@ side-by-side benchmarks and of the live-migration tests (a Python fleet handing 
     "$PYTHON_REF" benches/python/counter_app.py --bootstrap 127.0.0.1:9092 \
         --input counter-input --output counter-output --app counter --client pod-0 \
         [--metrics-port 9464 [--metrics-label app=counter ...]] [--max-poll-records 500] \
-        [--compression zstd|none] [--loop uvloop|asyncio]
+        [--compression zstd|none] [--loop uvloop|asyncio] [--announce-run]
     "$PYTHON_REF" benches/python/counter_app.py --check   # no broker: build the handle, run transform once
 
 Per input record: the state of its key (state key = the Kafka key) gets `seen` += 1 (INT, from 0
@@ -35,6 +35,7 @@ import asyncio
 import logging
 import signal
 import sys
+import time
 from collections.abc import AsyncIterator
 
 from flechtwerk import Event, Flechtwerk, IncomingMessage, Message, State, Transformer
@@ -90,6 +91,9 @@ async def serve(args: argparse.Namespace) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal)
+    if args.announce_run:
+        # The side-by-side bench measures run() -> first committed output from this instant.
+        print(f"RUN {time.time_ns()}", flush=True)
     try:
         await app.run()
     except asyncio.CancelledError:
@@ -132,6 +136,8 @@ def main() -> int:
     parser.add_argument("--loop", default="uvloop", choices=["uvloop", "asyncio"],
                         help="event loop (uvloop: what the package recommends for throughput)")
     parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--announce-run", action="store_true",
+                        help="print `RUN <unix ns>` on stdout just before run() (the side-by-side bench)")
     parser.add_argument("--check", action="store_true", help="no broker: build the handle, run transform once")
     args = parser.parse_args()
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -37,10 +37,11 @@ struct BucketResult {
     changed: Option<State>,
 }
 
-/// A state change ready for the changelog: the key, and the value bytes (`None` deletes).
+/// A state change ready for the changelog: the key, and the value bytes (`None` deletes). The
+/// bytes are shared between the changelog record and the local store's write.
 struct StateChange {
     key: String,
-    value: Option<Vec<u8>>,
+    value: Option<Bytes>,
 }
 
 impl<S: Transformer> Runner<S> {
@@ -60,14 +61,17 @@ impl<S: Transformer> Runner<S> {
         inputs: &[String],
     ) -> Result<Vec<(TopicPartition, i64)>, Error> {
         let started = tokio::time::Instant::now();
-        let batch = self.parse(records, inputs)?;
+        let mut batch = self.parse(records, inputs)?;
         let size = batch.values().map(|b| b.messages.len()).sum();
         tracing::Span::current().record("processed", size);
-        let work =
-            tasks.live.iter_mut().filter_map(|(p, task)| batch.get(p).map(|b| (task, b))).map(|(task, task_batch)| {
-                let offsets = task_offsets(inputs, task.partition, task_batch);
-                self.run_task_batch(task, task_batch, offsets, configs, metadata)
-            });
+        // Each task's share is handed over (moved, not cloned): the transform receives the
+        // decoded messages themselves.
+        let work = tasks.live.iter_mut().filter_map(|(p, task)| batch.remove(p).map(|b| (task, b))).map(
+            |(task, task_batch)| {
+                let offsets = task_offsets(inputs, task.partition, &task_batch);
+                self.run_task_batch(task, task_batch, offsets, configs, metadata, inputs)
+            },
+        );
         // A failing task drops the others' futures mid-transaction; their open transactions
         // are aborted when the tasks stop.
         let committed = try_join_all(work).await?;
@@ -108,14 +112,15 @@ impl<S: Transformer> Runner<S> {
     async fn run_task_batch(
         &self,
         task: &mut Task,
-        batch: &TaskBatch,
+        batch: TaskBatch,
         offsets: Vec<(TopicPartition, i64)>,
         configs: &ConfigStore,
         metadata: &GroupMetadata,
+        inputs: &[String],
     ) -> Result<Vec<(TopicPartition, i64)>, Error> {
         // Bucket by state key; within a bucket, input_topics order, then offset order (TRX-03).
-        let mut buckets: BTreeMap<String, Vec<&(usize, IncomingMessage)>> = BTreeMap::new();
-        for entry in &batch.messages {
+        let mut buckets: BTreeMap<String, Vec<(usize, IncomingMessage)>> = BTreeMap::new();
+        for entry in batch.messages {
             buckets.entry(self.stage.extract_state_key(&entry.1)).or_default().push(entry);
         }
         let mut baselines = Vec::with_capacity(buckets.len());
@@ -123,13 +128,15 @@ impl<S: Transformer> Runner<S> {
             msgs.sort_by_key(|(order, msg)| (*order, msg.offset));
             baselines.push(load_state(task, key)?);
         }
-        let results = try_join_all(
-            buckets.iter().zip(baselines).map(|((_, msgs), baseline)| self.run_bucket(msgs, baseline, configs)),
-        )
+        let mut keys = Vec::with_capacity(buckets.len());
+        let results = try_join_all(buckets.into_iter().zip(baselines).map(|((key, msgs), baseline)| {
+            keys.push(key);
+            self.run_bucket(msgs, baseline, configs, inputs)
+        }))
         .await?;
         let mut outputs = Vec::new();
         let mut changes = Vec::new();
-        for ((key, _), result) in buckets.into_iter().zip(results) {
+        for (key, result) in keys.into_iter().zip(results) {
             outputs.extend(result.outputs);
             if let Some(state) = result.changed {
                 changes.push(self.encode_change(task.partition, key, state)?);
@@ -160,7 +167,7 @@ impl<S: Transformer> Runner<S> {
             what: format!("the state of key {key:?} in task {partition}"),
             source,
         })?;
-        Ok(StateChange { key, value: Some(bytes) })
+        Ok(StateChange { key, value: Some(Bytes::from(bytes)) })
     }
 
     /// Runs one bucket's records serially, each on a private copy of the running state
@@ -168,34 +175,33 @@ impl<S: Transformer> Runner<S> {
     /// (TRX-20).
     async fn run_bucket(
         &self,
-        msgs: &[&(usize, IncomingMessage)],
+        msgs: Vec<(usize, IncomingMessage)>,
         baseline: State,
         configs: &ConfigStore,
+        inputs: &[String],
     ) -> Result<BucketResult, Error> {
-        let mut current = baseline.clone();
+        // The state the last transform set (`None`: none set one yet, the baseline holds).
+        // Each transform gets its own copy (TRX-04): one clone per record, none otherwise.
         let mut last_set: Option<State> = None;
         let mut outputs = Vec::new();
-        for (_, msg) in msgs {
+        for (order, msg) in msgs {
             self.observer.message_in(&msg.topic);
             let mut out = Output::new(configs, &*self.observer);
+            let (partition, offset) = (msg.partition, msg.offset);
+            let current = last_set.as_ref().unwrap_or(&baseline).clone();
             let started = tokio::time::Instant::now();
             // A panicking transform fails the batch like an error does (its transaction aborts),
             // instead of unwinding through the runner past its cleanup.
-            let result = AssertUnwindSafe(self.stage.transform(msg.clone(), current.clone(), &mut out))
+            let result = AssertUnwindSafe(self.stage.transform(msg, current, &mut out))
                 .catch_unwind()
                 .await
                 .unwrap_or_else(|panic| Err(panic_error(panic)));
             self.observer.message_processed(started.elapsed());
-            result.map_err(|source| Error::Transform {
-                topic: msg.topic.clone(),
-                partition: msg.partition,
-                offset: msg.offset,
-                source,
-            })?;
+            // The message moved into the transform: its topic is input topic `order`.
+            result.map_err(|source| Error::Transform { topic: inputs[order].clone(), partition, offset, source })?;
             let (messages, state) = out.into_parts();
             outputs.extend(messages);
             if let Some(state) = state {
-                current = state.clone();
                 last_set = Some(state);
             }
         }
@@ -238,7 +244,7 @@ impl<S: Transformer> Runner<S> {
                     topic: changelog.clone(),
                     partition: Some(task.partition),
                     key: Some(Bytes::copy_from_slice(change.key.as_bytes())),
-                    value: change.value.as_deref().map(Bytes::copy_from_slice),
+                    value: change.value.clone(),
                     headers: Vec::new(),
                     timestamp_ms: None,
                 };

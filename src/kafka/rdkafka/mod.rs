@@ -335,7 +335,7 @@ impl Kafka for RdKafka {
         Ok(Box::new(RdProducer {
             producer: Mutex::new(Some(Arc::new(producer))),
             transactional_id: config.transactional_id,
-            context: context_label,
+            context: context_label.into(),
             timeout: config.transaction_timeout,
             closed,
             refusal,

@@ -10,7 +10,7 @@ pub(super) struct RdProducer {
     pub(super) producer: Mutex<Option<Arc<RdFutureProducer>>>,
     pub(super) transactional_id: Option<String>,
     /// `transactional id …` or `client …`, for errors.
-    pub(super) context: String,
+    pub(super) context: Arc<str>,
     /// The transaction timeout: bounds every blocking producer call.
     pub(super) timeout: Duration,
     /// Turns true once the producer is closed: pending delivery futures fail then.
@@ -26,8 +26,7 @@ pub(super) struct RdProducer {
 impl RdProducer {
     pub(super) fn handle(&self, operation: &'static str) -> KafkaResult<Arc<RdFutureProducer>> {
         lock(&self.producer).clone().ok_or_else(|| {
-            KafkaError::new(KafkaErrorKind::Fatal, operation, "the producer is closed")
-                .with_context(self.context.clone())
+            KafkaError::new(KafkaErrorKind::Fatal, operation, "the producer is closed").with_context(&*self.context)
         })
     }
 
@@ -44,7 +43,7 @@ impl RdProducer {
         blocking_unless_refused(&refusal, operation, move || {
             let _in_call = in_call;
             call(&producer)
-                .map_err(|e| rd_error(operation, &e, producer.client().fatal_error()).with_context(context.clone()))
+                .map_err(|e| rd_error(operation, &e, producer.client().fatal_error()).with_context(&*context))
         })
         .await
     }
@@ -63,6 +62,28 @@ pub(super) fn delivery_error(
         kind = KafkaErrorKind::Abortable;
     }
     rd_error_as(kind, "send", error, fatal).with_context(context)
+}
+
+/// Where a record goes, for an error's context: `<client>, <topic>[/<partition>]`.
+struct Destination {
+    client: Arc<str>,
+    topic: Option<String>,
+    partition: Option<i32>,
+}
+
+impl Destination {
+    fn with_topic(&self, topic: &str) -> String {
+        match self.partition {
+            Some(p) => format!("{}, {topic}/{p}", self.client),
+            None => format!("{}, {topic}", self.client),
+        }
+    }
+}
+
+impl std::fmt::Display for Destination {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.with_topic(self.topic.as_deref().unwrap_or_default()))
+    }
 }
 
 impl Drop for RdProducer {
@@ -88,17 +109,15 @@ impl Producer for RdProducer {
         // Local state change only: no broker round trip, nothing blocks.
         let producer = self.handle("begin_transaction")?;
         producer.begin_transaction().map_err(|e| {
-            rd_error("begin_transaction", &e, producer.client().fatal_error()).with_context(self.context.clone())
+            rd_error("begin_transaction", &e, producer.client().fatal_error()).with_context(&*self.context)
         })
     }
 
     async fn send(&self, record: ProducerRecord) -> KafkaResult<DeliveryFuture> {
         let producer = self.handle("send")?;
-        let destination = match record.partition {
-            Some(p) => format!("{}/{p}", record.topic),
-            None => record.topic.clone(),
-        };
-        let context = format!("{}, {destination}", self.context);
+        // The error context (`<client>, <topic>[/<partition>]`) is built only when an error
+        // needs it: formatting it per record was a measurable share of the hot path.
+        let destination = Destination { client: self.context.clone(), topic: None, partition: record.partition };
         let headers = (!record.headers.is_empty()).then(|| {
             record.headers.iter().fold(OwnedHeaders::new_with_capacity(record.headers.len()), |headers, h| {
                 headers.insert(RdHeader { key: &h.key, value: h.value.as_deref() })
@@ -126,7 +145,8 @@ impl Producer for RdProducer {
                 Ok(delivery) => break delivery,
                 Err((RdError::MessageProduction(Code::QueueFull), _)) if Instant::now() < give_up => true,
                 Err((e, _)) => {
-                    return Err(rd_error("send", &e, producer.client().fatal_error()).with_context(context));
+                    return Err(rd_error("send", &e, producer.client().fatal_error())
+                        .with_context(destination.with_topic(&record.topic)));
                 }
             };
             debug_assert!(queue_full);
@@ -135,6 +155,7 @@ impl Producer for RdProducer {
         };
         let weak = Arc::downgrade(&producer);
         let refusal = self.refusal.clone();
+        let context = Destination { topic: Some(record.topic), ..destination };
         drop(producer);
         let transactional = self.transactional_id.is_some();
         let mut closed = self.closed.subscribe();
@@ -145,20 +166,22 @@ impl Producer for RdProducer {
                 outcome = delivery => Some(outcome),
                 _ = closed.wait_for(|closed| *closed) => None,
                 // librdkafka would hold the record until its message timeout.
-                refused = refused => return Err(refused.with_context(context)),
+                refused = refused => return Err(refused.with_context(context.to_string())),
             };
             match outcome {
                 Some(Ok(Ok(delivered))) => {
                     refusal.mark_connected();
                     Ok(Delivered { partition: delivered.partition, offset: delivered.offset })
                 }
-                Some(Ok(Err((error, _message)))) => Err(delivery_error(&error, &weak, transactional, context)),
+                Some(Ok(Err((error, _message)))) => {
+                    Err(delivery_error(&error, &weak, transactional, context.to_string()))
+                }
                 Some(Err(_)) | None => Err(KafkaError::new(
                     KafkaErrorKind::Fatal,
                     "send",
                     "the producer was closed before the broker confirmed the record",
                 )
-                .with_context(context)),
+                .with_context(context.to_string())),
             }
         }
         .boxed())
