@@ -242,3 +242,21 @@ fn incompressible(n: usize) -> Vec<u8> {
         })
         .collect()
 }
+
+/// ListOffsets right after a topic with many partitions was created: partitions whose leader
+/// is not elected yet answer `NOT_LEADER_OR_FOLLOWER`, a retriable error the adapter retries
+/// (as the simulated client does) instead of failing the caller. A task restore of a changelog
+/// the application just created did exactly this at 256 partitions and died.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn end_offsets_of_a_just_created_topic_are_answered() {
+    let kafka = kafka();
+    let topic = unique("fresh-256");
+    kafka.admin().unwrap().create_topic(&NewTopic::new(&topic, 256).replication(1)).await.unwrap();
+    let mut consumer = kafka.consumer(ConsumerConfig::groupless(unique("watermarks"))).unwrap();
+    for partition in 0..256 {
+        let tp = TopicPartition::new(&topic, partition);
+        assert_eq!(consumer.end_offset(&tp).await.unwrap(), 0, "{tp}: LSO of an empty partition");
+        assert_eq!(consumer.log_end_offset(&tp).await.unwrap(), 0, "{tp}: high watermark of an empty partition");
+    }
+    consumer.close().await.unwrap();
+}

@@ -703,11 +703,7 @@ impl Consumer for RdConsumer {
         let refusal = shared.ctx().log.refusal.clone();
         blocking_unless_refused(&refusal, "end_offset", move || {
             // Under read_committed, ListOffsets(latest) answers the last stable offset.
-            shared
-                .consumer
-                .fetch_watermarks(&target.topic, target.partition, REQUEST_TIMEOUT)
-                .map(|(_, high)| high)
-                .map_err(|e| rd_error("end_offset", &e, None).with_context(target.to_string()))
+            high_watermark(&shared.consumer, &target, "end_offset")
         })
         .await
     }
@@ -727,12 +723,7 @@ impl Consumer for RdConsumer {
                     .map_err(|e| rd_error("log_end_offset", &e, None).with_context(client_id.clone()))?;
                 *client = Some(created);
             }
-            client
-                .as_ref()
-                .expect("created above")
-                .fetch_watermarks(&target.topic, target.partition, REQUEST_TIMEOUT)
-                .map(|(_, high)| high)
-                .map_err(|e| rd_error("log_end_offset", &e, None).with_context(target.to_string()))
+            high_watermark(client.as_ref().expect("created above"), &target, "log_end_offset")
         })
         .await
     }
@@ -801,6 +792,37 @@ pub(super) fn partition_count<C: ClientContext>(
                 return Ok(if partitions.is_empty() { None } else { Some((partitions.len() as u32, false)) });
             }
             _ => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
+/// How long a ListOffsets is retried through retriable errors (a partition without a leader
+/// yet, right after the topic was created; a leader moving): as long as the simulated client
+/// retries, so neither client gives up where the other would not.
+const WATERMARK_BUDGET: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The high watermark of `target` as `consumer` sees it (the last stable offset for a
+/// read_committed consumer), retrying retriable errors within [`WATERMARK_BUDGET`]. Blocking.
+fn high_watermark<C: rdkafka::consumer::ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    target: &TopicPartition,
+    operation: &'static str,
+) -> KafkaResult<i64> {
+    let deadline = std::time::Instant::now() + WATERMARK_BUDGET;
+    let mut backoff = std::time::Duration::from_millis(50);
+    loop {
+        let timeout = deadline.saturating_duration_since(std::time::Instant::now()).min(REQUEST_TIMEOUT);
+        match consumer.fetch_watermarks(&target.topic, target.partition, timeout) {
+            Ok((_, high)) => return Ok(high),
+            Err(e) => {
+                let error = rd_error(operation, &e, None).with_context(target.to_string());
+                if error.kind() != KafkaErrorKind::Retriable || std::time::Instant::now() + backoff >= deadline {
+                    return Err(error);
+                }
+                tracing::debug!(%error, "retrying");
+                std::thread::sleep(backoff);
+                backoff = (backoff * 2).min(std::time::Duration::from_secs(1));
+            }
         }
     }
 }
