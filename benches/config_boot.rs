@@ -24,7 +24,9 @@
 //!   resident set when it called `run()`), and its ratio to the wire size (keys + values of the
 //!   surviving records: what the compacted topic holds).
 //!
-//! The medians of the runs (3 by default) are printed per implementation. Python runs only up to
+//! The medians of the runs (3 by default) are printed per implementation (`--python-runs N`:
+//! Python only in the first N rounds, for a loaded machine where one Python run at 1M takes
+//! minutes). Python runs only up to
 //! `--python-max` entries (default 1 000 000: at 10 M it would need ~10 minutes and ~23 GiB per
 //! run); `--no-python` skips it. Figures are printed, never asserted: docs/performance.md holds
 //! them.
@@ -79,14 +81,9 @@ fn status_bytes(field: &str) -> u64 {
 async fn ensure_topic(kafka: &dyn Kafka, entries: u64) -> String {
     let topic = config_topic(entries);
     let admin = kafka.admin().expect("admin");
-    admin
-        .create_topic(&NewTopic::new(INPUT_TOPIC, PARTITIONS).replication(1))
-        .await
-        .expect("create the input topic");
-    let spec = NewTopic::new(&topic, PARTITIONS)
-        .replication(1)
-        .compacted()
-        .config("min.compaction.lag.ms", NEVER_COMPACT_MS);
+    admin.create_topic(&NewTopic::new(INPUT_TOPIC, PARTITIONS).replication(1)).await.expect("create the input topic");
+    let spec =
+        NewTopic::new(&topic, PARTITIONS).replication(1).compacted().config("min.compaction.lag.ms", NEVER_COMPACT_MS);
     let created = admin.create_topic(&spec).await.expect("create the config topic");
     let want = log_len(entries) as i64;
     if created == TopicCreation::AlreadyExists {
@@ -224,12 +221,14 @@ fn parent(args: &[String]) {
     let mut sizes = Vec::new();
     let mut runs = 3;
     let mut python_max = 1_000_000;
+    let mut python_runs = usize::MAX;
     let mut iter = args.iter();
     while let Some(arg) = iter.next() {
         match arg.as_str() {
             "--runs" => runs = iter.next().and_then(|v| v.parse().ok()).expect("--runs N"),
             "--python-max" => python_max = iter.next().and_then(|v| v.parse().ok()).expect("--python-max N"),
             "--no-python" => python_max = 0,
+            "--python-runs" => python_runs = iter.next().and_then(|v| v.parse().ok()).expect("--python-runs N"),
             other => sizes.push(other.parse::<u64>().unwrap_or_else(|_| panic!("not an entry count: {other}"))),
         }
     }
@@ -253,16 +252,13 @@ fn parent(args: &[String]) {
             log_len(entries),
             mib(wire)
         );
-        println!(
-            "{:<14} {:>8} {:>8} {:>9} {:>7} {:>9}",
-            "run", "wall s", "cpu s", "peak MiB", "x wire", "base MiB"
-        );
+        println!("{:<14} {:>8} {:>8} {:>9} {:>7} {:>9}", "run", "wall s", "cpu s", "peak MiB", "x wire", "base MiB");
         let mut results: BTreeMap<&str, Vec<Figures>> = BTreeMap::new();
         for run in 1..=runs {
             let rust = run_rust(&bootstrap, &topic, entries);
             print_row(&format!("rust #{run}"), &rust, wire);
             results.entry("rust").or_default().push(rust);
-            if let Some(python) = with_python {
+            if let Some(python) = with_python.filter(|_| run <= python_runs) {
                 let py = run_python(python, &bootstrap, &topic, entries);
                 print_row(&format!("python #{run}"), &py, wire);
                 results.entry("python").or_default().push(py);
