@@ -24,6 +24,10 @@
 //!   resident set when it called `run()`), and its ratio to the wire size (keys + values of the
 //!   surviving records: what the compacted topic holds).
 //!
+//! The Rust child also prints a digest of its store (every key and canonical value), which must
+//! equal the digest of the generated log's compacted content: the boot is checked for
+//! correctness on every run, not only timed. (Python's store is checked by its entry count.)
+//!
 //! The medians of the runs (3 by default) are printed per implementation (`--python-runs N`:
 //! Python only in the first N rounds, for a loaded machine where one Python run at 1M takes
 //! minutes). Python runs only up to
@@ -46,9 +50,9 @@ use flechtwerk::kafka::rdkafka::RdKafka;
 use flechtwerk::kafka::{
     ConsumerConfig, Kafka, NewTopic, ProducerConfig, ProducerRecord, TopicCreation, TopicPartition,
 };
-use flechtwerk::observer::Observer;
+use flechtwerk::observer::{ConfigView, Observer};
 use flechtwerk::{transformer, Flechtwerk};
-use support::config_log::{key, log_len, value, wire_bytes, Rng};
+use support::config_log::{key, log, log_len, value, wire_bytes, Rng};
 use support::{cpu_time, peak_rss_bytes};
 
 const PARTITIONS: u32 = 4;
@@ -138,6 +142,29 @@ async fn ensure_topic(kafka: &dyn Kafka, entries: u64) -> String {
     topic
 }
 
+/// One entry's share of a store digest: order-independent when summed (SipHash with fixed keys,
+/// the same in every process).
+fn entry_digest(key: &[u8], value: &[u8]) -> u64 {
+    use std::hash::Hasher as _;
+    #[allow(deprecated)]
+    let mut hasher = std::hash::SipHasher::new();
+    hasher.write(key);
+    hasher.write_u8(0xff);
+    hasher.write(value);
+    hasher.finish()
+}
+
+/// The digest of the topic's compacted content: the last value of every key not deleted.
+fn expected_digest(entries: u64) -> u64 {
+    let mut latest = vec![0u64; entries as usize];
+    for record in log(entries, false) {
+        let key = record.key.as_deref().expect("keyed");
+        let n: usize = std::str::from_utf8(&key[7..]).expect("ascii").parse().expect("number");
+        latest[n] = record.value.as_deref().map_or(0, |value| entry_digest(key, value));
+    }
+    latest.iter().fold(0u64, |sum, d| sum.wrapping_add(*d))
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Figures {
     wall: f64,
@@ -146,7 +173,7 @@ struct Figures {
     base: u64,
 }
 
-fn parse_result(out: &std::process::Output, entries: u64, what: &str) -> Figures {
+fn parse_result(out: &std::process::Output, entries: u64, what: &str, digest: Option<u64>) -> Figures {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -161,6 +188,11 @@ fn parse_result(out: &std::process::Output, entries: u64, what: &str) -> Figures
     let fields: Vec<&str> = line.split_whitespace().collect();
     let restored: u64 = fields[4].parse().expect("entries");
     assert_eq!(restored, entries, "{what} restored {restored} entries, the topic holds {entries}");
+    // The Rust child also reports a digest of the store: it must equal the compacted topic's.
+    if let (Some(expected), Some(got)) = (digest, fields.get(5)) {
+        let got = u64::from_str_radix(got, 16).expect("digest");
+        assert_eq!(got, expected, "{what}'s store differs from the topic's compacted content");
+    }
     Figures {
         wall: fields[0].parse().expect("wall"),
         cpu: fields[1].parse().expect("cpu"),
@@ -169,13 +201,13 @@ fn parse_result(out: &std::process::Output, entries: u64, what: &str) -> Figures
     }
 }
 
-fn run_rust(bootstrap: &str, topic: &str, entries: u64) -> Figures {
+fn run_rust(bootstrap: &str, topic: &str, entries: u64, digest: u64) -> Figures {
     let exe = std::env::current_exe().expect("own path");
     let out = Command::new(exe)
         .args(["--child", bootstrap, topic, &format!("config-boot-rust-{entries}")])
         .output()
         .expect("spawn the Rust child");
-    parse_result(&out, entries, "Rust")
+    parse_result(&out, entries, "Rust", Some(digest))
 }
 
 fn run_python(python: &str, bootstrap: &str, topic: &str, entries: u64) -> Figures {
@@ -193,7 +225,7 @@ fn run_python(python: &str, bootstrap: &str, topic: &str, entries: u64) -> Figur
         ])
         .output()
         .expect("spawn the Python child");
-    parse_result(&out, entries, "Python")
+    parse_result(&out, entries, "Python", None)
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -245,6 +277,7 @@ fn parent(args: &[String]) {
     for entries in sizes {
         let topic = runtime.block_on(ensure_topic(&*kafka, entries));
         let wire = wire_bytes(entries);
+        let digest = expected_digest(entries);
         let with_python = python.as_deref().filter(|_| entries <= python_max);
         println!(
             "\nconfig bootstrap: {entries} entries, {} records on {PARTITIONS} partitions (zstd), wire {:.1} MiB; \
@@ -255,7 +288,7 @@ fn parent(args: &[String]) {
         println!("{:<14} {:>8} {:>8} {:>9} {:>7} {:>9}", "run", "wall s", "cpu s", "peak MiB", "x wire", "base MiB");
         let mut results: BTreeMap<&str, Vec<Figures>> = BTreeMap::new();
         for run in 1..=runs {
-            let rust = run_rust(&bootstrap, &topic, entries);
+            let rust = run_rust(&bootstrap, &topic, entries, digest);
             print_row(&format!("rust #{run}"), &rust, wire);
             results.entry("rust").or_default().push(rust);
             if let Some(python) = with_python.filter(|_| run <= python_runs) {
@@ -299,6 +332,8 @@ struct Restored {
     started: Instant,
     cpu_start: Duration,
     figures: Mutex<Option<(Figures, usize)>>,
+    /// The digest of the store as first updated (right after the figures are taken).
+    digest: Mutex<Option<u64>>,
     stop: tokio::sync::Notify,
 }
 
@@ -313,6 +348,15 @@ impl Observer for Restored {
         *self.figures.lock().expect("lock") = Some((figures, count));
         self.stop.notify_one();
     }
+
+    fn config_store_updated(&self, store: &dyn ConfigView) {
+        let mut digest = self.digest.lock().expect("lock");
+        if digest.is_none() {
+            let mut sum = 0u64;
+            store.for_each_entry(&mut |key, value| sum = sum.wrapping_add(entry_digest(key.as_bytes(), value)));
+            *digest = Some(sum);
+        }
+    }
 }
 
 fn child(bootstrap: &str, topic: &str, app_id: &str) {
@@ -325,6 +369,7 @@ fn child(bootstrap: &str, topic: &str, app_id: &str) {
             started: Instant::now(),
             cpu_start: cpu_time(),
             figures: Mutex::new(None),
+            digest: Mutex::new(None),
             stop: tokio::sync::Notify::new(),
         });
         let app = Flechtwerk::builder()
@@ -339,7 +384,11 @@ fn child(bootstrap: &str, topic: &str, app_id: &str) {
         app.run_until(restored.stop.notified()).await.expect("run");
         let (mut figures, count) = restored.figures.lock().expect("lock").take().expect("the store was restored");
         figures.base = base;
-        println!("RESULT {:.3} {:.3} {} {} {count}", figures.wall, figures.cpu, figures.peak, figures.base);
+        let digest = restored.digest.lock().expect("lock").expect("the store was reported");
+        println!(
+            "RESULT {:.3} {:.3} {} {} {count} {digest:016x}",
+            figures.wall, figures.cpu, figures.peak, figures.base
+        );
     });
 }
 
