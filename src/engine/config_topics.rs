@@ -1,9 +1,10 @@
 //! Config topics at run time: the bootstrap at startup and the drain every loop (CFG-10..26).
 //!
-//! A dedicated group-less `read_committed` consumer is assigned every partition of every config
-//! topic, read from the beginning to the ends captured at startup (compacting while it reads),
-//! and then left there: each main-loop iteration drains whatever arrived since, outside any
-//! transaction. No offset is ever committed for a config topic (CFG-17); every boot re-reads
+//! A group-less `read_committed` consumer of its own, with bounded fetching, reads every
+//! partition of every config topic from the beginning to the ends captured at startup
+//! (compacting while it reads) and is closed; a second group-less consumer, with the client's
+//! default settings, is assigned every partition at those ends: each main-loop iteration drains
+//! whatever arrived since, outside any transaction. No offset is ever committed for a config topic (CFG-17); every boot re-reads
 //! the topics through the same `enrich_config`, which is why an enriched store cannot diverge
 //! from what a fresh boot builds.
 
@@ -16,11 +17,17 @@ use crate::configs::{decode_config_update, ConfigBootstrap, ConfigStore};
 use crate::engine::bounds::DRAIN_RECORDS_MAX;
 use crate::engine::hooks::Hooks;
 use crate::error::{BoxError, Error};
-use crate::kafka::read::{read_to_end, ReadError};
-use crate::kafka::{Consumer, ConsumerConfig, Kafka, TopicPartition};
+use crate::kafka::read::{read_to_end_batched, ReadError};
+use crate::kafka::{Consumer, ConsumerConfig, FetchLimits, Kafka, StartOffset, TopicPartition};
 use crate::observer::Observer;
 use crate::record::Config;
 use crate::wire::PolicyError;
+
+/// Records per poll of the bootstrap's read: five times the default read's, so the per-poll
+/// work (a hop to the client's thread, a position check per open partition) is amortised over
+/// more records; as many as the bootstrap's consumer buffers ahead
+/// ([`FetchLimits::BOOTSTRAP`]). The records of one poll are held at once (about 2 MiB).
+const BOOTSTRAP_BATCH_RECORDS: usize = 5_000;
 
 /// The config store, shared: the loop that drains it writes it (briefly, between its own
 /// reads), stage code reads it — a transformer's batch under one read guard (one consistent
@@ -63,24 +70,40 @@ impl ConfigTopics {
         if topics.is_empty() {
             return Ok(Self::none());
         }
-        let mut consumer = kafka.consumer(ConsumerConfig::groupless(format!("{client_id}-config")))?;
+        // The one-shot read has a consumer of its own with bounded fetching: everything it
+        // reads is kept, so whatever the client buffers besides is the boot's overhead (about
+        // 0.4x the wire at librdkafka's defaults). The drain's consumer keeps the defaults.
+        let mut reader = kafka.consumer(
+            ConsumerConfig::groupless(format!("{client_id}-config-bootstrap"))
+                .with_fetch_limits(FetchLimits::BOOTSTRAP),
+        )?;
         let mut partitions = Vec::new();
         for topic in topics {
             // Existence was checked at startup (LIFE-13); a topic without partitions adds none.
-            let count = consumer.partition_count(topic).await?.unwrap_or(0);
+            let count = reader.partition_count(topic).await?.unwrap_or(0);
             partitions.extend((0..count as i32).map(|p| TopicPartition::new(topic, p)));
         }
         let enriching = hooks.enricher.is_some();
         let mut bootstrap =
             if enriching { ConfigBootstrap::new() } else { ConfigBootstrap::new().without_enrichment() };
-        let read =
-            read_to_end(consumer.as_mut(), &partitions, |record| bootstrap.offer(&record, hooks.policy, observer))
-                .await;
-        match read {
-            Ok(_) => {}
+        let read = read_to_end_batched(reader.as_mut(), &partitions, BOOTSTRAP_BATCH_RECORDS, |record| {
+            bootstrap.offer(&record, hooks.policy, observer)
+        })
+        .await;
+        let ends = match read {
+            Ok(read) => read.ends,
             Err(ReadError::Kafka(e)) => return Err(e.into()),
             Err(ReadError::Callback(e)) => return Err(e.into()),
+        };
+        if let Err(error) = reader.close().await {
+            // Everything was read; a client that fails to close cannot change the store.
+            tracing::warn!(%error, "closing the config bootstrap's consumer failed");
         }
+        // The drain continues exactly at the captured ends (CFG-16).
+        let mut consumer = kafka.consumer(ConsumerConfig::groupless(format!("{client_id}-config")))?;
+        let starts: Vec<(TopicPartition, StartOffset)> =
+            ends.into_iter().map(|(partition, end)| (partition, StartOffset::At(end))).collect();
+        consumer.assign(&starts).await?;
         let store = if enriching {
             Self::apply_survivors(bootstrap, hooks, observer).await?
         } else {

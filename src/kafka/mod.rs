@@ -178,6 +178,46 @@ pub struct ConsumerConfig {
     pub session_timeout: Duration,
     /// How long a member may go without polling before it is considered failed.
     pub max_poll_interval: Duration,
+    /// Bounds on what the client fetches and buffers ahead of polls; `None`: the adapter's
+    /// defaults, made for throughput (librdkafka buffers up to 64 MiB ahead of the application).
+    pub fetch_limits: Option<FetchLimits>,
+}
+
+/// Bounds on what a consumer fetches and buffers ahead of the application, for a one-shot read
+/// whose memory matters more than its last few percent of throughput (the config bootstrap:
+/// every record it reads is kept, so whatever the client buffers besides is pure overhead).
+///
+/// A bound is a target, not a hard limit: Kafka always returns at least one whole record batch
+/// per partition, so a batch larger than a bound still arrives. The simulated cluster ignores
+/// these bounds (they change memory and pacing, never which records a poll returns).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FetchLimits {
+    /// Most bytes one fetch response carries, all partitions together (librdkafka
+    /// `fetch.max.bytes`).
+    pub response_bytes: usize,
+    /// Most bytes of one partition in one fetch response (`max.partition.fetch.bytes`).
+    pub partition_bytes: usize,
+    /// Most bytes of fetched records the client holds ahead of polls
+    /// (`queued.max.messages.kbytes`, rounded up to whole KiB).
+    pub buffered_bytes: usize,
+    /// Most records the client holds ahead of polls (`queued.min.messages`: librdkafka keeps
+    /// fetching until either this or `buffered_bytes` is reached).
+    pub buffered_records: usize,
+}
+
+impl FetchLimits {
+    /// The config bootstrap's bounds: 64 KiB per partition per response (1 MB per response,
+    /// librdkafka's floor), and at most 2 MiB or 5 000 records buffered. The fetch sizes count
+    /// compressed bytes: 64 KiB of zstd-compressed config records is about 1 300 records
+    /// decompressed. A fetch to localhost takes about a millisecond, so a few thousand records
+    /// ahead keep the reader busy; librdkafka's defaults (1 MiB per partition, 100 000 records
+    /// or 64 MiB ahead) held most of a 100 000-entry topic at once.
+    pub const BOOTSTRAP: FetchLimits = FetchLimits {
+        response_bytes: 1_000_000,
+        partition_bytes: 64 << 10,
+        buffered_bytes: 2 << 20,
+        buffered_records: 5_000,
+    };
 }
 
 impl ConsumerConfig {
@@ -194,7 +234,14 @@ impl ConsumerConfig {
             offset_reset: OffsetReset::Earliest,
             session_timeout: Duration::from_secs(10),
             max_poll_interval: Duration::from_secs(300),
+            fetch_limits: None,
         }
+    }
+
+    /// This consumer with bounded fetching (see [`FetchLimits`]).
+    pub fn with_fetch_limits(mut self, limits: FetchLimits) -> Self {
+        self.fetch_limits = Some(limits);
+        self
     }
 
     /// A consumer that joins `group` when it subscribes.

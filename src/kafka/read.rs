@@ -122,11 +122,21 @@ pub async fn read_to_end<E>(
     partitions: &[TopicPartition],
     on_record: impl FnMut(RawRecord) -> Result<(), E>,
 ) -> Result<ReadToEnd, ReadError<E>> {
+    read_to_end_batched(consumer, partitions, READ_BATCH_RECORDS, on_record).await
+}
+
+/// [`read_to_end`] with up to `batch_records` records per poll.
+pub(crate) async fn read_to_end_batched<E>(
+    consumer: &mut dyn Consumer,
+    partitions: &[TopicPartition],
+    batch_records: usize,
+    on_record: impl FnMut(RawRecord) -> Result<(), E>,
+) -> Result<ReadToEnd, ReadError<E>> {
     let mut ends = BTreeMap::new();
     for partition in partitions {
         ends.insert(partition.clone(), consumer.end_offset(partition).await?);
     }
-    read_to(consumer, ends, READ_STALL_MAX, on_record).await
+    read_to_batched(consumer, ends, READ_STALL_MAX, batch_records, on_record).await
 }
 
 /// Like [`read_to_end`], up to the given ends instead of the last stable offsets: with ends
@@ -136,6 +146,16 @@ pub(crate) async fn read_to<E>(
     consumer: &mut dyn Consumer,
     ends: BTreeMap<TopicPartition, i64>,
     stall_max: Duration,
+    on_record: impl FnMut(RawRecord) -> Result<(), E>,
+) -> Result<ReadToEnd, ReadError<E>> {
+    read_to_batched(consumer, ends, stall_max, READ_BATCH_RECORDS, on_record).await
+}
+
+async fn read_to_batched<E>(
+    consumer: &mut dyn Consumer,
+    ends: BTreeMap<TopicPartition, i64>,
+    stall_max: Duration,
+    batch_records: usize,
     mut on_record: impl FnMut(RawRecord) -> Result<(), E>,
 ) -> Result<ReadToEnd, ReadError<E>> {
     let partitions: Vec<TopicPartition> = ends.keys().cloned().collect();
@@ -155,13 +175,22 @@ pub(crate) async fn read_to<E>(
     let mut positions: BTreeMap<TopicPartition, i64> = BTreeMap::new();
     let mut last_progress = tokio::time::Instant::now();
     while !open.is_empty() {
-        let polled = consumer.poll(READ_BATCH_RECORDS, READ_POLL_TIMEOUT).await?;
+        let polled = consumer.poll(batch_records, READ_POLL_TIMEOUT).await?;
         debug_assert!(polled.rebalances.is_empty(), "a group-less consumer never rebalances");
         // Progress is records, or a position moving past markers and aborted records.
         let mut progressed = !polled.records.is_empty();
+        // Records come in runs per partition: look the end up once per run, not per record.
+        let mut run: Option<(std::sync::Arc<str>, i32, i64)> = None;
         for record in polled.records {
-            let partition = TopicPartition::new(&*record.topic, record.partition);
-            let end = ends.get(&partition).copied().unwrap_or(i64::MIN);
+            let end = match &run {
+                Some((topic, partition, end)) if *partition == record.partition && **topic == *record.topic => *end,
+                _ => {
+                    let partition = TopicPartition::new(&*record.topic, record.partition);
+                    let end = ends.get(&partition).copied().unwrap_or(i64::MIN);
+                    run = Some((std::sync::Arc::clone(&record.topic), record.partition, end));
+                    end
+                }
+            };
             if record.offset < end {
                 on_record(record).map_err(ReadError::Callback)?;
                 records += 1;

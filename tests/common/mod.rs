@@ -837,7 +837,8 @@ pub async fn input_metrics_split(h: &Harness) {
 /// TRX-23, TRX-30, LIFE-04, CFG-17: state identity is (partition, key): one key on two
 /// partitions has two states in two changelog partitions. Each task's producer has the
 /// transactional id `{application_id}-{partition}` and the client id `{client_id}-{partition}`;
-/// the config consumer is `{client_id}-config`, group-less, and commits nothing.
+/// the config consumers are `{client_id}-config-bootstrap` (the boot's one-shot read, with
+/// bounded fetching) and `{client_id}-config` (the drain), group-less, and commit nothing.
 pub async fn identities_and_state_per_partition(h: &Harness) {
     let input = h.topic("input", 2, false).await;
     let output = h.topic("output", 2, false).await;
@@ -875,6 +876,13 @@ pub async fn identities_and_state_per_partition(h: &Harness) {
         clients.consumers.iter().map(|c| (c.client_id.clone(), c.group_id.clone())).collect();
     assert!(consumers.contains(&("pod-0".to_owned(), Some(app.clone()))), "{consumers:?}");
     assert!(consumers.contains(&("pod-0-config".to_owned(), None)), "{consumers:?}");
+    assert!(consumers.contains(&("pod-0-config-bootstrap".to_owned(), None)), "{consumers:?}");
+    // The bootstrap's bounded fetching is its own: the drain and the main consumer keep the
+    // adapter's defaults.
+    for consumer in &clients.consumers {
+        let bounded = consumer.fetch_limits.is_some();
+        assert_eq!(bounded, consumer.client_id == "pod-0-config-bootstrap", "{consumer:?}");
+    }
     assert_eq!(h.committed(&app, &[TopicPartition::new(&configs, 0)]).await, vec![None], "CFG-17");
     // LIFE-14, USR-08: the changelog was created, and (fresh) never described afterwards.
     let changelog = format!("{app}-changelog");

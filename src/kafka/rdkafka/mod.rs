@@ -47,9 +47,9 @@ use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
 use super::{
-    Admin, Consumer, ConsumerConfig, Delivered, DeliveryFuture, GroupMetadata, Kafka, KafkaError, KafkaErrorKind,
-    KafkaResult, NewTopic, OffsetReset, Polled, Producer, ProducerConfig, ProducerRecord, Rebalance, StartOffset,
-    TopicCreation, TopicPartition,
+    Admin, Consumer, ConsumerConfig, Delivered, DeliveryFuture, FetchLimits, GroupMetadata, Kafka, KafkaError,
+    KafkaErrorKind, KafkaResult, NewTopic, OffsetReset, Polled, Producer, ProducerConfig, ProducerRecord, Rebalance,
+    StartOffset, TopicCreation, TopicPartition,
 };
 use crate::wire::{Header, RawRecord};
 
@@ -288,6 +288,9 @@ impl Kafka for RdKafka {
             )
             .set("session.timeout.ms", millis(config.session_timeout))
             .set("max.poll.interval.ms", millis(config.max_poll_interval));
+        if let Some(limits) = config.fetch_limits {
+            apply_fetch_limits(&mut rd, &limits, &self.settings);
+        }
         // The same client as `read_uncommitted`, built on first use: the high watermark.
         let mut uncommitted = rd.clone();
         uncommitted.set("isolation.level", "read_uncommitted");
@@ -354,6 +357,37 @@ impl Kafka for RdKafka {
         let pump = Arc::new(AtomicBool::new(false));
         pump_main_queue(admin.clone(), pump.clone());
         Ok(Box::new(RdAdmin { admin: Some(admin), pump }))
+    }
+}
+
+/// `fetch.queue.backoff.ms` of a consumer with [`FetchLimits`].
+const FETCH_QUEUE_BACKOFF_BOUNDED_MS: &str = "2";
+
+/// librdkafka's `message.max.bytes` default: `fetch.max.bytes` may not be below it.
+const MESSAGE_MAX_BYTES_DEFAULT: usize = 1_000_000;
+
+/// Bounded fetching for one consumer (see [`FetchLimits`]). These win over the same settings
+/// given to [`RdKafka::with_settings`], which apply to every client: the limits are chosen for
+/// this consumer's read alone.
+fn apply_fetch_limits(rd: &mut ClientConfig, limits: &FetchLimits, settings: &BTreeMap<String, String>) {
+    // librdkafka refuses a `fetch.max.bytes` below `message.max.bytes`.
+    let message_max =
+        settings.get("message.max.bytes").and_then(|v| v.parse::<usize>().ok()).unwrap_or(MESSAGE_MAX_BYTES_DEFAULT);
+    let response = limits.response_bytes.max(message_max);
+    rd.set("fetch.max.bytes", response.to_string())
+        .set("max.partition.fetch.bytes", limits.partition_bytes.max(1).to_string())
+        .set("queued.max.messages.kbytes", limits.buffered_bytes.div_ceil(1024).max(1).to_string())
+        .set("queued.min.messages", limits.buffered_records.max(1).to_string())
+        // A partition whose queue is over a bound waits this long before its next fetch
+        // (default 1 s, which at bounds this small stalls the read about once per fetch).
+        .set("fetch.queue.backoff.ms", FETCH_QUEUE_BACKOFF_BOUNDED_MS);
+    // A user's `receive.message.max.bytes` must leave room for a whole response.
+    if settings
+        .get("receive.message.max.bytes")
+        .and_then(|v| v.parse::<usize>().ok())
+        .is_some_and(|r| r < response + 512)
+    {
+        rd.set("receive.message.max.bytes", (response + 512).to_string());
     }
 }
 
