@@ -323,6 +323,12 @@ pub trait Consumer: Send {
     /// The end of a partition as this consumer sees it: the last stable offset.
     async fn end_offset(&mut self, partition: &TopicPartition) -> KafkaResult<i64>;
 
+    /// The high watermark of a partition: the offset after its last record, whether that
+    /// record's transaction is decided or not (`ListOffsets(latest)` under
+    /// `read_uncommitted`). A `read_committed` position reaches it only once every transaction
+    /// with records below it has committed or aborted.
+    async fn log_end_offset(&mut self, partition: &TopicPartition) -> KafkaResult<i64>;
+
     /// The partition count of `topic`, `None` when the topic does not exist. Fresh metadata: a
     /// topic created a moment ago is visible.
     async fn partition_count(&mut self, topic: &str) -> KafkaResult<Option<u32>>;

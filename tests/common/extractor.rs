@@ -322,15 +322,58 @@ pub async fn a_restart_resumes_from_the_committed_cursor(h: &Harness) {
     let _ = Duration::ZERO;
 }
 
-/// EXT-43 (Rust): an extractor's changelog must have one partition per token. With another
-/// count, a token's restore can stop behind another token's open page and miss its own last
-/// cursors (found by the `extractor` simulation), so the runner refuses it at startup.
-pub async fn a_misaligned_changelog_is_refused(h: &Harness) {
+/// EXT-43: a changelog whose partition count is not the token space (as a Python fleet
+/// creates it: the broker's default) is adopted, and a restore on it is still complete: when
+/// another token's page is open on a shared partition *before* this token's last cursor, the
+/// restore reads to the high watermark and waits for that page, instead of stopping at its LSO
+/// and missing the cursor (which the `extractor` simulation showed re-emits committed items).
+pub async fn a_misaligned_changelog_restores_past_other_tokens_open_pages(h: &Harness) {
+    use flechtwerk::kafka::{NewTopic, ProducerConfig, ProducerRecord};
     let configs = h.topic("configs", 2, true).await;
+    let output = h.topic("output", 1, false).await;
     let app = h.name("ext43");
-    let spec = flechtwerk::kafka::NewTopic::new(format!("{app}-changelog"), 1).replication(h.replication).compacted();
-    h.kafka.admin().unwrap().create_topic(&spec).await.unwrap();
-    let stage = extractor([configs.as_str()]).poll(|_, _, _| Ok(Vec::new()));
-    let error = h.start(&app, "pod-0", stage, Arc::new(Probe::default())).ended().await.unwrap_err().to_string();
-    assert!(error.contains("changelog") && error.contains("ownership-token space has 2"), "{error}");
+    let changelog = format!("{app}-changelog");
+    let admin = h.kafka.admin().unwrap();
+    admin.create_topic(&NewTopic::new(&changelog, 1).replication(h.replication).compacted()).await.unwrap();
+    h.produce(&configs, &[(Some(0), "b", Some(br#"{"on":true}"#))]).await;
+    let record = |key: &'static str, cursor: i64| ProducerRecord {
+        partition: Some(0),
+        ..ProducerRecord::new(changelog.clone(), key, format!(r#"{{"cursor":{cursor}}}"#))
+    };
+    // Another token's holder, mid-commit: its changelog record is in the shared partition,
+    // undecided. It is none of this application's token producers, so no fence decides it.
+    let other = h.kafka.producer(ProducerConfig::transactional(h.name("other"), h.name("other-txn"))).unwrap();
+    other.init_transactions().await.unwrap();
+    other.begin_transaction().await.unwrap();
+    other.send(record("elsewhere", 1)).await.unwrap().await.unwrap();
+    // After it, b's previous holder committed b's cursor 5.
+    let token = token_for("b", 2);
+    let previous = h.kafka.producer(ProducerConfig::transactional(h.name("prev"), format!("{app}-{token}"))).unwrap();
+    previous.init_transactions().await.unwrap();
+    previous.begin_transaction().await.unwrap();
+    previous.send(record("b", 5)).await.unwrap().await.unwrap();
+    previous.commit_transaction().await.unwrap();
+    previous.close().await;
+
+    let out = output.clone();
+    let stage = extractor([configs.as_str()]).poll(move |key, _config, state| {
+        let cursor = state.get(&CURSOR)?.unwrap_or(0) + 1;
+        Ok(vec![
+            Emit::Message(Message::new(out.as_str(), key, Event::new().with(&N, cursor)?)),
+            Emit::State(State::new().with(&CURSOR, cursor)?),
+        ])
+    });
+    let probe = Arc::new(ExtractorProbe::default());
+    let running = h.start(&app, "pod-0", stage, probe.clone());
+    // Tokens granted (the restore begins right after the fence); while the other page is open,
+    // the restore waits: nothing is polled.
+    wait_for("tokens granted", || probe.tokens.load(Ordering::SeqCst) == 2).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(h.read(&output).await.is_empty(), "polled before the restore could see b's last cursor");
+    other.abort_transaction().await.unwrap();
+    other.close().await;
+    let outputs = h.read_until(&output, |r| !r.is_empty()).await;
+    running.stop().await.unwrap();
+    let first = value(&outputs[0]).require(&N).unwrap();
+    assert_eq!(first, 6, "b continues after its committed cursor 5 (a restore stopped at the LSO restarts at 1)");
 }

@@ -299,20 +299,31 @@ async fn run(ctx: Ctx) {
         ctx.event("buggify on");
     }
     let cluster = Cluster::start(&ctx);
-    let (replica_count, keys, config_writes, partitions, error_rate, period) = {
+    let (replica_count, keys, config_writes, partitions, changelog_partitions, error_rate, period) = {
         let mut rng = thread_rng();
+        let partitions = [1u32, 2, 4][rng.gen_range(0..3)];
+        // Mostly the layout the runner creates (one changelog partition per token); otherwise
+        // a changelog made elsewhere (a Python fleet's has the broker default, 1), whose shared
+        // partitions make restores wait for other tokens' open pages (EXT-43).
+        let changelog_partitions = match rng.gen_range(0..10) {
+            0..=5 => partitions,
+            6..=8 => 1,
+            _ => partitions + 1,
+        };
         (
             rng.gen_range(2..=3usize),
             rng.gen_range(3..12u32),
             rng.gen_range(5..30usize),
-            [1u32, 2, 4][rng.gen_range(0..3)],
+            partitions,
+            changelog_partitions,
             [0.0, 0.01, 0.03][rng.gen_range(0..3)],
             Duration::from_secs(rng.gen_range(8..30)),
         )
     };
     let schedule = profile.generate(&mut thread_rng(), period);
     ctx.event(format!(
-        "extractor: {replica_count} replicas, {keys} configs over {partitions} tokens, {config_writes} config writes, \
+        "extractor: {replica_count} replicas, {keys} configs over {partitions} tokens ({changelog_partitions} changelog \
+         partitions), {config_writes} config writes, \
          source error rate {error_rate}, {} faults over {period:?}:\n{schedule}",
         schedule.len()
     ));
@@ -323,7 +334,7 @@ async fn run(ctx: Ctx) {
             let admin = admin_kafka.admin().expect("admin");
             // The changelog is created here, uncompactable within a run (its segment never
             // rolls): the cursor checks read its whole history. The engine adopts it.
-            let changelog = NewTopic::new(format!("{APP}-changelog"), partitions)
+            let changelog = NewTopic::new(format!("{APP}-changelog"), changelog_partitions)
                 .replication(1)
                 .compacted()
                 .config("segment.ms", "86400000");

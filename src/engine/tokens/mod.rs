@@ -36,7 +36,7 @@ use crate::engine::settings::Settings;
 use crate::engine::stop::Stop;
 use crate::engine::txn::TxnState;
 use crate::error::Error;
-use crate::kafka::read::{read_to_end, ReadError};
+use crate::kafka::read::{read_to, ReadError};
 use crate::kafka::{
     Consumer, ConsumerConfig, Kafka, KafkaError, KafkaErrorKind, NewTopic, OffsetReset, ProducerConfig, Rebalance,
     TopicPartition,
@@ -131,30 +131,38 @@ impl<S: Extractor> Runner<S> {
     }
 
     /// Creates the changelog if it is missing (LIFE-16: just before use, never by the handle),
-    /// with one partition per token, and refuses an existing one with another count.
+    /// with one partition per token, and adopts an existing one of any count (EXT-43: a Python
+    /// fleet's changelog has the broker's default count). Returns the partition count.
     ///
-    /// Why aligned (a deliberate departure from EXT-43, which says any count works): changelog
-    /// records are placed by key hashing, and Kafka's partitioner *is* `token_for`, so with N
-    /// partitions every token writes only its own partition. A new holder's fence completes the
-    /// token's last transaction, and the restore, which stops at each partition's last stable
-    /// offset, then sees every cursor of the token. With another count, partitions are shared
-    /// between tokens, and another token's open page holds the shared partition's LSO below
-    /// this token's latest cursors: the restore misses them and the token re-emits what it had
-    /// committed. The `extractor` simulation found it (docs/simulation.md).
+    /// Why one partition per token: changelog records are placed by key hashing, and Kafka's
+    /// partitioner *is* `token_for`, so with N partitions every token writes only its own
+    /// partition. A new holder's fence completes the token's last transaction, and the
+    /// restore, which stops at each partition's last stable offset, sees every cursor of the
+    /// token at once. With another count, partitions are shared between tokens, and another
+    /// token's open page can hold a shared partition's LSO below this token's latest cursors:
+    /// such a restore reads to the high watermark instead and waits for those pages (see
+    /// [`Self::restore`]). The `extractor` simulation found the miss (docs/simulation.md).
     async fn ensure_changelog(&self, tokens: u32) -> Result<(), Error> {
         let changelog = self.settings.changelog_topic();
         let spec = NewTopic::new(&changelog, tokens).replication(self.settings.replication_factor).compacted();
         let admin = self.kafka.admin()?;
-        if admin.create_topic(&spec).await? == crate::kafka::TopicCreation::AlreadyExists {
-            let existing = admin.partition_count(&changelog).await?;
-            if existing != Some(tokens) {
-                return Err(invalid(format!(
-                    "the extractor's changelog {changelog} has {existing:?} partitions, the ownership-token space has \
-                     {tokens}: they must be equal (a restore could otherwise miss committed cursors)"
-                )));
-            }
+        if admin.create_topic(&spec).await? == crate::kafka::TopicCreation::Created {
+            return Ok(());
         }
-        Ok(())
+        match admin.partition_count(&changelog).await? {
+            Some(n) if n == tokens => Ok(()),
+            Some(n) if n > 0 => {
+                tracing::warn!(
+                    changelog = %changelog,
+                    partitions = n,
+                    tokens,
+                    "the extractor's changelog is not aligned with the ownership tokens: every restore waits for \
+                     other tokens' open pages on shared partitions (create it with one partition per token)"
+                );
+                Ok(())
+            }
+            _ => Err(invalid(format!("the extractor's changelog {changelog} has no partitions"))),
+        }
     }
 
     async fn run_stage(&self, stop: &Stop) -> Result<(), Error> {
@@ -302,7 +310,8 @@ impl<S: Extractor> Runner<S> {
         }
         let started = try_join_all(tokens.iter().map(|&token| self.start_token(token))).await?;
         buggify::point("tokens.before_restore").await;
-        let restored = self.restore(store).await?;
+        let token_space = entries.lock().expect("entries lock").tokens;
+        let restored = self.restore(store, token_space).await?;
         tracing::info!(?tokens, restored, "tokens granted: fenced, changelog restored");
         let ctx = Arc::new(CycleContext {
             stage: Arc::clone(&self.stage),
@@ -335,16 +344,36 @@ impl<S: Extractor> Runner<S> {
         Ok(Token { token, producer, txn: TxnState::default() })
     }
 
-    /// Replays every partition of the changelog, to the LSOs captured now, into the store
-    /// (EXT-37, STO-11); returns the records replayed.
-    async fn restore(&self, store: &SharedState) -> Result<u64, Error> {
+    /// Restores the entire changelog into the store, after the fence (EXT-37, STO-11); returns
+    /// the records replayed.
+    ///
+    /// With one changelog partition per token (the layout this runner creates), every partition
+    /// this replica's tokens wrote is written by nobody else, and the fence decided its last
+    /// transaction: reading each partition to its last stable offset sees every committed
+    /// cursor. With another count (a changelog made elsewhere, e.g. by a Python fleet with the
+    /// broker's default count), a partition holds several tokens' cursors, and another token's
+    /// open page can hold its LSO below this token's last cursors: then each partition is read
+    /// to the high watermark seen after the fence, which waits until the pages open at that
+    /// moment are decided (bounded by their transaction timeout).
+    async fn restore(&self, store: &SharedState, tokens: u32) -> Result<u64, Error> {
         let changelog = self.settings.changelog_topic();
         let mut consumer = self.kafka.consumer(ConsumerConfig::groupless(self.settings.client_id.clone()))?;
         let count = consumer.partition_count(&changelog).await?.unwrap_or(0);
         let partitions: Vec<TopicPartition> = (0..i32::try_from(count).expect("a partition count fits"))
             .map(|p| TopicPartition::new(&changelog, p))
             .collect();
-        let read = read_to_end(consumer.as_mut(), &partitions, |record| -> Result<(), Error> {
+        let aligned = count == tokens;
+        let mut ends = BTreeMap::new();
+        for partition in &partitions {
+            let end = if aligned {
+                consumer.end_offset(partition).await?
+            } else {
+                consumer.log_end_offset(partition).await?
+            };
+            ends.insert(partition.clone(), end);
+        }
+        let stall_max = PAGE_TRANSACTION_TIMEOUT + POLL_TIMEOUT;
+        let read = read_to(consumer.as_mut(), ends, stall_max, |record| -> Result<(), Error> {
             let key = wire::decode_key(record.key.as_deref()).map_err(|source| Error::CorruptState {
                 partition: record.partition,
                 key: String::from_utf8_lossy(record.key.as_deref().unwrap_or_default()).into_owned(),

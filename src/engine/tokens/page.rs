@@ -96,8 +96,9 @@ impl TokenPage<'_> {
                 if let Some(bytes) = bytes {
                     self.observer.state_record_bytes(bytes.len());
                 }
-                // Key hashing (no explicit partition): the extractor's changelog needs no
-                // alignment with the config topics (EXT-43, STO-09).
+                // Key hashing (no explicit partition), as Python does (EXT-43, STO-09): on a
+                // changelog with one partition per token this is the token's own partition; on
+                // any other count the restore reads to the high watermark (Runner::restore).
                 let record = ProducerRecord {
                     topic: self.changelog.to_owned(),
                     partition: None,

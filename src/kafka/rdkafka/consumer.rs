@@ -260,6 +260,12 @@ pub(super) struct Shared {
     pub(super) groupless: bool,
     /// Serializes blocking polls, and holds what a cancelled poll took.
     pub(super) buffer: Mutex<Buffer>,
+    /// For [`Consumer::log_end_offset`]: the consumer's settings as `read_uncommitted`, and the
+    /// client made of them on first use (librdkafka answers ListOffsets(latest) with the
+    /// isolation level of the client that asks).
+    pub(super) uncommitted: Mutex<(ClientConfig, Option<BaseConsumer<ConsumerCtx>>)>,
+    /// Whether the connection uses TLS (for the refusal rules of a second client).
+    pub(super) tls: bool,
 }
 
 impl Shared {
@@ -702,6 +708,31 @@ impl Consumer for RdConsumer {
                 .fetch_watermarks(&target.topic, target.partition, REQUEST_TIMEOUT)
                 .map(|(_, high)| high)
                 .map_err(|e| rd_error("end_offset", &e, None).with_context(target.to_string()))
+        })
+        .await
+    }
+
+    async fn log_end_offset(&mut self, partition: &TopicPartition) -> KafkaResult<i64> {
+        let shared = self.shared("log_end_offset")?;
+        let target = partition.clone();
+        let refusal = shared.ctx().log.refusal.clone();
+        let client_id = self.client_id.clone();
+        blocking_unless_refused(&refusal, "log_end_offset", move || {
+            let mut uncommitted = lock(&shared.uncommitted);
+            let (config, client) = &mut *uncommitted;
+            if client.is_none() {
+                let context = ConsumerCtx::new(&format!("{client_id}-watermarks"), shared.tls);
+                let created: BaseConsumer<ConsumerCtx> = config
+                    .create_with_context(context)
+                    .map_err(|e| rd_error("log_end_offset", &e, None).with_context(client_id.clone()))?;
+                *client = Some(created);
+            }
+            client
+                .as_ref()
+                .expect("created above")
+                .fetch_watermarks(&target.topic, target.partition, REQUEST_TIMEOUT)
+                .map(|(_, high)| high)
+                .map_err(|e| rd_error("log_end_offset", &e, None).with_context(target.to_string()))
         })
         .await
     }

@@ -237,6 +237,9 @@ impl Kafka for RdKafka {
             )
             .set("session.timeout.ms", millis(config.session_timeout))
             .set("max.poll.interval.ms", millis(config.max_poll_interval));
+        // The same client as `read_uncommitted`, built on first use: the high watermark.
+        let mut uncommitted = rd.clone();
+        uncommitted.set("isolation.level", "read_uncommitted");
         let context = ConsumerCtx::new(&config.client_id, self.tls());
         let consumer: BaseConsumer<ConsumerCtx> = rd
             .create_with_context(context)
@@ -246,6 +249,8 @@ impl Kafka for RdKafka {
                 consumer,
                 groupless: config.group_id.is_none(),
                 buffer: Mutex::new(Buffer::default()),
+                uncommitted: Mutex::new((uncommitted, None)),
+                tls: self.tls(),
             })),
             client_id: config.client_id,
             group_id: config.group_id,

@@ -375,6 +375,11 @@ impl Consumer for SimConsumer {
         self.list_offset("end_offset", partition, OffsetSpec::LastStable).await
     }
 
+    async fn log_end_offset(&mut self, partition: &TopicPartition) -> KafkaResult<i64> {
+        self.check_open("log_end_offset")?;
+        self.list_offset("log_end_offset", partition, OffsetSpec::HighWatermark).await
+    }
+
     async fn partition_count(&mut self, topic: &str) -> KafkaResult<Option<u32>> {
         self.check_open("partition_count")?;
         partition_count(&self.conn, "partition_count", topic).await
