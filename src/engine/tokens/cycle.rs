@@ -82,7 +82,10 @@ pub(super) async fn run_cycles<S: Extractor>(
             Some(Err(error)) => {
                 let aborted_cleanly = tokens.iter().all(|t| !t.txn.abort_failed());
                 failed_in_a_row += 1;
-                if ctx.retry_aborted_pages && aborted_cleanly && is_abortable(&error) && failed_in_a_row <= RETRIED_CYCLES_MAX
+                if ctx.retry_aborted_pages
+                    && aborted_cleanly
+                    && is_abortable(&error)
+                    && failed_in_a_row <= RETRIED_CYCLES_MAX
                 {
                     tracing::warn!(%error, failed_in_a_row, "a page aborted: the next cycle polls again");
                 } else {

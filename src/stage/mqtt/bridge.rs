@@ -256,3 +256,11 @@ impl<S: MqttExtractor> Extractor for Bridge<S> {
         self.stage.teardown().await
     }
 }
+
+#[cfg(test)]
+impl<S> Bridge<S> {
+    pub(crate) fn connection_for_tests(&self) -> Arc<Connection> {
+        let running = self.connection.lock().unwrap_or_else(|p| p.into_inner());
+        Arc::clone(&running.as_ref().expect("set up").connection)
+    }
+}

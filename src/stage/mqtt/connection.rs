@@ -215,8 +215,11 @@ impl Connection {
                         Some(error) if !error.refused => error.since,
                         _ => Instant::now(),
                     };
-                    state.error =
-                        Some(ConnectionError { message: format!("MQTT disconnected: {reason}"), refused: false, since });
+                    state.error = Some(ConnectionError {
+                        message: format!("MQTT disconnected: {reason}"),
+                        refused: false,
+                        since,
+                    });
                     self.wakeup.set();
                 }
                 self.settled.notify_waiters();
@@ -287,6 +290,7 @@ impl Connection {
 
     /// Removes `filter`'s view (MQ-21): UNSUBSCRIBE, acknowledge what is pending (durable in
     /// Kafka at this quiescent point), acknowledge-and-drop what is buffered.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn unsubscribe(&self, filter: &str) {
         let mut state = self.state();
         self.unsubscribe_locked(&mut state, filter);
@@ -319,8 +323,7 @@ impl Connection {
     /// view, latches `desired`, acknowledges-and-drops held messages no desired filter matches.
     pub(crate) fn reconcile(&self, desired: BTreeSet<String>) {
         let mut state = self.state();
-        let gone: Vec<String> =
-            state.views.iter().map(|(f, _)| f.clone()).filter(|f| !desired.contains(f)).collect();
+        let gone: Vec<String> = state.views.iter().map(|(f, _)| f.clone()).filter(|f| !desired.contains(f)).collect();
         for filter in gone {
             self.unsubscribe_locked(&mut state, &filter);
         }
@@ -412,8 +415,7 @@ impl Connection {
     /// earlier connection the broker sends again anyway.
     pub(crate) fn roll_back(&self, filter: &str, forwarded: &[Publish], rest: Vec<Publish>) {
         let mut state = self.state();
-        let returning: Vec<Publish> =
-            forwarded.iter().cloned().chain(rest).filter(|m| !state.redelivered(m)).collect();
+        let returning: Vec<Publish> = forwarded.iter().cloned().chain(rest).filter(|m| !state.redelivered(m)).collect();
         let Some(view) = state.view_mut(filter) else {
             // Unsubscribed meanwhile (a reconcile cannot run during a poll, but be safe): the
             // messages are not acknowledged, so the broker keeps them.
