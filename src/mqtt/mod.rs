@@ -1,7 +1,8 @@
 //! The MQTT port: what the MQTT bridge needs from an MQTT v5 client, and nothing of any client
 //! library.
 //!
-//! Two adapters implement it: the production one on `rumqttc` (feature `mqtt`) and the simulated broker of the `flechtwerk-sim` crate
+//! Two adapters implement it: the production one on `rumqttc` (feature `mqtt`,
+//! `rumqttc::RumqttcBroker`) and the simulated broker of the `flechtwerk-sim` crate
 //! (madsim, or in-process). The bridge's logic (`stage::mqtt`) runs unchanged on both.
 //!
 //! The contract an adapter keeps:
@@ -27,6 +28,8 @@
 //!   [`ack`](MqttClient::ack)) never block: they are queued for the connection, and an error
 //!   means the request was not queued.
 
+#[cfg(all(feature = "mqtt", not(madsim)))]
+pub mod rumqttc;
 mod topic;
 
 use std::fmt;

@@ -54,6 +54,10 @@ struct State {
     views: Vec<(String, View)>,
     /// QoS ≥ 1 messages no view matched yet (MQ-14).
     unrouted: Vec<Publish>,
+    /// Filters whose view was removed: UNSUBSCRIBEd again after every CONNACK until subscribed
+    /// anew. A resumed session keeps its subscriptions, and an UNSUBSCRIBE sent while the
+    /// connection was down (or lost with it) never reached the broker.
+    retired: BTreeSet<String>,
     /// The latched desired filters (`None` before the first reconciliation, MQ-15).
     desired: Option<BTreeSet<String>>,
     error: Option<ConnectionError>,
@@ -181,6 +185,12 @@ impl Connection {
                 state.settled = true;
                 self.observer.mqtt_connected();
                 state.unrouted.clear();
+                for filter in &state.retired {
+                    let shared = self.shared(filter);
+                    if let Err(error) = self.client.unsubscribe(&shared) {
+                        tracing::warn!(%error, filter = %shared, "MQTT unsubscribe of a retired filter not queued");
+                    }
+                }
                 let State { views, connection, .. } = &mut *state;
                 for (filter, view) in views.iter_mut() {
                     view.pending.clear();
@@ -276,6 +286,7 @@ impl Connection {
         if state.view(filter).is_some() {
             return;
         }
+        state.retired.remove(filter);
         if state.connected {
             self.send_subscribe(filter);
         }
@@ -299,6 +310,7 @@ impl Connection {
     fn unsubscribe_locked(&self, state: &mut State, filter: &str) {
         let Some(at) = state.views.iter().position(|(f, _)| f == filter) else { return };
         let (_, view) = state.views.remove(at);
+        state.retired.insert(filter.to_owned());
         let shared = self.shared(filter);
         tracing::info!(filter = %shared, "MQTT unsubscribe");
         if state.connected {

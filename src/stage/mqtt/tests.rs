@@ -316,11 +316,23 @@ fn mq20_mq21_reconcile_unsubscribes_acks_pending_and_drops_buffered() {
     assert_eq!(dropped, 2);
     assert!(f.observer.events().contains(&Observed::MqttBuffered { topic: "gone/#".into(), count: 0 }));
     assert_eq!(f.conn.desired(), Some(BTreeSet::from(["keep/#".to_owned()])));
-    // A removed view is not re-subscribed on reconnect (MQ-21).
+    // A removed view is not re-subscribed on reconnect (MQ-21); its UNSUBSCRIBE goes out again
+    // (the resumed session may still hold the subscription).
     f.client.clear();
     f.conn.on_event(MqttEvent::Connected { connection: 2, session_present: true });
-    assert_eq!(f.client.calls()[0], Call::Subscribe("$share/app/keep/#".into(), QoS::AtLeastOnce));
-    assert_eq!(f.client.calls().len(), 2);
+    assert_eq!(
+        f.client.calls(),
+        vec![
+            Call::Unsubscribe("$share/app/gone/#".into()),
+            Call::Subscribe("$share/app/keep/#".into(), QoS::AtLeastOnce),
+            Call::Unsubscribe("keep/#".into())
+        ]
+    );
+    // Subscribed anew, it is no longer retired.
+    f.conn.subscribe("gone/#");
+    f.client.clear();
+    f.conn.on_event(MqttEvent::Connected { connection: 3, session_present: true });
+    assert!(!f.client.calls().contains(&Call::Unsubscribe("$share/app/gone/#".into())));
 }
 
 // ---- the relay template (MQ-30..37) ----
