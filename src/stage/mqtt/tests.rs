@@ -16,7 +16,53 @@ use crate::mqtt::{event_channel, EventSender, Mqtt, MqttClient, MqttError, MqttE
 use crate::observer::Observer;
 use crate::record::{Config, State};
 use crate::stage::{Extractor, Page, PageSink, Wakeup};
-use crate::testing::{Observed, RecordingObserver};
+
+/// What the bridge told its observer (the MQTT events; the test kit's recorder lives above the
+/// engine's layer).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[allow(clippy::enum_variant_names)] // the names of the test kit's `Observed`
+enum Observed {
+    MqttBuffered { topic: String, count: usize },
+    MqttConnected,
+    MqttDisconnected,
+    MqttMessageDropped { topic: String, reason: String },
+    MqttMessageIn { topic: String },
+}
+
+#[derive(Clone, Default)]
+struct RecordingObserver {
+    events: Arc<Mutex<Vec<Observed>>>,
+}
+
+impl RecordingObserver {
+    fn events(&self) -> Vec<Observed> {
+        self.events.lock().unwrap().clone()
+    }
+    fn clear(&self) {
+        self.events.lock().unwrap().clear();
+    }
+    fn push(&self, event: Observed) {
+        self.events.lock().unwrap().push(event);
+    }
+}
+
+impl Observer for RecordingObserver {
+    fn mqtt_buffered(&self, topic: &str, count: usize) {
+        self.push(Observed::MqttBuffered { topic: topic.to_owned(), count });
+    }
+    fn mqtt_connected(&self) {
+        self.push(Observed::MqttConnected);
+    }
+    fn mqtt_disconnected(&self) {
+        self.push(Observed::MqttDisconnected);
+    }
+    fn mqtt_message_dropped(&self, topic: &str, reason: &str) {
+        self.push(Observed::MqttMessageDropped { topic: topic.to_owned(), reason: reason.to_owned() });
+    }
+    fn mqtt_message_in(&self, topic: &str) {
+        self.push(Observed::MqttMessageIn { topic: topic.to_owned() });
+    }
+}
 
 /// A wire call of the client.
 #[derive(Clone, Debug, PartialEq, Eq)]
