@@ -36,7 +36,8 @@ use crate::engine::{tasks, tokens};
 use crate::error::Error;
 use crate::kafka::{Compression, Kafka};
 use crate::observer::{FanOut, MetricsConfig, MetricsInstance, NoopObserver, Observer};
-use crate::stage::{Extractor, Transformer};
+use crate::stage::mqtt::Bridge;
+use crate::stage::{Extractor, MqttBrokerConfig, MqttExtractor, Transformer};
 use crate::state::StateStores;
 
 /// A configured application: one stage, its Kafka, its observer and state stores.
@@ -90,6 +91,12 @@ impl<S: Extractor> Run for tokens::Runner<S> {
     }
 }
 
+impl<S: Extractor> Run for tokens::dispatch::Runner<S> {
+    fn run<'a>(&'a self, stop: &'a Stop) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(tokens::dispatch::Runner::run(self, stop))
+    }
+}
+
 /// What [`FlechtwerkBuilder::build`] accepts: a stage of either shape, which chooses its runner
 /// (STG-24). `M` tells the shapes apart; it is inferred.
 ///
@@ -125,6 +132,7 @@ pub struct RunnerParts {
     kafka: Arc<dyn Kafka>,
     observer: Arc<dyn Observer>,
     stores: Arc<dyn StateStores>,
+    mqtt: Option<MqttBrokerConfig>,
 }
 
 /// The transformer shape (see [`IntoRunner`]).
@@ -133,28 +141,51 @@ pub enum TransformerShape {}
 /// The extractor shape (see [`IntoRunner`]).
 #[doc(hidden)]
 pub enum ExtractorShape {}
+/// The MQTT bridge shape (see [`IntoRunner`]): the broker-dispatched loop (STG-24, EXT-50).
+#[doc(hidden)]
+pub enum MqttShape {}
 
 mod sealed {
     pub trait Sealed<M> {}
     impl<S: crate::stage::Transformer> Sealed<super::TransformerShape> for S {}
     impl<S: crate::stage::Extractor> Sealed<super::ExtractorShape> for S {}
+    impl<S: crate::stage::MqttExtractor> Sealed<super::MqttShape> for S {}
 }
 
 impl<S: Transformer> IntoRunner<TransformerShape> for S {
     fn into_runner(self, parts: RunnerParts) -> Result<Arc<dyn RunHandle>, Error> {
-        let RunnerParts { settings, kafka, observer, stores } = parts;
+        let RunnerParts { settings, kafka, observer, stores, mqtt: _ } = parts;
         Ok(Arc::new(tasks::Runner { stage: Arc::new(self), settings, kafka, observer, stores }))
     }
 }
 
 impl<S: Extractor> IntoRunner<ExtractorShape> for S {
     fn into_runner(self, parts: RunnerParts) -> Result<Arc<dyn RunHandle>, Error> {
-        let RunnerParts { settings, kafka, observer, stores } = parts;
-        match settings.poll_interval {
-            Some(interval) if !interval.is_zero() => {}
-            _ => return Err(Error::Invalid("an extractor needs a positive poll_interval".into())),
-        }
+        let RunnerParts { settings, kafka, observer, stores, mqtt: _ } = parts;
+        check_poll_interval(&settings)?;
         Ok(Arc::new(tokens::Runner { stage: Arc::new(self), settings, kafka, observer, stores }))
+    }
+}
+
+impl<S: MqttExtractor> IntoRunner<MqttShape> for S {
+    fn into_runner(self, parts: RunnerParts) -> Result<Arc<dyn RunHandle>, Error> {
+        let RunnerParts { settings, kafka, observer, stores: _, mqtt } = parts;
+        check_poll_interval(&settings)?;
+        let mqtt = mqtt.ok_or_else(|| {
+            Error::Invalid("no MQTT broker configured: pass mqtt(MqttBrokerConfig::new(...)) to the builder".into())
+        })?;
+        // The client id names the persistent session; the application id is the share group
+        // (LIFE-40).
+        let bridge =
+            Bridge::new(self, mqtt, settings.client_id.clone(), settings.application_id.clone(), observer.clone())?;
+        Ok(Arc::new(tokens::dispatch::Runner { stage: Arc::new(bridge), settings, kafka, observer }))
+    }
+}
+
+fn check_poll_interval(settings: &Settings) -> Result<(), Error> {
+    match settings.poll_interval {
+        Some(interval) if !interval.is_zero() => Ok(()),
+        _ => Err(Error::Invalid("an extractor needs a positive poll_interval".into())),
     }
 }
 
@@ -195,6 +226,7 @@ pub struct FlechtwerkBuilder {
     metrics: Option<Arc<dyn MetricsConfig>>,
     metrics_labels: Vec<(String, String)>,
     stores: Arc<dyn StateStores>,
+    mqtt: Option<MqttBrokerConfig>,
 }
 
 impl Flechtwerk {
@@ -220,6 +252,7 @@ impl Flechtwerk {
             metrics: None,
             metrics_labels: Vec::new(),
             stores: crate::state::default_stores(),
+            mqtt: None,
         }
     }
 }
@@ -509,8 +542,16 @@ impl FlechtwerkBuilder {
         self
     }
 
-    /// Builds the handle for `stage`, a [`Transformer`] or an [`Extractor`]. No connection is
-    /// made here.
+    /// The MQTT broker of an MQTT bridge stage ([`MqttExtractor`]), with the session settings
+    /// (KNOB `mqtt`). The client id names the persistent MQTT session and the application id is
+    /// the shared-subscription group. Other stages ignore it.
+    pub fn mqtt(mut self, mqtt: MqttBrokerConfig) -> Self {
+        self.mqtt = Some(mqtt);
+        self
+    }
+
+    /// Builds the handle for `stage`, a [`Transformer`], an [`Extractor`] or an
+    /// [`MqttExtractor`]. No connection is made here.
     ///
     /// ```
     /// # use std::sync::Arc;
@@ -564,6 +605,7 @@ impl FlechtwerkBuilder {
             kafka,
             observer,
             stores: self.stores,
+            mqtt: self.mqtt,
         };
         let runner = stage.into_runner(parts)?;
         Ok(Flechtwerk {

@@ -3,6 +3,7 @@
 use crate::configs::ConfigStoreError;
 use crate::json::EncodeError;
 use crate::kafka::KafkaError;
+use crate::mqtt::MqttError;
 use crate::state::StateError;
 use crate::wire::{DecodeError, PolicyError};
 
@@ -66,6 +67,9 @@ pub enum Error {
     /// Kafka failed.
     #[error(transparent)]
     Kafka(#[from] KafkaError),
+    /// The MQTT client failed.
+    #[error(transparent)]
+    Mqtt(#[from] MqttError),
     /// An undecodable record the policy did not skip, or a decision that cannot be carried out.
     #[error(transparent)]
     InvalidMessage(Box<PolicyError>),

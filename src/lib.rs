@@ -132,15 +132,16 @@
 //!
 //! - [`Flechtwerk`] and its [`FlechtwerkBuilder`]: one application instance, everything
 //!   injected (the framework reads no environment variables and has no CLI).
-//! - [`stage`]: the stage traits and their closure builders ([`Transformer`] /
-//!   [`transformer`], [`Extractor`] / [`extractor`]).
+//! - [`stage`]: the stage traits and their closure builders ([`Transformer`], [`transformer`],
+//!   [`Extractor`], [`extractor`], and the MQTT bridge: [`MqttExtractor`], [`mqtt_extractor`]).
 //! - [`Record`], [`Event`], [`State`], [`Config`] with typed [`attribute`]s, and [`json`]:
 //!   canonical JSON, byte-identical to the Python implementation's wire format.
 //! - [`Message`] (what a stage emits) and [`IncomingMessage`] (what it reads).
 //! - [`ConfigStore`]: the config topics, compacted by key, readable from every stage.
 //! - [`wire`]: the decode rules and the one invalid-message hook's types.
 //! - The ports a deployment plugs adapters into: [`kafka`] (librdkafka with feature `rdkafka`),
-//!   [`state`] (RocksDB with feature `rocksdb`), [`observer`].
+//!   [`mqtt`] (rumqttc with feature `mqtt`), [`state`] (RocksDB with feature `rocksdb`),
+//!   [`observer`].
 //! - [`Error`], and [`token_for`] (Kafka's partitioner, for ownership tokens).
 //!
 //! The test kit (a recording observer, the Kafka conformance suite, read helpers) is behind the
@@ -167,6 +168,7 @@ mod token;
 pub mod wire;
 // Layer 2, the ports (and their adapters, each behind its feature).
 pub mod kafka;
+pub mod mqtt;
 pub mod observer;
 pub mod state;
 // Layer 3: the config store, and decoding through the invalid-message hook. (Where a private
@@ -193,7 +195,7 @@ pub use error::Error;
 pub use message::{IncomingMessage, IntoPayload, IntoValue, Message, Payload};
 pub use record::attribute;
 pub use record::{Config, Event, Record, State};
-pub use stage::{extractor, transformer, Extractor, Output, Page, Transformer};
+pub use stage::{extractor, mqtt_extractor, transformer, Extractor, MqttExtractor, Output, Page, Transformer};
 pub use token::{murmur2, token_for};
 pub use wire::{InvalidMessageAction, InvalidMessageError};
 

@@ -9,6 +9,7 @@
 #![warn(missing_docs)]
 
 pub mod cluster;
+pub mod mqtt;
 pub mod report;
 pub mod stages;
 pub mod timeline;

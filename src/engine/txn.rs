@@ -27,11 +27,23 @@ use crate::observer::Observer;
 #[derive(Debug, Default)]
 pub(crate) struct TxnState {
     open: bool,
+    /// The last abort failed or timed out: the producer may be unusable (a fenced producer, a
+    /// commit whose outcome is unknown).
+    abort_failed: bool,
 }
 
 impl TxnState {
     pub(crate) fn is_open(&self) -> bool {
         self.open
+    }
+
+    /// Whether the last abort of this owner failed (reset by [`TxnState::clear_abort_failed`]).
+    pub(crate) fn abort_failed(&self) -> bool {
+        self.abort_failed
+    }
+
+    pub(crate) fn clear_abort_failed(&mut self) {
+        self.abort_failed = false;
     }
 }
 
@@ -128,13 +140,17 @@ pub(crate) async fn abort_open(producer: &dyn Producer, state: &mut TxnState, ca
     match tokio::time::timeout(ABORT_TIMEOUT, producer.abort_transaction()).await {
         Ok(Ok(())) => tracing::info!(transactional_id = %id, %cause, "transaction aborted"),
         Ok(Err(error)) => {
+            state.abort_failed = true;
             tracing::warn!(transactional_id = %id, %cause, %error, "abort failed: the coordinator aborts it later")
         }
-        Err(_) => tracing::warn!(
+        Err(_) => {
+            state.abort_failed = true;
+            tracing::warn!(
             transactional_id = %id,
             %cause,
             timeout = ?ABORT_TIMEOUT,
             "abort timed out: the coordinator aborts it later"
-        ),
+            )
+        }
     }
 }

@@ -7,6 +7,8 @@
 //!   per-key state, one Kafka transaction per task per batch.
 //! - [`Extractor`] / [`extractor`]: polls an external source per config entry, emitting
 //!   messages in pages, one Kafka transaction per page, with a resume cursor as its state.
+//! - [`MqttExtractor`] / [`mqtt_extractor`]: the MQTT → Kafka bridge, relaying each MQTT message
+//!   of the configs' topic filters into Kafka and acknowledging it once Kafka has it ([`mqtt`]).
 //!
 //! Hooks every shape has (STG-01..08): config topics read into the global store, the state key
 //! of a record, an optional [`EnrichConfig`] applied to every config record on its way into the
@@ -34,11 +36,13 @@
 
 mod enrich;
 mod extractor;
+pub mod mqtt;
 mod transformer;
 
 pub use enrich::EnrichConfig;
 pub(crate) use extractor::PageSink;
 pub use extractor::{extractor, Emit, Extractor, ExtractorBuilder, FnExtractor, Page, Wakeup};
+pub use mqtt::{mqtt_extractor, FnMqttExtractor, MqttBrokerConfig, MqttExtractor, MqttExtractorBuilder};
 pub use transformer::{transformer, FnTransformer, Output, Transformer, TransformerBuilder};
 
 pub use crate::error::BoxError;

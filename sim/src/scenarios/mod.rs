@@ -6,6 +6,7 @@ pub mod counter;
 pub mod extractor;
 pub mod kafka_chaos;
 pub mod late_requests;
+pub mod mqtt;
 
 use crate::runner::Scenario;
 
@@ -17,6 +18,7 @@ pub static ALL: &[&Scenario] = &[
     &conformance::SCENARIO,
     &kafka_chaos::SCENARIO,
     &late_requests::SCENARIO,
+    &mqtt::SCENARIO,
 ];
 
 /// Looks a scenario up by name.

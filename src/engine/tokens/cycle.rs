@@ -37,7 +37,17 @@ pub(super) struct CycleContext<S> {
     pub(super) entries: Arc<Mutex<Entries>>,
     pub(super) changelog: String,
     pub(super) poll_interval: Duration,
+    /// The broker-dispatched loop: every write of state fails, "stateless by contract" (EXT-54).
+    pub(super) stateless: bool,
+    /// The broker-dispatched loop: a page aborted by an abortable Kafka error (the producer
+    /// stays usable, the abort went through) does not end the run; the next cycle polls again,
+    /// and the stage re-sends what the aborted page held (MQ-35). Bounded by
+    /// [`RETRIED_CYCLES_MAX`] failing cycles in a row.
+    pub(super) retry_aborted_pages: bool,
 }
+
+/// Cycles in a row whose aborted pages a dispatched loop retries before the error ends the run.
+pub(super) const RETRIED_CYCLES_MAX: u32 = 10;
 
 /// One active config of a cycle.
 struct Active {
@@ -54,7 +64,11 @@ pub(super) async fn run_cycles<S: Extractor>(
     mut tokens: Vec<Token>,
     cancel: Stop,
 ) -> (Vec<Token>, Result<(), Error>) {
+    let mut failed_in_a_row = 0;
     loop {
+        for token in &mut tokens {
+            token.txn.clear_abort_failed();
+        }
         let outcome = tokio::select! {
             biased;
             () = cancel.raised() => None,
@@ -65,8 +79,20 @@ pub(super) async fn run_cycles<S: Extractor>(
         }
         match outcome {
             None => return (tokens, Ok(())),
-            Some(Err(error)) => return (tokens, Err(error)),
-            Some(Ok(())) => {}
+            Some(Err(error)) => {
+                let aborted_cleanly = tokens.iter().all(|t| !t.txn.abort_failed());
+                failed_in_a_row += 1;
+                if ctx.retry_aborted_pages
+                    && aborted_cleanly
+                    && is_abortable(&error)
+                    && failed_in_a_row <= RETRIED_CYCLES_MAX
+                {
+                    tracing::warn!(%error, failed_in_a_row, "a page aborted: the next cycle polls again");
+                } else {
+                    return (tokens, Err(error));
+                }
+            }
+            Some(Ok(())) => failed_in_a_row = 0,
         }
         // From the end of the cycle (EXT-03): the interval, or the stage's wakeup.
         let wakeup = async {
@@ -82,6 +108,11 @@ pub(super) async fn run_cycles<S: Extractor>(
             () = wakeup => {}
         }
     }
+}
+
+/// A Kafka error that aborted the transaction and left the producer usable.
+fn is_abortable(error: &Error) -> bool {
+    matches!(error, Error::Kafka(e) if e.is_abortable())
 }
 
 /// One cycle: reconcile, poll every active config, report.
@@ -160,6 +191,7 @@ async fn poll_one<S: Extractor>(ctx: &CycleContext<S>, token: &mut Token, active
         baseline: state.clone(),
         pending: false,
         failed: false,
+        stateless: ctx.stateless,
     };
     let started = tokio::time::Instant::now();
     let polled = {

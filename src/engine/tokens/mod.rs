@@ -18,6 +18,7 @@
 //! the store (EXT-37), so the restore can never miss a previous holder's last page.
 
 mod cycle;
+pub(crate) mod dispatch;
 mod page;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -316,6 +317,8 @@ impl<S: Extractor> Runner<S> {
             entries: Arc::clone(entries),
             changelog: self.settings.changelog_topic(),
             poll_interval: self.settings.poll_interval.expect("validated: extractors have a poll_interval"),
+            stateless: false,
+            retry_aborted_pages: false,
         });
         let restore = Restore {
             kafka: Arc::clone(&self.kafka),

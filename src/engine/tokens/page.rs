@@ -35,6 +35,8 @@ pub(super) struct TokenPage<'a> {
     pub(super) pending: bool,
     /// A send or commit failed: the page is doomed, whatever the stage makes of the error.
     pub(super) failed: bool,
+    /// Writing state is an error (the broker-dispatched loop, EXT-54).
+    pub(super) stateless: bool,
 }
 
 impl TokenPage<'_> {
@@ -67,6 +69,13 @@ impl TokenPage<'_> {
 
     async fn commit_state(&mut self, state: State) -> Result<(), Error> {
         let changed = state != self.baseline;
+        if changed && self.stateless {
+            return Err(Error::Invalid(format!(
+                "poll of {:?} wrote state, but an MQTT stage is stateless by contract: the MQTT broker, not Kafka, \
+                 decides which replica gets a message, so nothing fences a stale writer (EXT-54)",
+                self.state_key
+            )));
+        }
         if !changed && !self.pending {
             return Ok(()); // nothing to write: no transaction (EXT-11)
         }

@@ -1,0 +1,231 @@
+//! The broker-dispatched extractor loop (EXT-50..56): the loop of the MQTT bridge.
+//!
+//! An external broker (MQTT, with shared subscriptions) already decides which replica gets which
+//! message, so this loop takes no Kafka lease: no membership consumer, no rebalance, no token
+//! space, no changelog, no restore, no standby (EXT-50). It bootstraps the config store, then
+//! runs the token runner's poll cycles on ONE synthetic token (a one-token space: every active
+//! config is polled) with ONE transactional producer, `{application_id}-{client_id}`, and a
+//! store that refuses every write: the stage is stateless by contract (EXT-51, EXT-54). Pages
+//! are the token runner's pages, committed through the same `Txn`, so a page's messages commit
+//! together or not at all, and a config's next poll starts only after its previous poll's last
+//! page committed (the re-entry contract the MQTT acknowledgements rely on, EXT-56).
+//!
+//! The main loop surfaces a failed cycle, waits [`CONFIG_DRAIN_INTERVAL`], and drains the config
+//! topics (EXT-52). Unlike the token runner, a page that aborted on an abortable Kafka error
+//! (a failed delivery; the abort went through and the producer stays usable) does not end the
+//! run: the stage puts the page's MQTT messages back at the head of their buffer (MQ-35), and the
+//! next cycle sends them again. A reconnect of the whole process would cost more: every message
+//! in flight at the MQTT broker would be redelivered.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::cycle::{run_cycles, CycleContext, Token};
+use super::page::SharedState;
+use super::{update_entries, Entries};
+use crate::engine::bounds::{CLOSE_TIMEOUT, PAGE_TRANSACTION_TIMEOUT};
+use crate::engine::config_topics::ConfigTopics;
+use crate::engine::hooks::Hooks;
+use crate::engine::settings::Settings;
+use crate::engine::stop::Stop;
+use crate::engine::txn::TxnState;
+use crate::error::Error;
+use crate::kafka::{Kafka, KafkaError, KafkaErrorKind, ProducerConfig};
+use crate::observer::Observer;
+use crate::stage::Extractor;
+use crate::state::{StateError, StateStore};
+
+/// How often the dispatched loop drains the config topics (EXT-52, KNOB `CONFIG_DRAIN_INTERVAL`).
+pub(crate) const CONFIG_DRAIN_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The dispatched runner.
+pub(crate) struct Runner<S> {
+    pub(crate) stage: Arc<S>,
+    pub(crate) settings: Settings,
+    pub(crate) kafka: Arc<dyn Kafka>,
+    pub(crate) observer: Arc<dyn Observer>,
+}
+
+/// The store of a stateless stage: reads find nothing, writes are refused (EXT-54). The page
+/// refuses a state write before it reaches the store; this is the second line.
+struct Stateless;
+
+impl StateStore for Stateless {
+    fn get(&mut self, _key: &str) -> Result<Option<Vec<u8>>, StateError> {
+        Ok(None)
+    }
+
+    fn put(&mut self, key: &str, _value: &[u8]) -> Result<(), StateError> {
+        Err(StateError::new(-1, format!("write of {key:?}: an MQTT stage is stateless by contract")))
+    }
+
+    fn delete(&mut self, key: &str) -> Result<(), StateError> {
+        Err(StateError::new(-1, format!("delete of {key:?}: an MQTT stage is stateless by contract")))
+    }
+
+    fn wipe(&mut self) -> Result<(), StateError> {
+        Ok(())
+    }
+}
+
+/// The running cycles.
+struct Cycles {
+    cancel: Stop,
+    handle: tokio::task::JoinHandle<(Vec<Token>, Result<(), Error>)>,
+}
+
+impl<S: Extractor> Runner<S> {
+    /// Runs until `stop` is raised (clean stop) or an error. The stage's setup runs first and its
+    /// teardown last, after an error too.
+    pub(crate) async fn run(&self, stop: &Stop) -> Result<(), Error> {
+        self.stage.setup().await.map_err(|source| Error::Hook { hook: "setup".into(), source })?;
+        let result = self.run_stage(stop).await;
+        let teardown = self.stage.teardown().await.map_err(|source| Error::Hook { hook: "teardown".into(), source });
+        result.and(teardown)
+    }
+
+    /// Offline validation (LIFE-11, LIFE-12), and the config topics exist (LIFE-13).
+    async fn validate(&self, topics: &[String]) -> Result<(), Error> {
+        if topics.is_empty() {
+            return Err(Error::Invalid("an extractor needs at least one config topic".into()));
+        }
+        match self.settings.poll_interval {
+            Some(interval) if !interval.is_zero() => {}
+            _ => return Err(Error::Invalid("an extractor needs a positive poll_interval".into())),
+        }
+        let admin = self.kafka.admin()?;
+        for topic in topics {
+            if admin.partition_count(topic).await?.is_none() {
+                return Err(KafkaError::new(KafkaErrorKind::UnknownTopic, "startup", "config topic does not exist")
+                    .with_context(topic.clone())
+                    .into());
+            }
+        }
+        Ok(())
+    }
+
+    async fn run_stage(&self, stop: &Stop) -> Result<(), Error> {
+        let topics = self.stage.config_topics();
+        self.validate(&topics).await?;
+        let stage = &*self.stage;
+        let policy = |error: &crate::wire::InvalidMessageError| stage.on_invalid_message(error);
+        let hooks = Hooks { enricher: stage.config_enricher(), policy: &policy };
+        let bootstrap =
+            ConfigTopics::bootstrap(&*self.kafka, &self.settings.client_id, &topics, hooks, &*self.observer);
+        let mut configs = tokio::select! {
+            biased;
+            () = stop.raised() => return Ok(()),
+            configs = bootstrap => configs?,
+        };
+        // One token in a one-token space: `token_for(anything, 1)` is 0, every config is owned.
+        let entries = Arc::new(Mutex::new(Entries { map: BTreeMap::new(), tokens: 1 }));
+        {
+            let store = configs.store().read().await;
+            let keys = store.keys();
+            for _ in &keys {
+                self.observer.message_in(&topics[0]);
+            }
+            update_entries(stage, &entries, &store, keys)?;
+        }
+        let started = tokio::select! {
+            biased;
+            () = stop.raised() => None,
+            started = self.start_producer() => Some(started?),
+        };
+        let mut cycles = None;
+        let result = match started {
+            None => Ok(()),
+            Some(token) => {
+                let ctx = Arc::new(CycleContext {
+                    stage: Arc::clone(&self.stage),
+                    observer: Arc::clone(&self.observer),
+                    store: Arc::new(Mutex::new(Box::new(Stateless) as Box<dyn StateStore>)) as SharedState,
+                    configs: Arc::clone(configs.store()),
+                    entries: Arc::clone(&entries),
+                    changelog: String::new(),
+                    poll_interval: self.settings.poll_interval.expect("validated"),
+                    stateless: true,
+                    retry_aborted_pages: true,
+                });
+                let cancel = Stop::new();
+                let handle = tokio::spawn(run_cycles(ctx, vec![token], cancel.clone()));
+                cycles = Some(Cycles { cancel, handle });
+                self.main_loop(&mut configs, hooks, &entries, &mut cycles, stop).await
+            }
+        };
+        let stopped = self.stop_cycles(&mut cycles).await;
+        let config_closed = configs.close().await;
+        result.and(stopped).and(config_closed)
+    }
+
+    /// The instance's producer: its `init_transactions` fences this client id's previous
+    /// incarnation and aborts its open page (the ids of two replicas differ: it fences nothing
+    /// else).
+    async fn start_producer(&self) -> Result<Token, Error> {
+        let settings = &self.settings;
+        let mut config = ProducerConfig::transactional(
+            settings.client_id.clone(),
+            format!("{}-{}", settings.application_id, settings.client_id),
+        );
+        config.compression = settings.compression;
+        config.transaction_timeout = PAGE_TRANSACTION_TIMEOUT;
+        let producer = self.kafka.producer(config)?;
+        producer.init_transactions().await?;
+        Ok(Token { token: 0, producer, txn: TxnState::default() })
+    }
+
+    async fn main_loop(
+        &self,
+        configs: &mut ConfigTopics,
+        hooks: Hooks<'_>,
+        entries: &Arc<Mutex<Entries>>,
+        cycles: &mut Option<Cycles>,
+        stop: &Stop,
+    ) -> Result<(), Error> {
+        loop {
+            // Cycles end on their own only by failing: their error ends the run.
+            if cycles.as_ref().is_some_and(|c| c.handle.is_finished()) {
+                let result = self.stop_cycles(cycles).await;
+                assert!(result.is_err(), "poll cycles end on their own only with an error");
+                return result;
+            }
+            tokio::select! {
+                biased;
+                () = stop.raised() => return Ok(()),
+                () = tokio::time::sleep(CONFIG_DRAIN_INTERVAL) => {}
+            }
+            configs
+                .drain(hooks, &*self.observer, |store, applied| {
+                    let mut keys = Vec::with_capacity(applied.len());
+                    for (topic, key) in applied {
+                        self.observer.message_in(&topic);
+                        keys.push(key);
+                    }
+                    update_entries(&*self.stage, entries, store, keys)
+                })
+                .await?;
+        }
+    }
+
+    /// Teardown (EXT-55): cancels the cycles (a poll in flight aborts its page), closes the
+    /// producer, reports no active configs. A failed cycle's error surfaces here.
+    async fn stop_cycles(&self, cycles: &mut Option<Cycles>) -> Result<(), Error> {
+        let Some(running) = cycles.take() else {
+            return Ok(());
+        };
+        running.cancel.raise();
+        let (tokens, result) = match running.handle.await {
+            Ok(outcome) => outcome,
+            Err(error) => panic!("the poll cycles of the MQTT stage panicked: {error}"),
+        };
+        for token in tokens {
+            assert!(!token.txn.is_open(), "the cycles abort their open pages before they hand the token back");
+            if tokio::time::timeout(CLOSE_TIMEOUT, token.producer.close()).await.is_err() {
+                tracing::warn!("closing the instance producer timed out");
+            }
+        }
+        self.observer.active_configs(0);
+        result
+    }
+}
