@@ -9,6 +9,8 @@
 //! that always land with jitter and sometimes seconds late — handovers forced while only the
 //! changelog's markers are late — network partitions and broker restarts. Task state lives on a
 //! simulated disk that survives a node's crash, so restarted replicas meet their leftovers.
+//! Most seeds start the inputs and the faults once a replica runs tasks (the others at launch,
+//! the startup under faults); a quarter turn buggify on from that moment.
 //!
 //! The stage varies per seed: one or two input topics; a state key that is the message key or
 //! a group taken from the value (several keys share one state); a count that resets every k-th
