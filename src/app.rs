@@ -22,27 +22,103 @@
 //! ```
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use futures::future::BoxFuture;
 
 use crate::engine::bounds::{MAX_POLL_RECORDS_DEFAULT, SESSION_TIMEOUT_DEFAULT, SESSION_TIMEOUT_MIN};
 use crate::engine::settings::{Guarantee, Settings};
 use crate::engine::stop::Stop;
-use crate::engine::tasks::Runner;
+use crate::engine::{tasks, tokens};
 use crate::error::Error;
 use crate::kafka::{Compression, Kafka};
-use crate::observer::{NoopObserver, Observer};
-use crate::stage::Transformer;
+use crate::observer::{FanOut, MetricsConfig, MetricsInstance, NoopObserver, Observer};
+use crate::stage::{Extractor, Transformer};
 use crate::state::StateStores;
 
 /// A configured application: one stage, its Kafka, its observer and state stores.
 ///
 /// `run` / `run_until` may be called again after a run ended, never twice at once (one
 /// instance, one set of clients; a second concurrent call fails with [`Error::Invalid`]).
-pub struct Flechtwerk<S> {
-    runner: Arc<Runner<S>>,
+pub struct Flechtwerk {
+    runner: Arc<dyn Run>,
     running: Arc<AtomicBool>,
+    metrics: Option<Arc<dyn MetricsInstance>>,
+    /// Where the metrics endpoint listens while a run serves it.
+    metrics_address: Arc<Mutex<Option<SocketAddr>>>,
+}
+
+/// A runner, whatever the stage's shape.
+trait Run: Send + Sync {
+    fn run<'a>(&'a self, stop: &'a Stop) -> BoxFuture<'a, Result<(), Error>>;
+}
+
+impl<S: Transformer> Run for tasks::Runner<S> {
+    fn run<'a>(&'a self, stop: &'a Stop) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(tasks::Runner::run(self, stop))
+    }
+}
+
+impl<S: Extractor> Run for tokens::Runner<S> {
+    fn run<'a>(&'a self, stop: &'a Stop) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(tokens::Runner::run(self, stop))
+    }
+}
+
+/// What [`FlechtwerkBuilder::build`] accepts: a stage of either shape, which chooses its runner
+/// (STG-24). `M` tells the shapes apart; it is inferred.
+pub trait IntoRunner<M>: sealed::Sealed<M> {
+    #[doc(hidden)]
+    fn into_runner(self, parts: RunnerParts) -> Result<Arc<dyn RunHandle>, Error>;
+}
+
+/// The runner of a built stage (opaque).
+#[doc(hidden)]
+#[allow(private_bounds)]
+pub trait RunHandle: Run {}
+impl<T: Run> RunHandle for T {}
+
+/// Everything but the stage (opaque: built by [`FlechtwerkBuilder`]).
+#[doc(hidden)]
+pub struct RunnerParts {
+    settings: Settings,
+    kafka: Arc<dyn Kafka>,
+    observer: Arc<dyn Observer>,
+    stores: Arc<dyn StateStores>,
+}
+
+/// The transformer shape (see [`IntoRunner`]).
+#[doc(hidden)]
+pub enum TransformerShape {}
+/// The extractor shape (see [`IntoRunner`]).
+#[doc(hidden)]
+pub enum ExtractorShape {}
+
+mod sealed {
+    pub trait Sealed<M> {}
+    impl<S: crate::stage::Transformer> Sealed<super::TransformerShape> for S {}
+    impl<S: crate::stage::Extractor> Sealed<super::ExtractorShape> for S {}
+}
+
+impl<S: Transformer> IntoRunner<TransformerShape> for S {
+    fn into_runner(self, parts: RunnerParts) -> Result<Arc<dyn RunHandle>, Error> {
+        let RunnerParts { settings, kafka, observer, stores } = parts;
+        Ok(Arc::new(tasks::Runner { stage: Arc::new(self), settings, kafka, observer, stores }))
+    }
+}
+
+impl<S: Extractor> IntoRunner<ExtractorShape> for S {
+    fn into_runner(self, parts: RunnerParts) -> Result<Arc<dyn RunHandle>, Error> {
+        let RunnerParts { settings, kafka, observer, stores } = parts;
+        match settings.poll_interval {
+            Some(interval) if !interval.is_zero() => {}
+            _ => return Err(Error::Invalid("an extractor needs a positive poll_interval".into())),
+        }
+        Ok(Arc::new(tokens::Runner { stage: Arc::new(self), settings, kafka, observer, stores }))
+    }
 }
 
 /// Builder of a [`Flechtwerk`] handle.
@@ -55,11 +131,14 @@ pub struct FlechtwerkBuilder {
     replication_factor: i16,
     session_timeout: Duration,
     guarantee: Guarantee,
-    observer: Arc<dyn Observer>,
+    poll_interval: Option<Duration>,
+    observer: Option<Arc<dyn Observer>>,
+    metrics: Option<Arc<dyn MetricsConfig>>,
+    metrics_labels: Vec<(String, String)>,
     stores: Arc<dyn StateStores>,
 }
 
-impl Flechtwerk<()> {
+impl Flechtwerk {
     /// Starts a builder.
     pub fn builder() -> FlechtwerkBuilder {
         FlechtwerkBuilder {
@@ -71,7 +150,10 @@ impl Flechtwerk<()> {
             replication_factor: -1,
             session_timeout: SESSION_TIMEOUT_DEFAULT,
             guarantee: Guarantee::ExactlyOnce,
-            observer: Arc::new(NoopObserver),
+            poll_interval: None,
+            observer: None,
+            metrics: None,
+            metrics_labels: Vec::new(),
             stores: crate::state::default_stores(),
         }
     }
@@ -130,9 +212,34 @@ impl FlechtwerkBuilder {
         self
     }
 
-    /// The observer receiving every metric event (default: none).
+    /// An observer receiving every metric event (default: none). With [`metrics`](Self::metrics)
+    /// on as well, both receive every event.
     pub fn observer(mut self, observer: Arc<dyn Observer>) -> Self {
-        self.observer = observer;
+        self.observer = Some(observer);
+        self
+    }
+
+    /// Metrics on (default: off, no metric exists and nothing is served): with the Prometheus
+    /// adapter (feature `prometheus`), `metrics(Metrics::serve("127.0.0.1:9464"))` keeps every
+    /// `flechtwerk_*` metric in this application's own registry and serves it at `/metrics` on
+    /// that address while the application runs. A port that is taken fails the run at startup
+    /// (LIFE-17).
+    pub fn metrics(mut self, metrics: impl MetricsConfig + 'static) -> Self {
+        self.metrics = Some(Arc::new(metrics));
+        self
+    }
+
+    /// Labels on every metric (KNOB `metrics_labels`): their names lead every family's label
+    /// names, in the order given, their values are on every sample; e.g. `[("app", "counter"),
+    /// ("pod", "pod-0")]`. They tell instances, applications and stages apart in one Prometheus.
+    /// Names must be Prometheus label names and not the metrics' own (`topic`, `outcome`,
+    /// `partition`, `reason`, `kid`, `scope`, `le`); checked by `build`. Without
+    /// [`metrics`](Self::metrics) there are no metrics to label.
+    pub fn metrics_labels<K: Into<String>, V: Into<String>>(
+        mut self,
+        labels: impl IntoIterator<Item = (K, V)>,
+    ) -> Self {
+        self.metrics_labels = labels.into_iter().map(|(k, v)| (k.into(), v.into())).collect();
         self
     }
 
@@ -143,8 +250,17 @@ impl FlechtwerkBuilder {
         self
     }
 
-    /// Builds the handle for `stage`. No connection is made here.
-    pub fn build<S: Transformer>(self, stage: S) -> Result<Flechtwerk<S>, Error> {
+    /// Extractors: the wait between poll cycles, measured from the end of one cycle to the start
+    /// of the next (EXT-03); required, and positive (LIFE-12). A stage's wakeup ends the wait
+    /// early. Transformers ignore it.
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = Some(interval);
+        self
+    }
+
+    /// Builds the handle for `stage`, a [`Transformer`] or an [`Extractor`]. No connection is
+    /// made here.
+    pub fn build<S: IntoRunner<M>, M>(self, stage: S) -> Result<Flechtwerk, Error> {
         let required = |what: &str| Error::Invalid(format!("Flechtwerk needs {what}"));
         if self.max_poll_records == 0 {
             return Err(Error::Invalid("max_poll_records must be at least 1".into()));
@@ -160,28 +276,54 @@ impl FlechtwerkBuilder {
                 "session_timeout must be at least {SESSION_TIMEOUT_MIN:?} (members heartbeat every third of it)"
             )));
         }
+        let metrics = match &self.metrics {
+            Some(config) => Some(config.instance(&self.metrics_labels, self.max_poll_records).map_err(Error::Invalid)?),
+            None => None,
+        };
+        let observer: Arc<dyn Observer> = match (&metrics, self.observer) {
+            (None, None) => Arc::new(NoopObserver),
+            (None, Some(observer)) => observer,
+            (Some(metrics), None) => metrics.observer(),
+            (Some(metrics), Some(observer)) => Arc::new(FanOut::new(vec![metrics.observer(), observer])),
+        };
+        let parts = RunnerParts {
+            settings: Settings {
+                application_id,
+                client_id,
+                max_poll_records: self.max_poll_records,
+                compression: self.compression,
+                replication_factor: self.replication_factor,
+                session_timeout: self.session_timeout,
+                guarantee: self.guarantee,
+                poll_interval: self.poll_interval,
+            },
+            kafka,
+            observer,
+            stores: self.stores,
+        };
+        let runner: Arc<dyn Run> = stage.into_runner(parts)?;
         Ok(Flechtwerk {
-            runner: Arc::new(Runner {
-                stage: Arc::new(stage),
-                settings: Settings {
-                    application_id,
-                    client_id,
-                    max_poll_records: self.max_poll_records,
-                    compression: self.compression,
-                    replication_factor: self.replication_factor,
-                    session_timeout: self.session_timeout,
-                    guarantee: self.guarantee,
-                },
-                kafka,
-                observer: self.observer,
-                stores: self.stores,
-            }),
+            runner,
             running: Arc::new(AtomicBool::new(false)),
+            metrics,
+            metrics_address: Arc::new(Mutex::new(None)),
         })
     }
 }
 
-impl<S: Transformer> Flechtwerk<S> {
+impl Flechtwerk {
+    /// The exposition of this application's metrics as a scrape sees it now (text format
+    /// 0.0.4); `None` with metrics off.
+    pub fn render_metrics(&self) -> Option<String> {
+        self.metrics.as_ref().map(|metrics| metrics.render())
+    }
+
+    /// Where the metrics endpoint listens, while a run serves it (the bound port when the
+    /// configured one was 0).
+    pub fn metrics_address(&self) -> Option<SocketAddr> {
+        *self.metrics_address.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Runs the stage until an error: validates the topics, bootstraps the config store, joins
     /// the group and processes. It never returns `Ok`; stop it with
     /// [`run_until`](Self::run_until) for a clean shutdown.
@@ -192,7 +334,7 @@ impl<S: Transformer> Flechtwerk<S> {
 
     /// Runs until `shutdown` resolves, then stops cleanly; or until an error.
     ///
-    /// A clean stop lets the in-flight batch commit (within a grace of 30 s; past it the batch
+    /// A clean stop lets the in-flight batch commit (within a grace of 10 s; past it the batch
     /// is abandoned and its transactions aborted), stops every task (aborting any transaction
     /// still open, closing its producer, wiping its store), closes the consumers, which leaves
     /// the group at once, and runs the stage's teardown. An error takes the same path after
@@ -213,12 +355,32 @@ impl<S: Transformer> Flechtwerk<S> {
         if self.running.swap(true, Ordering::AcqRel) {
             return Err(Error::Invalid("this Flechtwerk is already running".into()));
         }
+        // The metrics endpoint first: a port that is taken fails the start (LIFE-17).
+        let server = match &self.metrics {
+            Some(metrics) => match metrics.serve().await {
+                Ok(server) => server,
+                Err(source) => {
+                    self.running.store(false, Ordering::Release);
+                    let address = metrics.address().unwrap_or_default().to_owned();
+                    return Err(Error::Metrics { address, source });
+                }
+            },
+            None => None,
+        };
+        let metrics_address = Arc::clone(&self.metrics_address);
+        *metrics_address.lock().unwrap_or_else(|p| p.into_inner()) = server.as_ref().map(|s| s.local_addr());
         let stop = Stop::new();
         let runner = Arc::clone(&self.runner);
         let running = Arc::clone(&self.running);
         let run_stop = stop.clone();
         let mut handle = tokio::spawn(async move {
             let result = runner.run(&run_stop).await;
+            // The endpoint lives exactly as long as the run: stopped (its port free again)
+            // however the run ends, a dropped `run_until` future included.
+            if let Some(server) = server {
+                server.stop().await;
+            }
+            *metrics_address.lock().unwrap_or_else(|p| p.into_inner()) = None;
             running.store(false, Ordering::Release);
             result
         });

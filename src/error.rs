@@ -1,5 +1,6 @@
 //! The one error a running application ends with.
 
+use crate::configs::ConfigStoreError;
 use crate::json::EncodeError;
 use crate::kafka::KafkaError;
 use crate::state::StateError;
@@ -37,6 +38,16 @@ pub enum Error {
         #[source]
         source: BoxError,
     },
+    /// An extractor's `poll` failed for a config (its open page aborted; pages committed before
+    /// stay committed, EXT-14).
+    #[error("poll failed for config {key:?}")]
+    Poll {
+        /// The config's wire key.
+        key: String,
+        /// The stage's error.
+        #[source]
+        source: BoxError,
+    },
     /// A stage hook (setup, teardown, enrich_config) failed.
     #[error("{hook} failed")]
     Hook {
@@ -46,6 +57,9 @@ pub enum Error {
         #[source]
         source: BoxError,
     },
+    /// The config store holds an undecodable value (a framework bug, CFG-04).
+    #[error(transparent)]
+    Config(#[from] ConfigStoreError),
     /// The local state store failed.
     #[error(transparent)]
     State(#[from] StateError),
@@ -60,6 +74,16 @@ pub enum Error {
         /// Why it does not decode.
         #[source]
         source: DecodeError,
+    },
+    /// The metrics endpoint could not be served: its port is taken, say (LIFE-17). A startup
+    /// error, not a warning.
+    #[error("cannot serve metrics on {address}")]
+    Metrics {
+        /// The configured address.
+        address: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
     },
     /// A message or state holds a value JSON cannot carry (NaN, infinity).
     #[error("cannot encode {what}")]

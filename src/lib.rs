@@ -52,15 +52,15 @@ mod app;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
-pub use app::{Flechtwerk, FlechtwerkBuilder};
+pub use app::{Flechtwerk, FlechtwerkBuilder, IntoRunner};
 pub use configs::{ConfigStore, ConfigStoreError};
 pub use engine::bounds::MAX_POLL_RECORDS_DEFAULT;
 pub use engine::Guarantee;
 pub use error::Error;
-pub use message::{IncomingMessage, IntoPayload, Message, Payload};
+pub use message::{IncomingMessage, IntoPayload, IntoValue, Message, Payload};
 pub use record::attribute;
 pub use record::{Config, Event, Record, State};
-pub use stage::{transformer, Output, Transformer};
+pub use stage::{extractor, transformer, Extractor, Output, Page, Transformer};
 pub use token::{murmur2, token_for};
 pub use wire::{InvalidMessageAction, InvalidMessageError};
 

@@ -68,7 +68,9 @@ pub fn decode_value_with(
 }
 
 /// Decodes an input record (key first: a key failure short-circuits, INV-16). `Ok(None)`: the
-/// policy skipped it. Input records are not tombstone-filtered (TRX-07).
+/// policy skipped it. Input records are not tombstone-filtered (TRX-07): a tombstone (a null
+/// value) reaches the transform with `value: None`, undecoded and never through the policy
+/// (INV-17), as Python's `parse_message` hands it over; an empty value is an empty event.
 pub fn decode_input(
     record: &RawRecord,
     policy: &dyn InvalidMessagePolicy,
@@ -77,12 +79,16 @@ pub fn decode_input(
     let Some(key) = decode_key_with(record, policy, observer)? else {
         return Ok(None);
     };
-    let Some(value) = decode_value_with(record, policy, observer)? else {
-        return Ok(None);
+    let value = match record.value {
+        None => None,
+        Some(_) => match decode_value_with(record, policy, observer)? {
+            Some(value) => Some(Event::wrap(value)),
+            None => return Ok(None),
+        },
     };
     Ok(Some(IncomingMessage {
         key,
-        value: Event::wrap(value),
+        value,
         topic: record.topic.to_string(),
         partition: record.partition,
         offset: record.offset,

@@ -94,6 +94,30 @@ impl IntoPayload for Event {
     }
 }
 
+/// What a [`Message`]'s value may be: any payload, or an optional one (`None` is a tombstone).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a Message value: a value is bytes | str | Event, or an Option of one",
+    note = "a State is emitted, not persisted: set it through the output handle instead of sending it",
+    note = "a Config travels as data: wrap it as `Event::from(config.into_record())`",
+    note = "a raw JSON map must be wrapped: `Event::wrap(map)`"
+)]
+pub trait IntoValue {
+    /// The payload, or `None` for a tombstone.
+    fn into_value(self) -> Option<Payload>;
+}
+
+impl<T: IntoPayload> IntoValue for T {
+    fn into_value(self) -> Option<Payload> {
+        Some(self.into_payload())
+    }
+}
+
+impl<T: IntoPayload> IntoValue for Option<T> {
+    fn into_value(self) -> Option<Payload> {
+        self.map(IntoPayload::into_payload)
+    }
+}
+
 /// A record to produce (ATTR-41): topic, key, value (`None` is a tombstone), optional
 /// timestamp.
 ///
@@ -120,9 +144,20 @@ pub struct Message {
 }
 
 impl Message {
-    /// A message with a value.
-    pub fn new(topic: impl Into<String>, key: impl IntoPayload, value: impl IntoPayload) -> Self {
-        Message { topic: topic.into(), key: key.into_payload(), value: Some(value.into_payload()), timestamp: None }
+    /// A message with a value — or, for an `Option` that is `None`, a tombstone, as Python's
+    /// `Message(value=None)`. Forwarding an input's value keeps a deletion a deletion:
+    ///
+    /// ```
+    /// use flechtwerk::{Event, Message};
+    /// # let msg = flechtwerk::IncomingMessage { key: "k".into(), value: None, topic: "in".into(),
+    /// #     partition: 0, offset: 0, timestamp: None };
+    /// let forwarded = Message::new("out", msg.key.as_str(), msg.value); // an input tombstone
+    /// assert_eq!(forwarded.encode_value().unwrap(), None);
+    /// let plain = Message::new("out", "k", Event::new());
+    /// assert_eq!(plain.encode_value().unwrap().as_deref(), Some(&b"{}"[..]));
+    /// ```
+    pub fn new(topic: impl Into<String>, key: impl IntoPayload, value: impl IntoValue) -> Self {
+        Message { topic: topic.into(), key: key.into_payload(), value: value.into_value(), timestamp: None }
     }
 
     /// A tombstone: a record with a null value. On a config topic it deletes the key, and only
@@ -174,13 +209,20 @@ impl Message {
 }
 
 /// A decoded input record (ATTR-40): the key as strict UTF-8 text, the value as an [`Event`]
-/// private to the receiver.
+/// private to the receiver, or `None` for a tombstone.
+///
+/// As in the Python implementation (0.17: `IncomingMessage.value: Event | None`), a Kafka
+/// tombstone (a null value) is not an empty event: it reaches `transform` as `None`, so a stage
+/// reading a compacted table sees deletions, and a stage forwarding it writes a tombstone again
+/// ([`Message::tombstone`]). An empty value (`b""`) is an ordinary value and reads as an empty
+/// event, like `{}`. A tombstone is never decoded, so it never reaches `on_invalid_message`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IncomingMessage {
     /// The wire key ("" when absent).
     pub key: String,
-    /// The decoded value (empty when the record's value was empty or absent).
-    pub value: Event,
+    /// The decoded value; `None` for a tombstone (a null wire value), an empty event for an
+    /// empty one.
+    pub value: Option<Event>,
     /// Source topic.
     pub topic: String,
     /// Source partition.

@@ -33,7 +33,7 @@ const RANKS: &[(&str, u32, &str)] = &[
 
 /// Adapter features: they may gate only `mod` and `use` lines (the adapter's module and its
 /// re-export), never code inside the engine.
-const ADAPTER_FEATURES: &[&str] = &["rdkafka", "rocksdb", "mqtt", "prometheus"];
+const ADAPTER_FEATURES: &[&str] = &["rdkafka", "rdkafka-plaintext", "rocksdb", "mqtt", "prometheus"];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in fs::read_dir(dir).unwrap() {

@@ -11,6 +11,11 @@ use std::time::Duration;
 use flechtwerk_sim::cluster::{BrokerConfig, FaultPlan, LocalCluster, MarkerFaults};
 
 fn harness(test: &str) -> Harness {
+    // RUST_LOG=debug shows the engine's logs.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
     Harness::new(Arc::new(LocalCluster::new()), format!("local-{test}"), 1)
 }
 
@@ -140,4 +145,104 @@ async fn trx_23_trx_30_life_04_cfg_17_identities_and_state_per_partition() {
 #[tokio::test]
 async fn stg_03_trait_stage_enriches_configs() {
     common::trait_stage_enriches_configs(&harness("stg03")).await;
+}
+
+/// STG-42, STO-05: a stage that never sets state creates no store file: with RocksDB stores in a
+/// fresh directory, a stateless run leaves the directory without any database.
+#[cfg(all(feature = "rocksdb", not(madsim)))]
+#[tokio::test]
+async fn stg_42_a_stateless_stage_opens_no_store() {
+    use common::Probe;
+    use flechtwerk::stage::transformer;
+    use flechtwerk::state::RocksDbStores;
+    use flechtwerk::{Flechtwerk, Message};
+
+    let h = harness("stg42");
+    let input = h.topic("input", 2, false).await;
+    let output = h.topic("output", 2, false).await;
+    let root = std::env::temp_dir().join(format!("flechtwerk-stg42-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    h.produce(&input, &[(Some(0), "a", Some(b"{}")), (Some(1), "b", Some(b"{}"))]).await;
+    let out = output.clone();
+    let stage = transformer([input.as_str()]).transform(move |msg, _state, o| {
+        o.send(Message::new(out.as_str(), msg.key.as_str(), msg.value));
+        Ok(())
+    });
+    let app = Flechtwerk::builder()
+        .application_id(h.name("stg42"))
+        .client_id("pod-0")
+        .kafka(h.kafka.clone())
+        .replication_factor(1)
+        .session_timeout(Duration::from_secs(6))
+        .observer(Arc::new(Probe::default()))
+        .state_stores(Arc::new(RocksDbStores::new(&root)))
+        .build(stage)
+        .unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(async move {
+        app.run_until(async {
+            let _ = stopped.await;
+        })
+        .await
+    });
+    h.read_until(&output, |r| r.len() >= 2).await;
+    // While the tasks live (a stop wipes whatever they created).
+    let created: Vec<_> = walk(&root);
+    let _ = stop.send(());
+    run.await.unwrap().unwrap();
+    assert!(created.iter().all(|p| p.is_dir()), "a stateless stage created files: {created:?}");
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[cfg(all(feature = "rocksdb", not(madsim)))]
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            let path = entry.path();
+            found.extend(walk(&path));
+            found.push(path);
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn ext_10_pages_commit_at_state_boundaries() {
+    common::extractor::pages_commit_at_state_boundaries(&harness("ext10pages")).await;
+}
+
+#[tokio::test]
+async fn ext_14_a_failed_poll_aborts_only_its_open_page() {
+    common::extractor::a_failed_poll_aborts_only_its_open_page(&harness("ext14a")).await;
+}
+
+#[tokio::test]
+async fn it_ext_1_two_extractors_split_and_hand_over() {
+    common::extractor::two_extractors_split_and_hand_over(&harness("itext1")).await;
+}
+
+#[tokio::test]
+async fn it_ext_2_unequal_config_partition_counts_are_refused() {
+    common::extractor::unequal_config_partition_counts_are_refused(&harness("itext2")).await;
+}
+
+#[tokio::test]
+async fn cfg_32_suspended_and_deleted_configs_are_not_polled() {
+    common::extractor::suspended_and_deleted_configs_are_not_polled(&harness("cfg32suspended")).await;
+}
+
+#[tokio::test]
+async fn ext_40_replicas_beyond_the_tokens_are_standbys() {
+    common::extractor::replicas_beyond_the_tokens_are_standbys(&harness("ext40replicas")).await;
+}
+
+#[tokio::test]
+async fn ext_20_a_restart_resumes_from_the_committed_cursor() {
+    common::extractor::a_restart_resumes_from_the_committed_cursor(&harness("ext20a")).await;
+}
+
+#[tokio::test]
+async fn ext_43_a_misaligned_changelog_restores_past_other_tokens_open_pages() {
+    common::extractor::a_misaligned_changelog_restores_past_other_tokens_open_pages(&harness("ext43")).await;
 }

@@ -13,6 +13,11 @@ use common::Harness;
 use flechtwerk::kafka::rdkafka::RdKafka;
 
 fn harness(test: &str) -> Harness {
+    // RUST_LOG=info (or flechtwerk=debug,librdkafka=debug) shows the engine's and librdkafka's logs.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
     let bootstrap = std::env::var("KAFKA_BOOTSTRAP").unwrap_or_default();
     assert!(
         !bootstrap.is_empty(),
@@ -125,4 +130,44 @@ async fn trx_23_trx_30_life_04_cfg_17_identities_and_state_per_partition() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stg_03_trait_stage_enriches_configs() {
     common::trait_stage_enriches_configs(&harness("stg03")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ext_10_pages_commit_at_state_boundaries() {
+    common::extractor::pages_commit_at_state_boundaries(&harness("ext10pages")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ext_14_a_failed_poll_aborts_only_its_open_page() {
+    common::extractor::a_failed_poll_aborts_only_its_open_page(&harness("ext14a")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn it_ext_1_two_extractors_split_and_hand_over() {
+    common::extractor::two_extractors_split_and_hand_over(&harness("itext1")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn it_ext_2_unequal_config_partition_counts_are_refused() {
+    common::extractor::unequal_config_partition_counts_are_refused(&harness("itext2")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cfg_32_suspended_and_deleted_configs_are_not_polled() {
+    common::extractor::suspended_and_deleted_configs_are_not_polled(&harness("cfg32suspended")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ext_40_replicas_beyond_the_tokens_are_standbys() {
+    common::extractor::replicas_beyond_the_tokens_are_standbys(&harness("ext40replicas")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ext_20_a_restart_resumes_from_the_committed_cursor() {
+    common::extractor::a_restart_resumes_from_the_committed_cursor(&harness("ext20a")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ext_43_a_misaligned_changelog_restores_past_other_tokens_open_pages() {
+    common::extractor::a_misaligned_changelog_restores_past_other_tokens_open_pages(&harness("ext43")).await;
 }

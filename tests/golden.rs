@@ -307,15 +307,16 @@ fn inv_02_inv_17_value_decode_matches_python() {
         let calls = policy.calls();
         match text_of(case, "result") {
             "tombstone" => {
-                // Divergence: Python's data-topic tombstone has `value=None`; our IncomingMessage
-                // always carries an Event, so a null value reads as an empty one (spec INV-02).
+                // As Python's `parse_message`: a null value is `value: None`, never decoded and
+                // never shown to the hook (INV-17); an empty value is an empty event.
                 let message = decoded.unwrap_or_else(|| panic!("{shown}: not skipped"));
-                assert!(message.value.is_empty() && calls.is_empty(), "{shown}: {message:?} {calls:?}");
+                assert!(message.value.is_none() && calls.is_empty(), "{shown}: {message:?} {calls:?}");
             }
             "ok" => {
                 if let Some(reencoded) = opt(case, "reencoded_hex") {
                     let message = decoded.unwrap_or_else(|| panic!("{shown}: skipped, Python decodes: {calls:?}"));
-                    assert_eq!(to_hex(&message.value.encode().unwrap()), text(reencoded), "{shown}");
+                    let value = message.value.unwrap_or_else(|| panic!("{shown}: only a null value is None"));
+                    assert_eq!(to_hex(&value.encode().unwrap()), text(reencoded), "{shown}");
                     assert!(calls.is_empty(), "{shown}: {calls:?}");
                 } else {
                     // Divergence: NaN / infinity / lone surrogates decode in Python and fail when
@@ -864,8 +865,8 @@ fn inv_13_14_hook_outcomes_match_python() {
                 };
                 let msg =
                     flechtwerk::testing::decode_input(&bad_value, &policy, &observer).unwrap().expect("substituted");
-                let _: &Event = &msg.value; // the call site assigns the type
-                assert_eq!(to_hex(&msg.value.encode().unwrap()), text_of(case, "value_hex"), "{name}");
+                let value: Event = msg.value.expect("substituted"); // the call site assigns the type
+                assert_eq!(to_hex(&value.encode().unwrap()), text_of(case, "value_hex"), "{name}");
                 assert_eq!(observer.events(), counted(InvalidOutcome::Substituted), "{name}");
             }
             "value failure + handler returns empty Record (falsy) → substitution, not skip" => {
@@ -873,7 +874,7 @@ fn inv_13_14_hook_outcomes_match_python() {
                 let policy = |_: &InvalidMessageError| InvalidMessageAction::Substitute(Record::new());
                 let msg =
                     flechtwerk::testing::decode_input(&bad_value, &policy, &observer).unwrap().expect("substituted");
-                assert_eq!(to_hex(&msg.value.encode().unwrap()), text_of(case, "value_hex"), "{name}");
+                assert_eq!(to_hex(&msg.value.unwrap().encode().unwrap()), text_of(case, "value_hex"), "{name}");
                 assert_eq!(observer.events(), counted(InvalidOutcome::Substituted), "{name}");
             }
             "default raise" => {
@@ -956,6 +957,45 @@ fn trx_20_attr_44_state_dedup_vs_python() {
             r#"{"a":1e16} {"a":10000000000000000}"#,
         ]
     );
+}
+
+/// STO-03, INV-40 (mixed-fleet hazard 7): reading a stored state. The engine reads changelog
+/// bytes with the strict value decoder (`wire::decode_value`, at the first read of a key); Python's
+/// `state.deserialize` is `json.loads(bytes)`, which also reads a UTF-8 BOM, UTF-16 (sniffed), a
+/// CESU-8 surrogate (`surrogatepass`) and NaN. Neither implementation writes those bytes (both
+/// encode canonically), so only a foreign writer can put them in a changelog; there Python reads
+/// what we report as corrupt state (and crashes later at the put for the surrogate and NaN).
+/// Both refuse non-objects and invalid UTF-8. An empty value never reaches a read: restore
+/// deletes on it (`is_tombstone`).
+#[test]
+fn sto_03_state_deserialize_vs_python() {
+    for case in cases("state_deserialize") {
+        let name = text_of(case, "name");
+        let bytes = hex(text_of(case, "bytes_hex"));
+        let ours = wire::decode_value(Some(&bytes));
+        match name {
+            "plain" => {
+                let reserialized = State::wrap(ours.unwrap()).encode().unwrap();
+                assert_eq!(to_hex(&reserialized), text_of(case, "reserialized_hex"), "{name}");
+            }
+            "utf8_bom" | "utf16" => {
+                assert!(opt(case, "reserialized_hex").is_some(), "{name}: Python reads and rewrites it");
+                assert!(matches!(ours, Err(DecodeError::Utf8(_) | DecodeError::Json(_))), "{name}: {ours:?}");
+            }
+            "cesu8" | "nan" => {
+                assert!(opt(case, "reserialize_error").is_some(), "{name}: Python reads it, fails to rewrite it");
+                assert!(ours.is_err(), "{name}: {ours:?}");
+            }
+            "array" | "scalar" | "invalid_utf8" => {
+                assert!(opt(case, "error").is_some(), "{name}: Python refuses it");
+                assert!(ours.is_err(), "{name}: {ours:?}");
+            }
+            "empty" => {
+                assert!(opt(case, "error").is_some() && wire::is_tombstone(Some(&bytes)), "{name}: never read");
+            }
+            other => panic!("unmapped state_deserialize case {other:?}"),
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1148,12 +1188,29 @@ fn cfg_12_cfg_20_inv_19_config_store_scenarios_match_python() {
             calls.iter().map(|c| Observed::MessageInvalid { topic: c.1.clone(), outcome: want_outcome }).collect();
         assert_eq!(observer.events(), counted, "{name}: counted hook calls");
 
-        if matches!(name, "nan_value_crashes_at_store_put" | "lone_surrogate_value_crashes_at_store_put") {
-            // Divergence: Python decodes these values, skips no hook, then crashes at the store
-            // put whatever the policy. We reject them at decode, so the policy decides (skip).
-            assert!(opt(case, "error").is_some(), "{name}: Python crashes");
-            assert!(outcome.error.is_none() && outcome.store.is_empty() && outcome.returned.is_empty(), "{name}");
-            assert_eq!(calls, [(Part::Value, "cfg".to_owned(), 0, 0, "JSONDecodeError")], "{name}");
+        if name.contains("_crashes_at_store_put") {
+            // Divergence (mixed-fleet hazard 1): Python decodes NaN, infinities and lone
+            // surrogates, never asks the hook, then crashes at the store put whatever the policy
+            // (bootstrap and drain alike). We reject them at decode, so the policy decides: skip
+            // leaves the store as it was, raise raises the InvalidMessageError.
+            let error = opt(case, "error").unwrap_or_else(|| panic!("{name}: Python crashes"));
+            assert!(matches!(text_of(error, "type"), "ValueError" | "UnicodeEncodeError"), "{name}: {error:?}");
+            assert!(items(field(case, "hook_calls")).is_empty(), "{name}: Python never asks the hook");
+            let record = fetch_order(case).pop().unwrap();
+            assert_eq!(
+                calls,
+                [(Part::Value, "cfg".to_owned(), 0, record.offset, "JSONDecodeError")],
+                "{name}: we ask the hook once"
+            );
+            let Value::Object(initial) = field(case, "initial_store_json") else { panic!("{name}: initial store") };
+            let initial: BTreeMap<String, String> =
+                initial.iter().map(|(k, v)| (k.clone(), to_hex(text(v).as_bytes()))).collect();
+            assert_eq!(outcome.store, initial, "{name}: the store is unchanged");
+            assert!(outcome.returned.is_empty(), "{name}");
+            match text_of(case, "policy") {
+                "skip" => assert!(outcome.error.is_none(), "{name}: {:?}", outcome.error),
+                _ => assert!(matches!(outcome.error, Some(PolicyError::Raised(_))), "{name}: {:?}", outcome.error),
+            }
             continue;
         }
 

@@ -321,6 +321,12 @@ fn model(ops: &[Op]) -> BTreeMap<String, Vec<u8>> {
     model
 }
 
+/// What `flechtwerk_config_store_bytes` weighs (Python's `ConfigStore.nbytes`): UTF-8 keys plus
+/// encoded values.
+fn wire_bytes(entries: &BTreeMap<String, Vec<u8>>) -> usize {
+    entries.iter().map(|(k, v)| k.len() + v.len()).sum()
+}
+
 fn contents(store: &ConfigStore) -> BTreeMap<String, Vec<u8>> {
     store
         .keys()
@@ -372,6 +378,7 @@ proptest! {
             bootstrap.finish()
         };
         prop_assert_eq!(contents(&store), model(&ops[..split]));
+        prop_assert_eq!(store.wire_bytes(), wire_bytes(&model(&ops[..split])), "config_store_bytes after the bootstrap");
         for record in &records[split..] {
             match decode_config_update(record, &RaisePolicy, &NoopObserver).unwrap() {
                 Some((key, None)) => { store.delete(&key); }
@@ -381,5 +388,6 @@ proptest! {
         }
         prop_assert_eq!(contents(&store), model(&ops));
         prop_assert_eq!(store.len(), model(&ops).len());
+        prop_assert_eq!(store.wire_bytes(), wire_bytes(&model(&ops)), "config_store_bytes after the drain");
     }
 }

@@ -204,3 +204,41 @@ async fn a_zero_timeout_poll_returns_what_was_fetched() {
     assert_eq!(drained, vec![Some(bytes::Bytes::from_static(b"k2"))], "zero-timeout polls never returned the record");
     consumer.close().await.unwrap();
 }
+
+/// A record the broker refuses (larger than its topic's `max.message.bytes`) fails its delivery
+/// promptly, inside a transaction as an abortable error, and the transaction can be aborted.
+#[tokio::test]
+async fn a_record_the_broker_refuses_fails_its_delivery() {
+    let kafka = kafka();
+    let open = topic(&kafka, "open").await;
+    let limited = unique("limited");
+    let spec = NewTopic::new(&limited, 1).replication(1).config("max.message.bytes", "1024");
+    kafka.admin().expect("admin").create_topic(&spec).await.expect("create topic");
+    let producer = kafka.producer(ProducerConfig::transactional("too-large", unique("txn"))).expect("producer");
+    producer.init_transactions().await.expect("init");
+    producer.begin_transaction().await.expect("begin");
+    let small = producer.send(ProducerRecord::new(&open, "k", b"1".to_vec())).await.expect("send");
+    let big = producer.send(ProducerRecord::new(&limited, "k", incompressible(4096))).await.expect("send");
+    let small = tokio::time::timeout(Duration::from_secs(30), small).await.expect("no hang");
+    small.expect("the small record is delivered");
+    let big = tokio::time::timeout(Duration::from_secs(30), big).await.expect("no hang");
+    let error = big.expect_err("the broker refuses the record");
+    assert_eq!(error.kind(), KafkaErrorKind::Abortable, "{error}");
+    assert!(error.to_string().contains(&limited), "{error}");
+    producer.abort_transaction().await.expect("abort");
+    producer.close().await;
+}
+
+/// `n` bytes no compression shrinks (a fixed xorshift sequence): producers compress batches, and
+/// a broker checks `max.message.bytes` against the compressed size.
+fn incompressible(n: usize) -> Vec<u8> {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}

@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use flechtwerk::testing::{decode_config_update, ConfigBootstrap};
 use flechtwerk::json::to_canonical_bytes;
 use flechtwerk::observer::NoopObserver;
+use flechtwerk::testing::{decode_config_update, ConfigBootstrap};
 use flechtwerk::wire::{self, InvalidMessageAction, RawRecord};
 use flechtwerk::Config;
 use libfuzzer_sys::fuzz_target;

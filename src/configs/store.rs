@@ -45,6 +45,9 @@ pub struct ConfigStore {
     pub(super) table: HashTable<Pos>,
     pub(super) arena: Arena,
     pub(super) hasher: FixedState,
+    /// UTF-8 key bytes plus value bytes of every record the index holds, kept as records come
+    /// and go (the wire footprint, `flechtwerk_config_store_bytes`).
+    pub(super) wire_bytes: usize,
 }
 
 impl Default for ConfigStore {
@@ -66,7 +69,7 @@ impl ConfigStore {
     }
 
     /// An empty store whose arena grows in chunks of a fixed `chunk_bytes` (by default chunks
-    /// grow with the store, see [`CHUNK_BYTES`]). Tiny chunks make compaction observable in
+    /// grow with the store up to 1 MiB). Tiny chunks make compaction observable in
     /// tests; each chunk is a memory map of its own, so a size below the page size wastes memory.
     pub fn with_chunk_bytes(chunk_bytes: usize) -> Self {
         assert!(chunk_bytes >= 64, "a chunk must hold at least a small record");
@@ -74,7 +77,7 @@ impl ConfigStore {
     }
 
     pub(super) fn with_arena(arena: Arena) -> Self {
-        ConfigStore { table: HashTable::new(), arena, hasher: FixedState::with_seed(INDEX_SEED) }
+        ConfigStore { table: HashTable::new(), arena, hasher: FixedState::with_seed(INDEX_SEED), wire_bytes: 0 }
     }
 
     /// A pre-seeded store (CFG-05): the test entry point.
@@ -142,6 +145,30 @@ impl ConfigStore {
         self.arena.memory_bytes() + self.table.allocation_size()
     }
 
+    /// The wire footprint: the UTF-8 keys plus the canonical JSON values, summed over every
+    /// entry. Tracked as entries come and go, so reading it is O(1). This is what the Python
+    /// implementation's `ConfigStore.nbytes` weighs (`flechtwerk_config_store_bytes`); what the
+    /// process really holds is [`memory_bytes`](Self::memory_bytes).
+    ///
+    /// ```
+    /// use flechtwerk::{Config, ConfigStore};
+    /// let mut store = ConfigStore::new();
+    /// store.put("tenant-a", &Config::new())?; // "tenant-a" + "{}"
+    /// assert_eq!(store.wire_bytes(), 10);
+    /// store.delete("tenant-a");
+    /// assert_eq!(store.wire_bytes(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn wire_bytes(&self) -> usize {
+        self.wire_bytes
+    }
+
+    /// Key plus value bytes of the record at `pos`.
+    fn weigh(&self, pos: Pos) -> usize {
+        let view = self.arena.view(pos);
+        view.key.len() + view.value.len()
+    }
+
     /// Stores `config` under `key`, re-encoded to canonical JSON (CFG-03). The config machinery
     /// calls this; a stage holds the store read-only.
     pub fn put(&mut self, key: &str, config: &Config) -> Result<(), EncodeError> {
@@ -183,6 +210,7 @@ impl ConfigStore {
         let hash = self.hash(key);
         let arena = &self.arena;
         let (pos, _) = self.table.find_entry(hash, |&pos| arena.key(pos) == key).ok()?.remove();
+        self.wire_bytes -= self.weigh(pos);
         let kind = self.arena.kill(pos);
         self.maybe_compact();
         Some(kind)
@@ -201,6 +229,10 @@ impl ConfigStore {
                 None
             }
         };
+        self.wire_bytes += key.len() + value.len();
+        if let Some(old) = old {
+            self.wire_bytes -= self.weigh(old);
+        }
         let replaced = old.map(|old| self.arena.kill(old));
         self.maybe_compact();
         replaced
@@ -283,6 +315,10 @@ impl ConfigStore {
 impl crate::observer::ConfigView for ConfigStore {
     fn len(&self) -> usize {
         ConfigStore::len(self)
+    }
+
+    fn wire_bytes(&self) -> usize {
+        ConfigStore::wire_bytes(self)
     }
 
     fn for_each_entry(&self, f: &mut dyn FnMut(&str, &[u8])) {

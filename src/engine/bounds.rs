@@ -31,6 +31,10 @@ pub(crate) const SESSION_TIMEOUT_MIN: Duration = Duration::from_secs(2);
 /// left open longer; TRX keeps the client default of 60 s). A batch (fetch to commit) must fit.
 pub(crate) const TASK_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// Transaction timeout of extractor token producers (EXT-17): a page must close within it. Ten
+/// minutes, as the Python implementation; a slow external source is the norm for extractors.
+pub(crate) const PAGE_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(600);
+
 /// How long an abort may take before the engine gives up on it and surfaces the original
 /// error: the coordinator aborts the transaction anyway, at the next owner's fence or at the
 /// transaction timeout, so a hung abort must not hang the shutdown.

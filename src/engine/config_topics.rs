@@ -7,7 +7,10 @@
 //! the topics through the same `enrich_config`, which is why an enriched store cannot diverge
 //! from what a fresh boot builds.
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use tracing::Instrument as _;
 
 use crate::configs::{decode_config_update, ConfigBootstrap, ConfigStore};
 use crate::engine::bounds::DRAIN_RECORDS_MAX;
@@ -19,10 +22,15 @@ use crate::observer::Observer;
 use crate::record::Config;
 use crate::wire::PolicyError;
 
+/// The config store, shared: the loop that drains it writes it (briefly, between its own
+/// reads), stage code reads it — a transformer's batch under one read guard (one consistent
+/// snapshot per batch, CFG-24), an extractor's polls per lookup (CFG-25).
+pub(crate) type SharedStore = Arc<tokio::sync::RwLock<ConfigStore>>;
+
 /// The config store and the consumer that keeps it current.
 pub(crate) struct ConfigTopics {
     consumer: Option<Box<dyn Consumer>>,
-    store: ConfigStore,
+    store: SharedStore,
 }
 
 fn enrich_error(key: &str, source: BoxError) -> Error {
@@ -40,10 +48,11 @@ async fn enriched(hooks: Hooks<'_>, key: &str, config: Config) -> Result<Config,
 impl ConfigTopics {
     /// No config topics: an empty store, no consumer.
     pub(crate) fn none() -> Self {
-        ConfigTopics { consumer: None, store: ConfigStore::new() }
+        ConfigTopics { consumer: None, store: Arc::default() }
     }
 
     /// Reads `topics` to the ends captured now into a fresh store (CFG-10..16).
+    #[tracing::instrument(name = "config.bootstrap", skip_all, fields(topics = ?topics, entries = tracing::field::Empty))]
     pub(crate) async fn bootstrap(
         kafka: &dyn Kafka,
         client_id: &str,
@@ -77,10 +86,11 @@ impl ConfigTopics {
         } else {
             bootstrap.finish_unenriched(hooks.policy, observer)?
         };
+        tracing::Span::current().record("entries", store.len());
         observer.config_store_restored(store.len());
         observer.config_store_entries(store.len());
         observer.config_store_updated(&store);
-        Ok(ConfigTopics { consumer: Some(consumer), store })
+        Ok(ConfigTopics { consumer: Some(consumer), store: Arc::new(tokio::sync::RwLock::new(store)) })
     }
 
     /// Decodes, enriches and stores each survivor (the path of an enriching stage).
@@ -101,40 +111,78 @@ impl ConfigTopics {
         Ok(bootstrap.finish())
     }
 
-    /// The store, read-only.
-    pub(crate) fn store(&self) -> &ConfigStore {
+    /// The store.
+    pub(crate) fn store(&self) -> &SharedStore {
         &self.store
     }
 
-    /// Applies everything that arrived since the last drain, without waiting (CFG-20). Returns
-    /// how many records were applied.
-    pub(crate) async fn drain(&mut self, hooks: Hooks<'_>, observer: &dyn Observer) -> Result<usize, Error> {
+    /// Applies everything that arrived since the last drain, without waiting (CFG-20). Records
+    /// are decoded and enriched first; the store is locked only to apply them, and `applied`
+    /// runs under the same lock with the (topic, key) of each record applied, in order (a key
+    /// may repeat): whatever it derives from the store changes with the store, atomically for
+    /// every reader.
+    pub(crate) async fn drain(
+        &mut self,
+        hooks: Hooks<'_>,
+        observer: &dyn Observer,
+        applied: impl FnOnce(&ConfigStore, Vec<(Arc<str>, String)>) -> Result<(), Error>,
+    ) -> Result<(), Error> {
         let Some(consumer) = self.consumer.as_mut() else {
-            return Ok(0);
+            return Ok(());
         };
         let polled = consumer.poll(DRAIN_RECORDS_MAX, Duration::ZERO).await?;
-        let mut applied = 0;
-        for record in &polled.records {
+        if polled.records.is_empty() {
+            return Ok(());
+        }
+        // A span only for a drain that has records (an empty one runs every loop).
+        let span = tracing::info_span!("config.drain", records = polled.records.len(), applied = tracing::field::Empty);
+        let count = self.apply_drained(&polled.records, hooks, observer, applied).instrument(span.clone()).await?;
+        span.record("applied", count);
+        Ok(())
+    }
+
+    /// Applies drained records under the store's write lock, then `applied`; returns how many
+    /// were applied.
+    async fn apply_drained(
+        &mut self,
+        records: &[crate::wire::RawRecord],
+        hooks: Hooks<'_>,
+        observer: &dyn Observer,
+        applied: impl FnOnce(&ConfigStore, Vec<(Arc<str>, String)>) -> Result<(), Error>,
+    ) -> Result<usize, Error> {
+        let mut updates = Vec::new();
+        for record in records {
             let Some((key, value)) = decode_config_update(record, hooks.policy, observer)? else {
                 continue; // skipped: the previous value stays (INV-12)
             };
-            match value {
+            let config = match value {
+                None => None,
+                Some(map) => Some(enriched(hooks, &key, Config::wrap(map)).await?),
+            };
+            updates.push((record, key, config));
+        }
+        if updates.is_empty() {
+            return Ok(0);
+        }
+        let mut store = self.store.write().await;
+        let mut keys = Vec::with_capacity(updates.len());
+        for (record, key, config) in updates {
+            match config {
                 None => {
-                    self.store.delete(&key);
+                    store.delete(&key);
                 }
-                Some(map) => {
-                    let config = enriched(hooks, &key, Config::wrap(map)).await?;
-                    self.store.put(&key, &config).map_err(|e| PolicyError::substitute_not_encodable(record, e))?;
+                Some(config) => {
+                    store.put(&key, &config).map_err(|e| PolicyError::substitute_not_encodable(record, e))?;
                 }
             }
             observer.config_message_in(&record.topic);
-            applied += 1;
+            keys.push((Arc::clone(&record.topic), key));
         }
-        if applied > 0 {
-            observer.config_store_entries(self.store.len());
-            observer.config_store_updated(&self.store);
-        }
-        Ok(applied)
+        observer.config_store_entries(store.len());
+        observer.config_store_updated(&*store);
+        let count = keys.len();
+        applied(&store, keys)?;
+        Ok(count)
     }
 
     /// Releases the consumer.

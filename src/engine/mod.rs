@@ -10,6 +10,7 @@
 //! - [`config_topics`]: the config store at run time (bootstrap at start, drain every loop).
 //! - [`hooks`]: the stage's hooks as the decoders and the config machinery take them.
 //! - [`tasks`]: the transformer runner (one task per input partition number).
+//! - [`tokens`]: the extractor runner (ownership tokens, per-page transactions, standbys).
 //! - [`buggify`]: fault points that only simulations enable.
 //!
 //! The engine depends on the ports (Kafka, state, observer), the config store and the wire
@@ -22,6 +23,7 @@ pub(crate) mod hooks;
 pub(crate) mod settings;
 pub(crate) mod stop;
 pub(crate) mod tasks;
+pub(crate) mod tokens;
 pub(crate) mod txn;
 
 pub use settings::Guarantee;

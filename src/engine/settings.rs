@@ -14,6 +14,9 @@ pub(crate) struct Settings {
     pub(crate) replication_factor: i16,
     pub(crate) session_timeout: Duration,
     pub(crate) guarantee: Guarantee,
+    /// Extractors: the wait between poll cycles, from the end of one to the start of the next
+    /// (EXT-03). Transformers ignore it.
+    pub(crate) poll_interval: Option<Duration>,
 }
 
 impl Settings {
@@ -31,6 +34,16 @@ impl Settings {
     /// The client id of task `partition`'s producer (LIFE-04): `{client_id}-{partition}`.
     pub(crate) fn task_client_id(&self, partition: i32) -> String {
         format!("{}-{partition}", self.client_id)
+    }
+
+    /// The transactional id of extractor token `token` (LIFE-03): `{application_id}-{token}`.
+    pub(crate) fn token_transactional_id(&self, token: i32) -> String {
+        format!("{}-{token}", self.application_id)
+    }
+
+    /// The client id of token `token`'s producer (LIFE-04): `{client_id}-{token}`.
+    pub(crate) fn token_client_id(&self, token: i32) -> String {
+        format!("{}-{token}", self.client_id)
     }
 }
 

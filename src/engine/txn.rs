@@ -99,8 +99,9 @@ impl<'a> Txn<'a> {
     }
 
     /// The one exit of a transaction: commits what `filled` (the result of writing it) left, or
-    /// aborts and returns the error. Returns whether a transaction committed.
-    pub(crate) async fn finish(mut self, filled: Result<(), Error>) -> Result<bool, Error> {
+    /// aborts and returns the error. Returns whether a transaction committed. Afterwards no
+    /// transaction is open, and the same `Txn` can write the next one (an extractor's pages).
+    pub(crate) async fn finish(&mut self, filled: Result<(), Error>) -> Result<bool, Error> {
         let result = match filled {
             Ok(()) => self.commit().await,
             Err(error) => Err(error),
@@ -108,7 +109,7 @@ impl<'a> Txn<'a> {
         if let Err(error) = result {
             // Pending deliveries resolve with the abort; nobody waits for them.
             self.deliveries.clear();
-            abort_open(self.producer, self.state, &error).await;
+            abort_open(self.producer, &mut *self.state, &error).await;
             return Err(error);
         }
         result

@@ -4,7 +4,7 @@ use super::encode::python_float_repr;
 use super::parse::{check_int_digits, scan_number, Parser};
 use super::{JsonError, JSON_DEPTH_MAX};
 
-/// Checks that `bytes` is one JSON object already in canonical form (what [`write_object`]
+/// Checks that `bytes` is one JSON object already in canonical form (what [`write_object`](super::write_object)
 /// would produce for its parsed value), without allocating a value.
 ///
 /// `Ok(true)`: canonical, store the bytes as they are. `Ok(false)`: valid JSON that is not

@@ -16,6 +16,15 @@ pub enum KafkaErrorKind {
     Retriable,
     /// The topic or partition does not exist.
     UnknownTopic,
+    /// The cluster would not let this client in: SASL authentication failed, the TLS handshake
+    /// failed (an untrusted or mismatched certificate), or the connection broke during the
+    /// protocol handshake (a plaintext client on a TLS listener). Fatal: retrying cannot help
+    /// until the configuration changes.
+    Authentication,
+    /// The broker refused an operation on a resource for lack of an ACL (topic, group,
+    /// transactional id or cluster; the context names it). Fatal: retrying cannot help until
+    /// the ACLs change.
+    Authorization,
     /// Anything else: a bug, a misconfiguration, an unclassified broker error.
     Other,
 }
@@ -92,9 +101,20 @@ impl KafkaError {
         self.kind == KafkaErrorKind::Fenced
     }
 
-    /// The client cannot continue (fenced included).
+    /// The client cannot continue (fenced, refused authentication or authorization included).
     pub fn is_fatal(&self) -> bool {
-        matches!(self.kind, KafkaErrorKind::Fenced | KafkaErrorKind::Fatal)
+        matches!(
+            self.kind,
+            KafkaErrorKind::Fenced
+                | KafkaErrorKind::Fatal
+                | KafkaErrorKind::Authentication
+                | KafkaErrorKind::Authorization
+        )
+    }
+
+    /// The cluster refused this client: authentication (SASL, TLS) or an ACL.
+    pub fn is_refused(&self) -> bool {
+        matches!(self.kind, KafkaErrorKind::Authentication | KafkaErrorKind::Authorization)
     }
 
     /// The transaction must be aborted.

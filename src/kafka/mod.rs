@@ -1,7 +1,7 @@
 //! The Kafka port: exactly what the engines need from Kafka, and nothing of any client library.
 //!
 //! Two adapters implement it: the production one on librdkafka (feature `rdkafka`,
-//! [`rdkafka`](crate::kafka::rdkafka) module) and the simulated cluster of the `flechtwerk-sim`
+//! `flechtwerk::kafka::rdkafka` module) and the simulated cluster of the `flechtwerk-sim`
 //! crate (madsim). One conformance suite (`flechtwerk::testing::conformance`, feature `testing`)
 //! runs the same client-level scenarios on both, so a behaviour the engine relies on is checked against a real broker and kept
 //! honest in the simulator.
@@ -11,7 +11,7 @@
 //! depends on it.
 
 mod error;
-#[cfg(all(feature = "rdkafka", not(madsim)))]
+#[cfg(all(feature = "rdkafka-plaintext", not(madsim)))]
 pub mod rdkafka;
 // `pub` items here are the test kit's too (`testing` re-exports them).
 #[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
@@ -322,6 +322,12 @@ pub trait Consumer: Send {
 
     /// The end of a partition as this consumer sees it: the last stable offset.
     async fn end_offset(&mut self, partition: &TopicPartition) -> KafkaResult<i64>;
+
+    /// The high watermark of a partition: the offset after its last record, whether that
+    /// record's transaction is decided or not (`ListOffsets(latest)` under
+    /// `read_uncommitted`). A `read_committed` position reaches it only once every transaction
+    /// with records below it has committed or aborted.
+    async fn log_end_offset(&mut self, partition: &TopicPartition) -> KafkaResult<i64>;
 
     /// The partition count of `topic`, `None` when the topic does not exist. Fresh metadata: a
     /// topic created a moment ago is visible.

@@ -53,12 +53,25 @@ pub enum ReadError<E> {
 pub async fn read_to_end<E>(
     consumer: &mut dyn Consumer,
     partitions: &[TopicPartition],
-    mut on_record: impl FnMut(RawRecord) -> Result<(), E>,
+    on_record: impl FnMut(RawRecord) -> Result<(), E>,
 ) -> Result<ReadToEnd, ReadError<E>> {
     let mut ends = BTreeMap::new();
     for partition in partitions {
         ends.insert(partition.clone(), consumer.end_offset(partition).await?);
     }
+    read_to(consumer, ends, READ_STALL_MAX, on_record).await
+}
+
+/// Like [`read_to_end`], up to the given ends instead of the last stable offsets: with ends
+/// past an open transaction (a high watermark), the read waits until that transaction is
+/// decided. `stall_max` bounds a wait without progress.
+pub(crate) async fn read_to<E>(
+    consumer: &mut dyn Consumer,
+    ends: BTreeMap<TopicPartition, i64>,
+    stall_max: Duration,
+    mut on_record: impl FnMut(RawRecord) -> Result<(), E>,
+) -> Result<ReadToEnd, ReadError<E>> {
+    let partitions: Vec<TopicPartition> = ends.keys().cloned().collect();
     let assignment: Vec<(TopicPartition, StartOffset)> =
         partitions.iter().map(|p| (p.clone(), StartOffset::Beginning)).collect();
     consumer.assign(&assignment).await?;
@@ -101,13 +114,13 @@ pub async fn read_to_end<E>(
         if progressed {
             last_progress = tokio::time::Instant::now();
         }
-        if last_progress.elapsed() >= READ_STALL_MAX && !open.is_empty() {
+        if last_progress.elapsed() >= stall_max && !open.is_empty() {
             let names: Vec<String> = open.iter().map(ToString::to_string).collect();
             return Err(ReadError::Kafka(
                 KafkaError::new(
                     KafkaErrorKind::Retriable,
                     "read_to_end",
-                    format!("no progress for {READ_STALL_MAX:?} towards the captured end"),
+                    format!("no progress for {stall_max:?} towards the captured end"),
                 )
                 .with_context(names.join(", ")),
             ));

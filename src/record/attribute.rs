@@ -90,7 +90,7 @@ impl CodecError {
 /// A pair of functions between a JSON value and a Rust value (ATTR-10).
 ///
 /// Implement it for your own wire types; the atoms below cover JSON's scalars, and
-/// [`list`], [`set`], [`tuple`] and [`dict`] compose them.
+/// [`list()`], [`set()`], [`tuple()`] and [`dict()`] compose them.
 pub trait Codec<V>: Send + Sync {
     /// Reads a JSON value.
     fn decode(&self, raw: &Value) -> Result<V, CodecError>;

@@ -30,7 +30,7 @@ use crate::record::Config;
 /// };
 /// let enriched = futures::executor::block_on(add_url.enrich_config(Config::new().with(&HOST, "a.example".to_owned())?))?;
 /// assert_eq!(enriched.get(&URL)?.as_deref(), Some("https://a.example/api"));
-/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # Ok::<(), BoxError>(())
 /// ```
 pub trait EnrichConfig: Send + Sync {
     /// The enriched config (the store keeps what this returns).

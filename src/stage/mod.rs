@@ -5,6 +5,8 @@
 //!
 //! - [`Transformer`] / [`transformer`]: a partitioned, keyed input stream → output messages and
 //!   per-key state, one Kafka transaction per task per batch.
+//! - [`Extractor`] / [`extractor`]: polls an external source per config entry, emitting
+//!   messages in pages, one Kafka transaction per page, with a resume cursor as its state.
 //!
 //! Hooks every shape has (STG-01..08): config topics read into the global store, the state key
 //! of a record, an optional [`EnrichConfig`] applied to every config record on its way into the
@@ -12,9 +14,12 @@
 //! teardown.
 
 mod enrich;
+mod extractor;
 mod transformer;
 
 pub use enrich::EnrichConfig;
+pub(crate) use extractor::PageSink;
+pub use extractor::{extractor, Emit, Extractor, ExtractorBuilder, FnExtractor, Page, Wakeup};
 pub use transformer::{transformer, FnTransformer, Output, Transformer, TransformerBuilder};
 
 pub use crate::error::BoxError;

@@ -1,27 +1,37 @@
 //! The RocksDB adapter of the [`StateStore`] port (production only: simulation builds never link
 //! RocksDB, they use [`InMemoryStores`](super::InMemoryStores)).
 //!
+//! It calls RocksDB's C API through the small wrapper in `ffi` and links the system
+//! `librocksdb` (found by `build.rs`; see the README's build note): nothing is compiled from
+//! C++ source and no bindings are generated.
+//!
 //! Task `p` of application `a` keeps its state at `<root>/<a>/state/<p>/state.db`. The database
-//! is opened lazily on first access, so a stage that never touches state never creates a file
-//! (STO-05); [`StateStore::wipe`] closes it and removes its files, and the next access opens a
-//! new, empty one in the same place (STO-06).
+//! is opened lazily by the first write: until then reads return nothing and deletes do nothing,
+//! so a stage that never writes state (a stateless transformer, or one that only looks values
+//! up) never creates a file (STO-05). [`StateStore::wipe`] closes it and removes its files, and
+//! the next write opens a new, empty one in the same place (STO-06).
 //!
 //! The store is a cache of the task's changelog partition, rebuilt from the changelog whenever
 //! the task starts, so it is tuned for speed rather than durability:
 //!
 //! - **No write-ahead log, no fsync.** The changelog, written in the task's Kafka transaction, is
 //!   the durable copy. After a crash the local files are never trusted: a database found on disk
-//!   at first access is discarded and the state restored from the changelog.
+//!   when the store opens is discarded and the state restored from the changelog.
 //! - **Small write buffers** (4 MiB, at most two): a process runs a store per task, and the
 //!   memtables are most of each store's memory. Without a WAL they are also what RocksDB flushes
 //!   when a store is closed, so small buffers keep wipes (and so rebalances) cheap.
 //! - **Few, small info logs** and a bounded number of open table files per store.
 
+// All of the adapter's unsafe code is in `ffi`, each block with its SAFETY comment.
+#![deny(unsafe_code)]
+
 use std::path::{Component, Path, PathBuf};
 
-use ::rocksdb::{LogLevel, Options, WriteOptions, DB};
-
+use self::ffi::{Db, LogLevel, Options, ReadOptions, WriteOptions};
 use super::{StateError, StateStore, StateStores};
+
+#[allow(unsafe_code)]
+mod ffi;
 
 /// Opens each task's [`RocksDbStateStore`] under one root directory.
 #[derive(Clone, Debug)]
@@ -75,14 +85,21 @@ impl StateStores for RocksDbStores {
     }
 }
 
-/// One task's state in a RocksDB database, opened on first access.
+/// One task's state in a RocksDB database, opened by the first write.
 ///
-/// Dropping the store closes the database and leaves its files; the next owner of the task
-/// discards them on first access.
+/// Until something is written the store is empty without a database: reads return nothing and
+/// deletes do nothing, so a stage that only reads (a stateless transformer's baseline lookups)
+/// never creates a file. Dropping the store closes the database and leaves its files; the next
+/// owner of the task discards them when it opens the database.
+///
+/// The store is [`Send`] (the [`StateStore`] port requires it): a RocksDB database may be used
+/// from any thread, and the store's C objects have no thread affinity (see the `SAFETY`
+/// comments of its `ffi` module). It is not `Sync`; the engine never shares a task's store.
 pub struct RocksDbStateStore {
     path: PathBuf,
     partition: i32,
-    db: Option<DB>,
+    db: Option<Db>,
+    read: ReadOptions,
     write: WriteOptions,
 }
 
@@ -98,14 +115,14 @@ impl std::fmt::Debug for RocksDbStateStore {
 
 impl RocksDbStateStore {
     fn new(path: PathBuf, partition: i32) -> Self {
-        let mut write = WriteOptions::default();
+        let mut write = WriteOptions::new();
         write.disable_wal(true);
         write.set_sync(false);
-        RocksDbStateStore { path, partition, db: None, write }
+        RocksDbStateStore { path, partition, db: None, read: ReadOptions::new(), write }
     }
 
     fn options() -> Options {
-        let mut options = Options::default();
+        let mut options = Options::new();
         options.create_if_missing(true);
         options.set_use_fsync(false);
         options.set_write_buffer_size(4 << 20);
@@ -121,35 +138,29 @@ impl RocksDbStateStore {
         StateError::new(self.partition, format!("{what} {}", self.path.display())).with_source(source)
     }
 
-    /// The open database, opening an empty one on first access.
-    fn db(&mut self) -> Result<&DB, StateError> {
+    /// The open database, opening an empty one on first use (by a write).
+    fn db(&mut self) -> Result<&Db, StateError> {
         if self.db.is_none() {
             self.db = Some(self.open_empty()?);
         }
         Ok(self.db.as_ref().expect("opened above"))
     }
 
-    fn open_empty(&self) -> Result<DB, StateError> {
+    fn open_empty(&self) -> Result<Db, StateError> {
         let options = Self::options();
         if let Some(parent) = self.path.parent() {
             std::fs::create_dir_all(parent).map_err(|e| self.error("creating the parent of", e))?;
         }
-        // Opening takes the database's lock, so a store still open elsewhere is an error here
-        // and never has its files removed below.
-        let db = DB::open(&options, &self.path).map_err(|e| self.error("opening", e))?;
-        let mut iter = db.raw_iterator();
-        iter.seek_to_first();
-        let leftover = iter.valid();
-        iter.status().map_err(|e| self.error("reading", e))?;
-        drop(iter);
-        if !leftover {
-            return Ok(db);
+        if std::fs::symlink_metadata(&self.path).is_ok() {
+            // Files left by an earlier owner (a crash, or a drop, skips the wipe): never
+            // trusted, since the store is restored from the changelog. RocksDB's DestroyDB takes
+            // the database's lock first, so a store still open elsewhere is an error here and
+            // keeps its files; it deletes without reading them, so damaged leftovers go too.
+            Db::destroy(&options, &self.path).map_err(|e| self.error("discarding the leftover database", e))?;
+            // Whatever DestroyDB does not know as a RocksDB file.
+            self.remove_files()?;
         }
-        // Files left by an earlier run (a crash skips the wipe): never trusted, since the store
-        // is restored from the changelog.
-        drop(db);
-        self.remove_files()?;
-        DB::open(&options, &self.path).map_err(|e| self.error("opening", e))
+        Db::open(&options, &self.path).map_err(|e| self.error("opening", e))
     }
 
     fn remove_files(&self) -> Result<(), StateError> {
@@ -162,20 +173,26 @@ impl RocksDbStateStore {
 
 impl StateStore for RocksDbStateStore {
     fn get(&mut self, key: &str) -> Result<Option<Vec<u8>>, StateError> {
-        let value = self.db()?.get_pinned(key).map(|v| v.map(|v| v.to_vec()));
-        value.map_err(|e| self.error("reading", e))
+        // Not opened (or wiped since): this owner wrote nothing, so there is nothing to read,
+        // and reading creates no database (STO-05).
+        let Some(db) = &self.db else {
+            return Ok(None);
+        };
+        db.get(&self.read, key.as_bytes()).map_err(|e| self.error("reading", e))
     }
 
     fn put(&mut self, key: &str, value: &[u8]) -> Result<(), StateError> {
         self.db()?;
         let db = self.db.as_ref().expect("opened above");
-        db.put_opt(key, value, &self.write).map_err(|e| self.error("writing", e))
+        db.put(&self.write, key.as_bytes(), value).map_err(|e| self.error("writing", e))
     }
 
     fn delete(&mut self, key: &str) -> Result<(), StateError> {
-        self.db()?;
-        let db = self.db.as_ref().expect("opened above");
-        db.delete_opt(key, &self.write).map_err(|e| self.error("writing", e))
+        // Not opened: nothing to delete, and no database to create for it.
+        let Some(db) = &self.db else {
+            return Ok(());
+        };
+        db.delete(&self.write, key.as_bytes()).map_err(|e| self.error("writing", e))
     }
 
     fn wipe(&mut self) -> Result<(), StateError> {
@@ -226,7 +243,26 @@ mod tests {
 
         let mut store = stores.open("app", 3).unwrap();
         assert_eq!(store.get("k").unwrap(), None);
-        assert!(root.0.join("app/state/3/state.db").is_dir());
+        assert!(!root.0.exists(), "a read alone must not create files");
+        store.put("k", b"1").unwrap();
+        assert!(root.0.join("app/state/3/state.db").is_dir(), "the first write opens the database");
+    }
+
+    /// A stateless transformer reads a baseline and deletes nothing it wrote: no database, no
+    /// directory (STO-05), however often it does so, and wiping and dropping leave none either.
+    #[test]
+    fn sto_05_reads_and_deletes_alone_create_nothing() {
+        let root = TempRoot::new("stateless");
+        let stores = RocksDbStores::new(&root.0);
+        let mut store = stores.open("app", 0).unwrap();
+        for i in 0..100 {
+            assert_eq!(store.get(&format!("k{i}")).unwrap(), None);
+            store.delete(&format!("k{i}")).unwrap();
+        }
+        assert!(!root.0.exists(), "get/delete on a never-written store must not open RocksDB");
+        store.wipe().unwrap();
+        drop(store);
+        assert!(!root.0.exists());
     }
 
     #[test]
@@ -240,8 +276,10 @@ mod tests {
         store.wipe().unwrap();
         assert!(!path.exists(), "wipe removes the files");
         assert_eq!(store.get("k1").unwrap(), None);
-        assert!(path.is_dir(), "the next access opens a new database in the same place");
+        store.delete("k1").unwrap();
+        assert!(!path.exists(), "reads and deletes after a wipe open nothing");
         store.put("k2", b"{}").unwrap();
+        assert!(path.is_dir(), "the next write opens a new database in the same place");
         assert_eq!(store.get("k2").unwrap().as_deref(), Some(&b"{}"[..]));
         assert_eq!(store.get("k1").unwrap(), None);
     }
@@ -271,10 +309,12 @@ mod tests {
         }
         store.put("", b"empty key").unwrap();
         store.put("ключ", b"").unwrap();
-        for i in 0..5_000 {
+        store.put("key-1", b"overwritten").unwrap();
+        for i in 2..5_000 {
             let got = store.get(&format!("key-{i}")).unwrap();
             assert_eq!(got, (i % 3 != 0).then(|| value(i)), "key-{i}");
         }
+        assert_eq!(store.get("key-1").unwrap().as_deref(), Some(&b"overwritten"[..]));
         assert_eq!(store.get("").unwrap().as_deref(), Some(&b"empty key"[..]));
         assert_eq!(store.get("ключ").unwrap().as_deref(), Some(&b""[..]));
     }
@@ -296,27 +336,144 @@ mod tests {
         assert_eq!(b.get("k").unwrap().as_deref(), Some(&b"b"[..]));
     }
 
+    /// Values bigger than the write buffer, and bytes that are not UTF-8, round-trip.
+    #[test]
+    fn round_trip_of_large_and_binary_values() {
+        let root = TempRoot::new("large");
+        let mut store = RocksDbStores::new(&root.0).open("app", 0).unwrap();
+        let large: Vec<u8> = (0..6 << 20).map(|i: u32| (i % 251) as u8).collect();
+        let binary = [0u8, 255, 0, 128, 1];
+        store.put("large", &large).unwrap();
+        store.put("binary", &binary).unwrap();
+        for i in 0..20_000 {
+            store.put(&format!("filler-{i}"), &[b'x'; 100]).unwrap(); // flushes memtables to files
+        }
+        assert_eq!(store.get("large").unwrap().as_deref(), Some(&large[..]));
+        assert_eq!(store.get("binary").unwrap().as_deref(), Some(&binary[..]));
+        assert_eq!(store.get("filler-19999").unwrap().as_deref(), Some(&[b'x'; 100][..]));
+    }
+
     #[test]
     fn leftover_files_are_discarded() {
         let root = TempRoot::new("leftover");
         let stores = RocksDbStores::new(&root.0);
+        let path = stores.path("app", 0);
         let mut store = stores.open("app", 0).unwrap();
         store.put("stale", b"1").unwrap();
+        for i in 0..20_000 {
+            store.put(&format!("stale-{i}"), &[b's'; 100]).unwrap(); // some in table files
+        }
         drop(store); // a crash: no wipe
+        assert!(path.join("CURRENT").is_file());
         let mut store = stores.open("app", 0).unwrap();
         assert_eq!(store.get("stale").unwrap(), None, "a new owner starts empty");
+        store.put("fresh", b"2").unwrap();
+        assert_eq!(store.get("stale").unwrap(), None, "opening discarded the leftovers");
+        assert_eq!(store.get("stale-19999").unwrap(), None);
+        assert_eq!(store.get("fresh").unwrap().as_deref(), Some(&b"2"[..]));
+    }
+
+    /// Leftovers RocksDB could not open (a crash mid-write, a stray file) are discarded too:
+    /// they are deleted, never read.
+    #[test]
+    fn damaged_leftovers_are_discarded() {
+        let root = TempRoot::new("damaged");
+        let stores = RocksDbStores::new(&root.0);
+        let path = stores.path("app", 0);
+        std::fs::create_dir_all(&path).unwrap();
+        std::fs::write(path.join("CURRENT"), b"MANIFEST-000042\n").unwrap(); // a missing manifest
+        std::fs::write(path.join("000007.sst"), b"not a table").unwrap();
+        std::fs::write(path.join("notes.txt"), b"not RocksDB's").unwrap();
+        let mut store = stores.open("app", 0).unwrap();
+        store.put("k", b"v").unwrap();
+        assert_eq!(store.get("k").unwrap().as_deref(), Some(&b"v"[..]));
+        assert!(!path.join("notes.txt").exists() && !path.join("000007.sst").exists());
     }
 
     #[test]
     fn same_task_open_twice_is_an_error() {
         let root = TempRoot::new("locked");
         let stores = RocksDbStores::new(&root.0);
+        let path = stores.path("app", 0);
         let mut first = stores.open("app", 0).unwrap();
         first.put("k", b"1").unwrap();
+        let files = |path: &Path| {
+            let mut names: Vec<_> = std::fs::read_dir(path)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .filter(|name| !name.starts_with("LOG")) // RocksDB rolls the info log on open
+                .collect();
+            names.sort();
+            names
+        };
+        let before = files(&path);
         let mut second = stores.open("app", 0).unwrap();
-        let err = second.get("k").unwrap_err();
-        assert!(std::error::Error::source(&err).is_some(), "{err}");
-        assert_eq!(first.get("k").unwrap().as_deref(), Some(&b"1"[..]), "files untouched");
+        assert_eq!(second.get("k").unwrap(), None, "unopened: nothing written by this owner");
+        let err = second.put("k", b"2").unwrap_err();
+        assert!(err.to_string().contains("discarding the leftover database"), "{err}");
+        let source = std::error::Error::source(&err).expect("RocksDB's message").to_string();
+        assert!(source.contains("lock"), "{source}");
+        assert_eq!(files(&path), before, "the open database keeps its files");
+        assert_eq!(first.get("k").unwrap().as_deref(), Some(&b"1"[..]));
+        first.put("k2", b"3").unwrap();
+    }
+
+    /// Where the database should be there is a file: a named error, no panic, and the file
+    /// is left alone.
+    #[test]
+    fn unusable_path_is_a_state_error() {
+        let root = TempRoot::new("file");
+        let stores = RocksDbStores::new(&root.0);
+        let path = stores.path("app", 4);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, b"a file").unwrap();
+        let mut store = stores.open("app", 4).unwrap();
+        let err = store.put("k", b"v").unwrap_err();
+        let message = err.to_string();
+        assert!(message.starts_with("state store of task 4: "), "{message}");
+        assert!(message.contains(&path.display().to_string()), "{message}");
+        let source = std::error::Error::source(&err).expect("the cause").to_string();
+        assert!(source.starts_with("RocksDB: "), "{source}");
+        assert_eq!(std::fs::read(&path).unwrap(), b"a file");
+        assert_eq!(store.get("k").unwrap(), None);
+        store.wipe().unwrap();
+
+        // The parent is a file: creating the directories fails.
+        let blocked = RocksDbStores::new(path.join("below"));
+        let err = blocked.open("app", 4).unwrap().put("k", b"v").unwrap_err();
+        assert!(err.to_string().contains("creating the parent of"), "{err}");
+        assert!(std::error::Error::source(&err).is_some());
+
+        // A path RocksDB cannot be given.
+        let err = RocksDbStores::new("/tmp/nul\0byte").open("app", 4).unwrap().put("k", b"v").unwrap_err();
+        assert!(std::error::Error::source(&err).unwrap().to_string().contains("NUL"), "{err}");
+    }
+
+    /// The port requires `Send`: a store opened on one thread is used, wiped and dropped
+    /// (closing RocksDB) on others.
+    #[test]
+    fn store_moves_between_threads() {
+        fn assert_send<T: Send>() {}
+        assert_send::<RocksDbStateStore>();
+        assert_send::<RocksDbStores>();
+        let root = TempRoot::new("threads");
+        let mut store = RocksDbStores::new(&root.0).open("app", 0).unwrap();
+        store.put("k", b"main").unwrap();
+        let mut store = std::thread::spawn(move || {
+            assert_eq!(store.get("k").unwrap().as_deref(), Some(&b"main"[..]));
+            store.put("k", b"worker").unwrap();
+            store
+        })
+        .join()
+        .unwrap();
+        assert_eq!(store.get("k").unwrap().as_deref(), Some(&b"worker"[..]));
+        std::thread::spawn(move || {
+            store.wipe().unwrap();
+            store.put("after", b"wipe").unwrap();
+            drop(store);
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

@@ -24,8 +24,12 @@ use crate::kafka::{
 };
 use crate::wire::{Header, RawRecord};
 
+/// Restarts the broker on its data (log, transactions, offsets and producer state kept), and
+/// resolves once it serves requests again.
+pub type RestartBroker = std::sync::Arc<dyn Fn() -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
+
 /// Settings of one suite run.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Env {
     /// Prefix of every topic, group and transactional id the suite creates.
     pub prefix: String,
@@ -35,6 +39,21 @@ pub struct Env {
     pub group_settle_max: Duration,
     /// Upper bound for one read to find the records it expects.
     pub read_max: Duration,
+    /// How the runner restarts the broker; without it the `broker-restart` scenario fails (a
+    /// runner that cannot restart its broker cannot claim conformance).
+    pub restart_broker: Option<RestartBroker>,
+}
+
+impl std::fmt::Debug for Env {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Env")
+            .field("prefix", &self.prefix)
+            .field("replication_factor", &self.replication_factor)
+            .field("group_settle_max", &self.group_settle_max)
+            .field("read_max", &self.read_max)
+            .field("restart_broker", &self.restart_broker.is_some())
+            .finish()
+    }
 }
 
 impl Env {
@@ -45,7 +64,14 @@ impl Env {
             replication_factor: 1,
             group_settle_max: Duration::from_secs(60),
             read_max: Duration::from_secs(30),
+            restart_broker: None,
         }
+    }
+
+    /// The same settings, with a way to restart the broker.
+    pub fn with_restart(mut self, restart: RestartBroker) -> Self {
+        self.restart_broker = Some(restart);
+        self
     }
 
     fn name(&self, what: &str) -> String {
@@ -126,6 +152,41 @@ pub fn scenarios() -> Vec<Scenario> {
             name: "tombstones-headers-timestamps",
             pins: "null values, headers and timestamps round-trip (CFG-12, TRX-13)",
             run: |k, e| Box::pin(round_trip(k, e)),
+        },
+        Scenario {
+            name: "lso-per-partition",
+            pins: "an open transaction holds back only its own partitions' LSO (IT-LB-2, STO-11)",
+            run: |k, e| Box::pin(lso_per_partition(k, e)),
+        },
+        Scenario {
+            name: "zombie-races-init",
+            pins: "a zombie sending while its successor inits: fenced, none of its records visible (IT-LB-1)",
+            run: |k, e| Box::pin(zombie_races_init(k, e)),
+        },
+        Scenario {
+            name: "transaction-timeout",
+            pins: "the coordinator aborts a transaction past its timeout; its producer is fenced (EXT-17)",
+            run: |k, e| Box::pin(transaction_timeout(k, e)),
+        },
+        Scenario {
+            name: "unstable-offsets",
+            pins: "committed() waits for offsets pending in an open transaction (TRX-31)",
+            run: |k, e| Box::pin(unstable_offsets(k, e)),
+        },
+        Scenario {
+            name: "silent-member-open-transaction",
+            pins: "a member gone silent with an open transaction: its successor fences and aborts it (TRX-31, TRX-33)",
+            run: |k, e| Box::pin(silent_member_open_transaction(k, e)),
+        },
+        Scenario {
+            name: "compaction",
+            pins: "compaction removes superseded values, and tombstones after delete.retention.ms (CFG-11, CFG-12)",
+            run: |k, e| Box::pin(compaction(k, e)),
+        },
+        Scenario {
+            name: "broker-restart",
+            pins: "a restart keeps logs, offsets, open transactions and producer epochs (TRX-31, LIFE-23)",
+            run: |k, e| Box::pin(broker_restart(k, e)),
         },
     ]
 }
@@ -476,4 +537,381 @@ async fn round_trip(kafka: &dyn Kafka, env: &Env) -> Result<(), Failure> {
     })?;
     check(records[1].value.is_none(), || format!("a tombstone read back as {:?}", records[1].value))?;
     check(records[1].key.as_deref() == Some(b"k1"), || "a tombstone lost its key".into())
+}
+
+fn keys_of(records: &[RawRecord]) -> Vec<String> {
+    records.iter().map(|r| String::from_utf8_lossy(r.key.as_deref().unwrap_or_default()).into_owned()).collect()
+}
+
+/// Reads `topic` until `done` holds or `bound` passes; returns the last read.
+async fn read_until(
+    kafka: &dyn Kafka,
+    env: &Env,
+    topic: &str,
+    bound: Duration,
+    done: impl Fn(&[RawRecord]) -> bool,
+) -> Result<Vec<RawRecord>, Failure> {
+    let deadline = tokio::time::Instant::now() + bound;
+    loop {
+        let records = read_all(kafka, env, topic).await?;
+        if done(&records) || tokio::time::Instant::now() >= deadline {
+            return Ok(records);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// An open transaction on partition 1 holds back partition 1 only: records committed on
+/// partition 0 after it began are visible at once, and a read of both partitions to their ends
+/// returns promptly with partition 0's records.
+async fn lso_per_partition(kafka: &dyn Kafka, env: &Env) -> Result<(), Failure> {
+    let topic = env.name("two");
+    create(kafka, env, &topic, 2, false).await?;
+    let open = kafka.producer(ProducerConfig::transactional(env.name("open"), env.name("txn-open")))?;
+    open.init_transactions().await?;
+    open.begin_transaction().await?;
+    open.send(ProducerRecord::new(&topic, "held", b"1".to_vec()).to_partition(1)).await?.await?;
+    let committer = kafka.producer(ProducerConfig::transactional(env.name("c"), env.name("txn-c")))?;
+    committer.init_transactions().await?;
+    committer.begin_transaction().await?;
+    committer.send(ProducerRecord::new(&topic, "free", b"2".to_vec()).to_partition(0)).await?.await?;
+    committer.send(ProducerRecord::new(&topic, "blocked", b"3".to_vec()).to_partition(1)).await?.await?;
+    committer.commit_transaction().await?;
+    let records = read_at_least(kafka, env, &topic, 1).await?;
+    let seen: Vec<(i32, String)> = records.iter().map(|r| r.partition).zip(keys_of(&records)).collect();
+    check(seen == vec![(0, "free".to_owned())], || {
+        format!("with partition 1 held by an open transaction, readers see {seen:?}")
+    })?;
+    open.abort_transaction().await?;
+    let after = read_at_least(kafka, env, &topic, 2).await?;
+    let seen: Vec<(i32, String)> = after.iter().map(|r| r.partition).zip(keys_of(&after)).collect();
+    check(seen == vec![(0, "free".to_owned()), (1, "blocked".to_owned())], || {
+        format!("after the abort, readers see {seen:?}")
+    })?;
+    open.close().await;
+    committer.close().await;
+    Ok(())
+}
+
+/// A zombie keeps sending while its successor (same transactional id) initialises: whatever the
+/// interleaving, the zombie ends fenced and none of its records is ever visible; the
+/// successor's transaction commits.
+async fn zombie_races_init(kafka: &dyn Kafka, env: &Env) -> Result<(), Failure> {
+    let topic = env.name("raced");
+    create(kafka, env, &topic, 1, false).await?;
+    let id = env.name("task-7");
+    let zombie = kafka.producer(ProducerConfig::transactional(env.name("zombie"), &id))?;
+    zombie.init_transactions().await?;
+    zombie.begin_transaction().await?;
+    zombie.send(ProducerRecord::new(&topic, "zombie", b"0".to_vec())).await?.await?;
+    let successor = kafka.producer(ProducerConfig::transactional(env.name("successor"), &id))?;
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let sending = async {
+        let mut deliveries = Vec::new();
+        for i in 1..200u32 {
+            if done.load(std::sync::atomic::Ordering::SeqCst) {
+                break;
+            }
+            match zombie.send(ProducerRecord::new(&topic, "zombie", i.to_string().into_bytes())).await {
+                Ok(delivery) => deliveries.push(delivery),
+                Err(_) => break,
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        deliveries
+    };
+    let init = async {
+        let result = successor.init_transactions().await;
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        result
+    };
+    let (deliveries, init) = futures::join!(sending, init);
+    init?;
+    let commit = zombie.commit_transaction().await;
+    check(commit.as_ref().is_err_and(KafkaError::is_fenced), || {
+        format!("the racing zombie's commit returned {commit:?}, expected fenced")
+    })?;
+    for delivery in deliveries {
+        let _ = delivery.await; // delivered into the aborted transaction, or failed: never visible
+    }
+    successor.begin_transaction().await?;
+    successor.send(ProducerRecord::new(&topic, "successor", b"s".to_vec())).await?.await?;
+    successor.commit_transaction().await?;
+    zombie.close().await;
+    successor.close().await;
+    let keys = keys_of(&read_at_least(kafka, env, &topic, 1).await?);
+    check(keys == vec!["successor".to_owned()], || format!("after the race readers see {keys:?}"))
+}
+
+/// A transaction left open past its producer's transaction timeout is aborted by the
+/// coordinator: its records never become visible, the partition's LSO moves on, and the
+/// producer is fenced (the abort bumped its epoch).
+async fn transaction_timeout(kafka: &dyn Kafka, env: &Env) -> Result<(), Failure> {
+    let topic = env.name("timed");
+    create(kafka, env, &topic, 1, false).await?;
+    let mut config = ProducerConfig::transactional(env.name("slow"), env.name("txn-slow"));
+    config.transaction_timeout = Duration::from_secs(2);
+    let slow = kafka.producer(config)?;
+    slow.init_transactions().await?;
+    slow.begin_transaction().await?;
+    // On a slow network the timeout may strike before the record is even acknowledged: then its
+    // delivery fails fenced, which is the same outcome seen earlier.
+    let doomed = match slow.send(ProducerRecord::new(&topic, "doomed", b"1".to_vec())).await {
+        Ok(delivery) => delivery.await.map(|_| ()),
+        Err(e) => Err(e),
+    };
+    check(doomed.as_ref().map_or_else(KafkaError::is_fenced, |()| true), || {
+        format!("the doomed record's delivery: {doomed:?}")
+    })?;
+    let other = kafka.producer(ProducerConfig::idempotent(env.name("other")))?;
+    other.send(ProducerRecord::new(&topic, "after", b"2".to_vec())).await?.await?;
+    other.close().await;
+    // The coordinator notices the timeout within its abort interval (seconds).
+    let records = read_until(kafka, env, &topic, Duration::from_secs(30), |r| !r.is_empty()).await?;
+    let keys = keys_of(&records);
+    check(keys == vec!["after".to_owned()], || format!("after the transaction timed out, readers see {keys:?}"))?;
+    let commit = slow.commit_transaction().await;
+    check(commit.as_ref().is_err_and(KafkaError::is_fenced), || {
+        format!("a commit after the coordinator aborted on timeout returned {commit:?}, expected fenced")
+    })?;
+    slow.close().await;
+    // The id is usable again by a new producer.
+    let fresh = kafka.producer(ProducerConfig::transactional(env.name("fresh"), env.name("txn-slow")))?;
+    fresh.init_transactions().await?;
+    fresh.begin_transaction().await?;
+    fresh.send(ProducerRecord::new(&topic, "fresh", b"3".to_vec())).await?.await?;
+    fresh.commit_transaction().await?;
+    fresh.close().await;
+    let keys = keys_of(&read_at_least(kafka, env, &topic, 2).await?);
+    check(keys == vec!["after".to_owned(), "fresh".to_owned()], || format!("finally readers see {keys:?}"))
+}
+
+/// Offsets added to an open transaction are not yet the group's: a member asking for its
+/// committed offsets meanwhile gets them only once the transaction commits (never the stale
+/// value, never the pending one of an aborted transaction).
+async fn unstable_offsets(kafka: &dyn Kafka, env: &Env) -> Result<(), Failure> {
+    let input = env.name("input");
+    create(kafka, env, &input, 1, false).await?;
+    let group = env.name("group");
+    let tp = TopicPartition::new(&input, 0);
+    let mut member = kafka.consumer(ConsumerConfig::member(env.name("member"), &group))?;
+    member.subscribe(std::slice::from_ref(&input)).await?;
+    await_assignment(member.as_mut(), env, |parts| parts.contains(&tp)).await?;
+    let metadata = member
+        .group_metadata()
+        .ok_or_else(|| Failure::Verdict("a member with an assignment has no group metadata".into()))?;
+    let producer = kafka.producer(ProducerConfig::transactional(env.name("p"), env.name("txn")))?;
+    producer.init_transactions().await?;
+    producer.begin_transaction().await?;
+    producer.send_offsets_to_transaction(&[(tp.clone(), 5)], &metadata).await?;
+    let asked = tokio::time::Instant::now();
+    let commit = async {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        producer.commit_transaction().await
+    };
+    let (committed, commit) = futures::join!(member.committed(std::slice::from_ref(&tp)), commit);
+    commit?;
+    let committed = committed?;
+    check(committed == vec![Some(5)], || {
+        format!("committed() during a pending transactional commit returned {committed:?}, expected Some(5) once it commits")
+    })?;
+    check(asked.elapsed() >= Duration::from_millis(900), || {
+        format!("committed() answered after {:?}, before the transaction committed", asked.elapsed())
+    })?;
+    producer.close().await;
+    member.close().await?;
+    Ok(())
+}
+
+/// A member that stops polling while its task holds an open transaction (offsets included) is
+/// removed from the group; its successor gets the partition, and the successor's producer (same
+/// transactional id) fences the silent member and aborts its transaction: nothing of it is
+/// visible, the group's offsets stay uncommitted, and the silent member's commit fails fenced.
+async fn silent_member_open_transaction(kafka: &dyn Kafka, env: &Env) -> Result<(), Failure> {
+    let input = env.name("input");
+    let output = env.name("output");
+    create(kafka, env, &input, 1, false).await?;
+    create(kafka, env, &output, 1, false).await?;
+    let group = env.name("group");
+    let tp = TopicPartition::new(&input, 0);
+    let id = env.name("task-0");
+    // Kafka's smallest session timeout by default (group.min.session.timeout.ms = 6 s), and
+    // librdkafka wants max.poll.interval.ms >= session.timeout.ms.
+    let silent_config = ConsumerConfig {
+        max_poll_interval: Duration::from_secs(6),
+        session_timeout: Duration::from_secs(6),
+        ..ConsumerConfig::member(env.name("silent"), &group)
+    };
+    // The premise: a member that holds the partition has a transaction open with output and
+    // offsets. On a faulty network the member may lose its membership before the offsets are
+    // in (the offsets are then refused); it then joins again, up to three times.
+    let mut attempt = 0;
+    let (mut silent, zombie) = loop {
+        attempt += 1;
+        let mut silent = kafka.consumer(silent_config.clone())?;
+        silent.subscribe(std::slice::from_ref(&input)).await?;
+        await_assignment(silent.as_mut(), env, |parts| parts.contains(&tp)).await?;
+        let metadata = silent
+            .group_metadata()
+            .ok_or_else(|| Failure::Verdict("a member with an assignment has no group metadata".into()))?;
+        // The member stays alive (keeps polling) until its transaction holds output and
+        // offsets, however slow the network; then it goes silent.
+        let zombie = kafka.producer(ProducerConfig::transactional(env.name("zombie"), &id))?;
+        let in_transaction = std::sync::atomic::AtomicBool::new(false);
+        let work = async {
+            let result = async {
+                zombie.init_transactions().await?;
+                zombie.begin_transaction().await?;
+                zombie.send(ProducerRecord::new(&output, "k", b"from-silent".to_vec())).await?.await?;
+                zombie.send_offsets_to_transaction(&[(tp.clone(), 1)], &metadata).await?;
+                Ok::<(), KafkaError>(())
+            }
+            .await;
+            in_transaction.store(true, std::sync::atomic::Ordering::SeqCst);
+            result
+        };
+        let alive = async {
+            while !in_transaction.load(std::sync::atomic::Ordering::SeqCst) {
+                silent.poll(1, Duration::from_millis(200)).await?;
+            }
+            Ok::<(), KafkaError>(())
+        };
+        let (work, alive) = futures::join!(work, alive);
+        alive?;
+        match work {
+            Ok(()) => break (silent, zombie),
+            Err(e) if attempt < 3 && e.kind() == crate::kafka::KafkaErrorKind::Abortable => {
+                tracing::info!(error = %e, "the member lost its membership before its offsets were in: again");
+                zombie.close().await;
+                let _ = silent.close().await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    };
+    // The silent member polls no more; its successor joins and waits for the partition.
+    let mut successor = kafka.consumer(ConsumerConfig::member(env.name("successor"), &group))?;
+    successor.subscribe(std::slice::from_ref(&input)).await?;
+    await_assignment(successor.as_mut(), env, |parts| parts.contains(&tp)).await?;
+    let producer = kafka.producer(ProducerConfig::transactional(env.name("next"), &id))?;
+    producer.init_transactions().await?;
+    let committed = successor.committed(std::slice::from_ref(&tp)).await?;
+    check(committed == vec![None], || format!("after the fence the group has offsets {committed:?}"))?;
+    let commit = zombie.commit_transaction().await;
+    check(commit.as_ref().is_err_and(KafkaError::is_fenced), || {
+        format!("the silent member's commit returned {commit:?}, expected fenced")
+    })?;
+    producer.begin_transaction().await?;
+    producer.send(ProducerRecord::new(&output, "k", b"from-successor".to_vec())).await?.await?;
+    producer.commit_transaction().await?;
+    let got = values(&read_at_least(kafka, env, &output, 1).await?);
+    check(got == vec![Some(Bytes::from_static(b"from-successor"))], || format!("readers see {got:?}"))?;
+    zombie.close().await;
+    producer.close().await;
+    successor.close().await?;
+    let _ = silent.close().await;
+    Ok(())
+}
+
+/// Compaction really runs: on a compacted topic with short segments, a superseded value is
+/// removed, and a tombstone is removed too once `delete.retention.ms` has passed; the last
+/// value of every live key stays.
+async fn compaction(kafka: &dyn Kafka, env: &Env) -> Result<(), Failure> {
+    let topic = env.name("table");
+    let spec = NewTopic::new(&topic, 1)
+        .replication(env.replication_factor)
+        .compacted()
+        .config("segment.ms", "100")
+        .config("min.cleanable.dirty.ratio", "0.01")
+        .config("delete.retention.ms", "100")
+        .config("min.compaction.lag.ms", "0");
+    kafka.admin()?.create_topic(&spec).await?;
+    let producer = kafka.producer(ProducerConfig::idempotent(env.name("writer")))?;
+    for (key, value) in [("k1", Some("a")), ("k2", Some("x")), ("k1", Some("b")), ("k2", None)] {
+        let record = ProducerRecord {
+            value: value.map(|v| Bytes::from(v.as_bytes().to_vec())),
+            ..ProducerRecord::new(&topic, key, Vec::new())
+        };
+        producer.send(record).await?.await?;
+    }
+    // Later writes roll the segments (the active one is never cleaned).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    let mut tick = 0u32;
+    let compacted = loop {
+        tick += 1;
+        producer.send(ProducerRecord::new(&topic, "filler", tick.to_string().into_bytes())).await?.await?;
+        let records = read_all(kafka, env, &topic).await?;
+        let k1: Vec<Option<Bytes>> =
+            records.iter().filter(|r| r.key.as_deref() == Some(b"k1")).map(|r| r.value.clone()).collect();
+        let k2 = records.iter().filter(|r| r.key.as_deref() == Some(b"k2")).count();
+        if k1 == vec![Some(Bytes::from_static(b"b"))] && k2 == 0 {
+            break Some(records);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            break None;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    producer.close().await;
+    let records = compacted.ok_or_else(|| {
+        Failure::Verdict("within 90 s compaction did not leave k1=b alone and remove k2's tombstone".into())
+    })?;
+    let fillers = records.iter().filter(|r| r.key.as_deref() == Some(b"filler")).count();
+    check(fillers >= 1, || "the filler's last value is gone".into())
+}
+
+/// A broker restart keeps what it promised: committed records, the group's offsets, a
+/// transaction that was open (its producer commits it after the restart), and the producer
+/// epoch (a successor's init still fences the old producer).
+async fn broker_restart(kafka: &dyn Kafka, env: &Env) -> Result<(), Failure> {
+    let restart = env.restart_broker.clone().ok_or_else(|| {
+        Failure::Verdict("this runner cannot restart its broker (Env::restart_broker is not set)".into())
+    })?;
+    let topic = env.name("durable");
+    let input = env.name("input");
+    create(kafka, env, &topic, 1, false).await?;
+    create(kafka, env, &input, 1, false).await?;
+    let group = env.name("group");
+    let tp = TopicPartition::new(&input, 0);
+    let mut member = kafka.consumer(ConsumerConfig::member(env.name("member"), &group))?;
+    member.subscribe(std::slice::from_ref(&input)).await?;
+    await_assignment(member.as_mut(), env, |parts| parts.contains(&tp)).await?;
+    member.commit_offsets(&[(tp.clone(), 3)]).await?;
+    member.close().await?;
+    let id = env.name("txn");
+    let producer = kafka.producer(ProducerConfig::transactional(env.name("p"), &id))?;
+    producer.init_transactions().await?;
+    producer.begin_transaction().await?;
+    producer.send(ProducerRecord::new(&topic, "c1", b"1".to_vec())).await?.await?;
+    producer.commit_transaction().await?;
+    producer.begin_transaction().await?;
+    producer.send(ProducerRecord::new(&topic, "c2", b"2".to_vec())).await?.await?;
+    restart().await;
+    producer.commit_transaction().await?;
+    let keys = keys_of(&read_at_least(kafka, env, &topic, 2).await?);
+    check(keys == vec!["c1".to_owned(), "c2".to_owned()], || {
+        format!("after the restart (and the open transaction's commit) readers see {keys:?}")
+    })?;
+    let mut reader = kafka.consumer(ConsumerConfig::member(env.name("reader"), &group))?;
+    let committed = reader.committed(std::slice::from_ref(&tp)).await?;
+    check(committed == vec![Some(3)], || format!("after the restart the group's offsets are {committed:?}"))?;
+    reader.close().await?;
+    let successor = kafka.producer(ProducerConfig::transactional(env.name("successor"), &id))?;
+    successor.init_transactions().await?;
+    let fenced = producer.begin_transaction().await.and(
+        match producer.send(ProducerRecord::new(&topic, "late", b"3".to_vec())).await {
+            Ok(delivery) => delivery.await.map(|_| ()),
+            Err(e) => Err(e),
+        },
+    );
+    let fenced = match fenced {
+        Ok(()) => producer.commit_transaction().await,
+        Err(e) => Err(e),
+    };
+    check(fenced.as_ref().is_err_and(KafkaError::is_fenced), || {
+        format!("the old producer after its successor's init (across a restart): {fenced:?}, expected fenced")
+    })?;
+    producer.close().await;
+    successor.close().await;
+    let keys = keys_of(&read_at_least(kafka, env, &topic, 2).await?);
+    check(keys == vec!["c1".to_owned(), "c2".to_owned()], || format!("finally readers see {keys:?}"))
 }

@@ -9,7 +9,7 @@
 //!
 //! This module is the wire model only (records as bytes, the decode rules, the policy's types):
 //! it depends on nothing but JSON and records. Carrying a policy decision out, and counting it,
-//! is [`mediation`](crate::mediation)'s job, one layer up.
+//! is the mediation layer's job, one layer up.
 
 mod decode;
 mod policy;

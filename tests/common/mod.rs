@@ -6,6 +6,7 @@
 #![allow(dead_code)] // each test binary uses a subset
 
 pub mod doubles;
+pub mod extractor;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -50,6 +51,11 @@ impl Running {
             let _ = tx.send(());
         }
         self.handle.await.expect("the app task panicked")
+    }
+
+    /// Whether the app has ended (by itself or stopped).
+    pub fn is_finished(&self) -> bool {
+        self.handle.is_finished()
     }
 
     /// Waits for the app to end by itself (an error).
@@ -173,8 +179,9 @@ impl Harness {
         committed
     }
 
-    /// Builds and starts an application.
-    pub fn start<S: Transformer>(
+    /// Builds and starts an application (a transformer or an extractor; extractors poll every
+    /// 200 ms).
+    pub fn start<S: flechtwerk::IntoRunner<M>, M>(
         &self,
         app_id: &str,
         client_id: &str,
@@ -187,6 +194,7 @@ impl Harness {
             .kafka(self.kafka.clone())
             .replication_factor(self.replication)
             .session_timeout(Duration::from_secs(6))
+            .poll_interval(Duration::from_millis(200))
             .observer(observer)
             .build(stage)
             .unwrap();
@@ -585,7 +593,7 @@ pub async fn failure_after_begin_aborts_at_once(h: &Harness) {
     let (out, too_large) = (output.clone(), limited.clone());
     let stage = transformer([input.as_str()]).transform(move |msg, mut state, o| {
         o.send(Message::new(out.as_str(), msg.key.as_str(), msg.value));
-        o.send(Message::new(too_large.as_str(), "big", vec![b'x'; 4096]));
+        o.send(Message::new(too_large.as_str(), "big", incompressible(4096)));
         state.set(&CURSOR, "half".to_owned())?;
         o.set_state(state);
         Ok(())
@@ -942,4 +950,18 @@ pub async fn trait_stage_enriches_configs(h: &Harness) {
             &br#"{"host":"b.example","url":"https://b.example/"}"#[..]
         ]
     );
+}
+
+/// `n` bytes no compression shrinks (a fixed xorshift sequence): producers compress batches, and
+/// a broker checks `max.message.bytes` against the compressed size.
+pub fn incompressible(n: usize) -> Vec<u8> {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
 }

@@ -61,8 +61,13 @@ from flechtwerk.kafka import (
     millis_to_datetime, parse_message,
 )
 from flechtwerk.state import deserialize, serialize
-from flechtwerk.testing import FakeKafkaConsumer, make_record
+from flechtwerk.state import ChangelogStateStore
+from flechtwerk.testing import (
+    FakeKafkaConsumer, FakeKafkaProducer, InMemoryStateStore, RecordingObserver, make_record,
+)
+from flechtwerk.transformer import Task, Transformer, TransformerRunner
 from flechtwerk.types import Config, Event, InvalidMessageError, Message, State
+from aiokafka import ConsumerRecord, TopicPartition
 
 OUT = Path(__file__).with_name("vectors.json")
 
@@ -953,6 +958,18 @@ CONFIG_SCENARIOS = [
      [R("k", '{"a":NaN}', offset=0)]),
     ("lone_surrogate_value_crashes_at_store_put", "bootstrap", "skip", "identity", {},
      [R("k", '{"a":"\\ud800"}', offset=0)]),
+    ("infinity_value_crashes_at_store_put", "bootstrap", "skip", "identity", {},
+     [R("k", '{"a":-Infinity}', offset=0)]),
+    ("overflow_value_crashes_at_store_put", "bootstrap", "skip", "identity", {},
+     [R("k", '{"a":[1E400]}', offset=0)]),
+    ("nan_value_raise_policy_crashes_at_store_put", "bootstrap", "raise", "identity", {},
+     [R("k", '{"a":NaN}', offset=0)]),
+    ("surrogate_key_crashes_at_store_put_after_enrich", "bootstrap", "skip", "flag", {},
+     [R("k", '{"\\udc00":1}', offset=0)]),
+    ("drain_nan_value_crashes_at_store_put", "drain", "skip", "identity", {"k": '{"a":1}'},
+     [R("k", '{"a":NaN}', offset=3)]),
+    ("drain_overflow_value_crashes_at_store_put", "drain", "raise", "flag", {"k": '{"a":1}'},
+     [R("k", '{"a":1e400}', offset=3)]),
     ("partition_interleaving", "bootstrap", "skip", "identity", {},
      [R("k", '{"p":0}', partition=0, offset=0), R("k", '{"p":1}', partition=1, offset=0),
       R("j", '{"p":1}', partition=1, offset=1), R("j", '{"p":0}', partition=0, offset=1)]),
@@ -1021,6 +1038,310 @@ def gen_config_store() -> list[dict]:
     return out
 
 
+# --------------------------------------------------------------------------- mixed fleets: the runner
+
+# The same records through the real `TransformerRunner.process_batch` (one task, partition 0, a
+# `ChangelogStateStore` over an `InMemoryStateStore`, `FakeKafkaProducer`), so a Rust instance of
+# the same application can be compared with what a Python instance writes. Four transforms, each
+# ported verbatim to tests/mixed_fleet.rs:
+#
+#   count       n = state.get(N, 0) + 1 (N = Attribute("n", INT)); yield state with n;
+#               yield Message("out", msg.key, Event({N: n}), msg.timestamp). Never reads the value.
+#   forward     yield Message("out", msg.key, msg.value, msg.timestamp) (a tombstone stays one).
+#   keep_value  yield State.wrap(msg.value.raw), or State() for a tombstone. Emits nothing.
+#   echo_keep   yield Message("out", msg.key, Event.wrap(state.raw)) (the state this call sees),
+#               then what keep_value yields.
+#
+# A batch that raises inside the producer transaction is aborted by Kafka: nothing of it is
+# visible and no offset commits, so "visible" is empty and "committed" false whenever "error" is
+# set. Each scenario starts from a fresh runner; "initial_store" is the state store (the restored
+# changelog) before the first batch.
+
+N_ATTR = Attribute("n", INT)
+
+
+def mixed_transform(kind: str, seen: list):
+    async def transform(msg, state):
+        seen.append({
+            "key": msg.key,
+            "value": None if msg.value is None else repr(msg.value.raw),
+            "timestamp": None if msg.timestamp is None else msg.timestamp.isoformat(),
+            "state": repr(state.raw),
+        })
+        if kind == "count":
+            n = state.get(N_ATTR, 0) + 1
+            state[N_ATTR] = n
+            yield state
+            yield Message(topic="out", key=msg.key, value=Event({N_ATTR: n}), timestamp=msg.timestamp)
+        elif kind == "forward":
+            yield Message(topic="out", key=msg.key, value=msg.value, timestamp=msg.timestamp)
+        elif kind in ("keep_value", "echo_keep"):
+            if kind == "echo_keep":
+                yield Message(topic="out", key=msg.key, value=Event.wrap(dict(state.raw)))
+            yield State() if msg.value is None else State.wrap(dict(msg.value.raw))
+        else:
+            raise AssertionError(kind)
+    return transform
+
+
+def consumer_record(key, value, offset, timestamp, headers=()):
+    return ConsumerRecord(
+        topic="in", partition=0, offset=offset, timestamp=timestamp, timestamp_type=0, key=key, value=value,
+        checksum=None, serialized_key_size=-1 if key is None else len(key),
+        serialized_value_size=-1 if value is None else len(value), headers=tuple(headers),
+    )
+
+
+async def run_mixed_scenario(kind, policy, initial, batches):
+    hook_log: list = []
+    seen: list = []
+    runner = TransformerRunner()
+    runner.application_id = "app"
+    runner.observer = RecordingObserver()
+    runner.transformer = Transformer.of(input_topics=["in"], transform=mixed_transform(kind, seen),
+                                        on_invalid_message=make_policy(policy, hook_log))
+    inner = InMemoryStateStore()
+    for k, v in initial.items():
+        inner.store[k] = v
+    result: dict = {"batches": []}
+    offset = 0
+    for batch in batches:
+        producer = FakeKafkaProducer()
+        store = ChangelogStateStore()
+        store.inner, store.producer, store.partition, store.topic = inner, producer, 0, "app-changelog"
+        store.observer = runner.observer
+        runner.tasks = {0: Task(0, producer, store)}
+        records = []
+        for rec in batch:
+            records.append(consumer_record(rec["key"], rec["value"], offset, rec["timestamp"], rec.get("headers", ())))
+            offset += 1
+        hook_log.clear()
+        seen.clear()
+        out: dict = {}
+        try:
+            await runner.process_batch({TopicPartition("in", 0): records})
+            out["committed"] = True
+        except BaseException as e:
+            out["committed"] = False
+            out["error"] = err(e)
+        visible = out["committed"]
+        out["outputs"] = [
+            {"key_hex": hx(m["key"]), "value_hex": hx(m["value"]), "timestamp_ms": m["timestamp_ms"]}
+            for t, m in producer.sent if t == "out" and visible]
+        out["changelog"] = [
+            {"key_hex": hx(m["key"]), "value_hex": hx(m["value"]), "partition": m["partition"]}
+            for t, m in producer.sent if t == "app-changelog" and visible]
+        out["offsets"] = [
+            {"topic": tp.topic, "partition": tp.partition, "next": n, "group": g}
+            for offsets, g in producer.offsets_sent for tp, n in offsets.items()] if visible else []
+        out["hook_calls"] = [{"part": c["part"], "offset": c["offset"], "cause_type": c["cause_type"]}
+                             for c in hook_log]
+        out["transform_calls"] = list(seen)
+        out["store_after"] = {k: v.hex() for k, v in inner.store.items()}
+        result["batches"].append(out)
+    return result
+
+
+def B(key, value, timestamp=1718461845123, headers=()):
+    k = key.encode() if isinstance(key, str) else key
+    v = value.encode() if isinstance(value, str) else value
+    return {"key": k, "value": v, "timestamp": timestamp, "headers": headers}
+
+
+# (hazard, name, transform, policy, initial store {key: bytes}, batches of records)
+MIXED_VALUES = [
+    ("nan", b'{"x":NaN}'), ("infinity", b'{"x":Infinity}'), ("neg_infinity", b'{"x":-Infinity}'),
+    ("overflow", b'{"x":1E400}'), ("neg_overflow", b'{"x":[-1e400]}'), ("lone_surrogate", b'{"s":"\\ud800"}'),
+    ("lone_surrogate_in_key", b'{"\\udc00":1}'), ("reversed_pair", b'{"s":"\\udc00\\ud800"}'),
+    ("underflow_control", b'{"x":1e-400}'),
+]
+MIXED_SCENARIOS = []
+for _kind in ("count", "forward", "keep_value"):
+    for _vname, _raw in MIXED_VALUES:
+        MIXED_SCENARIOS.append(("non_finite_and_surrogates", f"{_kind}_{_vname}", _kind, "skip", {},
+                                [[B(f"{_kind}-{_vname}", _raw)]]))
+MIXED_SCENARIOS += [
+    ("non_finite_and_surrogates", "count_nan_raise_policy", "count", "raise", {}, [[B("k", b'{"x":NaN}')]]),
+]
+DEDUP_PAIRS = [
+    ("same_int", '{"a":1}', '{"a":1}'), ("int_to_float", '{"a":1}', '{"a":1.0}'),
+    ("int_to_bool", '{"a":1}', '{"a":true}'), ("zero_to_false", '{"a":0}', '{"a":false}'),
+    ("zero_to_neg_zero", '{"a":0.0}', '{"a":-0.0}'), ("nested_int_to_float", '{"a":{"x":1}}', '{"a":{"x":1.0}}'),
+    ("float_to_int", '{"a":1e16}', '{"a":10000000000000000}'), ("changed_control", '{"a":1}', '{"a":2}'),
+    ("noncanonical_baseline_same", '{"b":1, "a":2}', '{"a":2,"b":1}'),
+    ("to_empty_deletes", '{"a":1}', '{}'),
+]
+for _name, _base, _new in DEDUP_PAIRS:
+    MIXED_SCENARIOS.append(("state_dedup", f"dedup_{_name}", "echo_keep", "skip", {f"dedup-{_name}": _base.encode()},
+                            [[B(f"dedup-{_name}", _new)]]))
+MIXED_SCENARIOS += [
+    # The unwritten change is not what the next batch sees: Python's store keeps the baseline.
+    ("state_dedup", "dedup_next_batch_sees_baseline", "echo_keep", "skip", {"k": b'{"a":1}'},
+     [[B("k", '{"a":1.0}')], [B("k", '{"a":2}')]]),
+    # Within one batch the next record of the key sees the yielded state.
+    ("state_dedup", "dedup_same_batch_sees_yielded", "echo_keep", "skip", {"k": b'{"a":1}'},
+     [[B("k", '{"a":1.0}'), B("k", '{"a":2}')]]),
+]
+MIXED_TIMESTAMPS = [
+    ("epoch_plus_1001", 1001), ("before_window_diff", 1099511627774), ("window_start", 1099511627776),
+    ("window_2024", 1718461845123), ("window_last", 2147483647999), ("after_window_diff", 2147483648002),
+    ("year_9999_last", 253402300799999), ("year_10000", 253402300800000), ("minus_one", -1),
+]
+for _name, _ms in MIXED_TIMESTAMPS:
+    MIXED_SCENARIOS.append(("timestamps", f"forward_ts_{_name}", "forward", "skip", {},
+                            [[B(f"ts-{_name}", b'{"a":1}', timestamp=_ms)]]))
+MIXED_SCENARIOS += [
+    ("tombstones_and_keys", "forward_tombstone", "forward", "skip", {}, [[B("tomb-fwd", None)]]),
+    ("tombstones_and_keys", "forward_empty_value", "forward", "skip", {}, [[B("empty-fwd", b"")]]),
+    ("tombstones_and_keys", "forward_braces_value", "forward", "skip", {}, [[B("braces-fwd", b"{}")]]),
+    ("tombstones_and_keys", "count_tombstone", "count", "skip", {}, [[B("tomb-count", None)]]),
+    ("tombstones_and_keys", "keep_value_tombstone_deletes", "keep_value", "skip", {"tomb-keep": b'{"a":1}'},
+     [[B("tomb-keep", None)]]),
+    ("tombstones_and_keys", "keep_value_empty_value_deletes", "keep_value", "skip", {"empty-keep": b'{"a":1}'},
+     [[B("empty-keep", b"")]]),
+    ("tombstones_and_keys", "count_absent_and_empty_key_share_state", "count", "skip", {},
+     [[B(None, b"{}"), B(b"", b"{}")]]),
+    ("tombstones_and_keys", "forward_drops_headers", "forward", "skip", {},
+     [[B("hdr-fwd", b'{"a":1}', headers=(("h", b"v"), ("n", None)))]]),
+    # Outputs of different state keys in one batch: Python concatenates the buckets in the order
+    # their keys first appear.
+    ("tombstones_and_keys", "count_bucket_order", "count", "skip", {},
+     [[B("order-z", b"{}"), B("order-a", b"{}"), B("order-z", b"{}")]]),
+    ("tombstones_and_keys", "count_bom_baseline", "count", "skip", {"k": b'\xef\xbb\xbf{"n":1}'}, [[B("k", b"{}")]]),
+    ("tombstones_and_keys", "count_nan_baseline", "count", "skip", {"k": b'{"n":1,"x":NaN}'}, [[B("k", b"{}")]]),
+]
+
+
+def gen_mixed_fleet() -> list[dict]:
+    out = []
+    for hazard, name, kind, policy, initial, batches in MIXED_SCENARIOS:
+        res = asyncio.run(run_mixed_scenario(kind, policy, initial, batches))
+        out.append({
+            "hazard": hazard, "name": name, "transform": kind, "policy": policy,
+            "initial_store": {k: v.hex() for k, v in initial.items()},
+            "batches": [
+                {"records": [{"key_hex": hx(r["key"]), "value_hex": hx(r["value"]), "timestamp_ms": r["timestamp"],
+                              "headers": [[h, hx(v)] for h, v in r["headers"]]} for r in batch], **got}
+                for batch, got in zip(batches, res["batches"])],
+        })
+    return out
+
+
+# --------------------------------------------------------------------------- mixed fleets: timestamps
+
+WINDOW = (2 ** 40, 2 ** 31 * 1000)  # [2004-11-03T19:53:47.776Z, 2038-01-19T03:14:08Z)
+
+
+def gen_timestamp_forward() -> dict:
+    """A forwarded timestamp: millis_to_datetime, then datetime_to_millis (the runner's path).
+
+    For every millisecond of each range: the ms where Python's output differs from its input
+    ("ms>out"), and how many ms the transform sees as an inexact datetime (with examples). Then a
+    seeded sample of every power-of-two band of epoch ms up to year 9999, listing only the ms
+    whose output differs.
+    """
+    ranges = [(0, 4000), (999_999_998_000, 1_000_000_002_000), (WINDOW[0] - 1000, WINDOW[0] + 1000),
+              (1_718_461_843_000, 1_718_461_847_000), (WINDOW[1] - 1000, WINDOW[1] + 1000),
+              (2_524_608_000_000, 2_524_608_004_000), (7_258_118_400_000, 7_258_118_404_000),
+              (253_402_300_796_000, 253_402_300_800_000)]
+    epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+    def forward(ms):
+        return datetime_to_millis(millis_to_datetime(ms))
+    out = []
+    for lo, hi in ranges:
+        differs, inexact = [], []
+        for ms in range(lo, hi):
+            d = millis_to_datetime(ms)
+            if forward(ms) != ms:
+                differs.append(f"{ms}>{forward(ms)}")
+            if d != epoch + timedelta(milliseconds=ms):
+                inexact.append(f"{ms}>{d.isoformat()}")
+        out.append({"from": lo, "to": hi, "output_differs": differs, "seen_inexact_count": len(inexact),
+                    "seen_inexact_examples": inexact[:3]})
+    rng = random.Random(23)
+    bands = []
+    for k in range(10, 48):
+        lo, hi = 2 ** k, min(2 ** (k + 1), 253_402_300_800_000)
+        sample = [rng.randrange(lo, hi) for _ in range(400)]
+        bands.append({"from": lo, "to": hi, "sampled": len(sample),
+                      "output_differs": [f"{ms}>{forward(ms)}" for ms in sample if forward(ms) != ms]})
+    # Inside the window a computed timestamp (µs precision) goes out as its floor, like ours.
+    sweep = []
+    for _ in range(200):
+        us = rng.randrange(WINDOW[0] * 1000, WINDOW[1] * 1000)
+        sweep.append(f"{us}>{datetime_to_millis(epoch + timedelta(microseconds=us))}")
+    try:
+        millis_to_datetime(253_402_300_800_000)
+        beyond = None
+    except BaseException as e:
+        beyond = err(e)
+    return {"comment": "forwarded = int(datetime.fromtimestamp(ms / 1000, utc).timestamp() * 1000); exact inside "
+                       "[2**40, 2**31 * 1000) ms. Entries are 'input>output'.",
+            "window": list(WINDOW), "ranges": out, "bands": bands, "window_micros_to_millis": sweep,
+            "year_10000_error": beyond}
+
+
+# --------------------------------------------------------------------------- mixed fleets: client ids
+
+async def _client_ids() -> dict:
+    async def noop(msg, state):
+        if False:
+            yield
+    stage = Transformer.of(input_topics=["in"], transform=noop)
+    stage.config_topics = ["cfg"]
+    app = flechtwerk.Flechtwerk.of(application_id="app", bootstrap_servers="127.0.0.1:9", client_id="pod-0",
+                                   stage=stage)
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    def consumer(c):
+        return {"client_id": c._client._client_id, "group_id": c._group_id, "isolation_level": c._isolation_level,
+                "assignors": [a.name for a in c._partition_assignment_strategy] if c._group_id else None}
+
+    def producer(p):
+        return {"client_id": p.client._client_id,
+                "transactional_id": p._txn_manager.transactional_id if p._txn_manager else None}
+    restore = app.create_restore_consumer()
+    tasks = [app.create_task_producer(p) for p in (0, 3)]
+    admin = AIOKafkaAdminClient(**app.kafka_client_kwargs)
+    ids = {"application_id": "app", "client_id": "pod-0",
+           "main_consumer": consumer(app.consumer), "config_consumer": consumer(app.config_consumer),
+           "restore_consumer": consumer(restore),
+           "task_producers": {str(p): producer(t) for p, t in zip((0, 3), tasks)},
+           "admin_client_id": admin._client._client_id, "changelog_topic": app.changelog_topic}
+    for c in (app.consumer, app.config_consumer, restore):
+        await c.stop()
+    for t in tasks:
+        await t.stop()
+    await admin.close()
+    return ids
+
+
+def gen_group_protocol() -> dict:
+    """What a member tells the group: aiokafka's range metadata, and how it reads librdkafka's.
+
+    librdkafka 2.12's range assignor (rdkafka_range_assignor.c,
+    rd_kafka_assignor_get_metadata_with_empty_userdata) writes version 3: topics, empty user
+    data, owned partitions, generation -1, rack id; built here by that layout.
+    """
+    from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+    from aiokafka.coordinator.protocol import ConsumerProtocol, ConsumerProtocolMemberMetadata
+    ours = RangePartitionAssignor.metadata(["in"])
+    v3 = (struct.pack(">hi", 3, 1) + struct.pack(">h", 2) + b"in" + struct.pack(">i", 0)
+          + struct.pack(">i", 0) + struct.pack(">i", -1) + struct.pack(">h", -1))
+    read = ConsumerProtocolMemberMetadata.decode(v3)
+    return {"protocol_type": ConsumerProtocol.PROTOCOL_TYPE, "assignor": RangePartitionAssignor.name,
+            "aiokafka_metadata_hex": ours.encode().hex(), "aiokafka_metadata_version": ours.version,
+            "aiokafka_user_data_hex": ours.user_data.hex(),
+            "librdkafka_v3_metadata_hex": v3.hex(),
+            "aiokafka_reads_librdkafka": {"version": read.version, "subscription": list(read.subscription),
+                                          "user_data_hex": read.user_data.hex()}}
+
+
+def gen_client_ids() -> dict:
+    return {**asyncio.run(_client_ids()), "group_protocol": gen_group_protocol()}
+
+
 # --------------------------------------------------------------------------- main
 
 def build() -> dict:
@@ -1055,6 +1376,9 @@ def build() -> dict:
         "state_deserialize": gen_state(),
         "state_dedup": gen_state_dedup(),
         "config_store": gen_config_store(),
+        "mixed_fleet": gen_mixed_fleet(),
+        "timestamp_forward": gen_timestamp_forward(),
+        "client_ids": gen_client_ids(),
     }
 
 

@@ -27,6 +27,8 @@ pub enum OffsetSpec {
     Earliest,
     /// The last stable offset (`read_committed`).
     LastStable,
+    /// The high watermark (`read_uncommitted`).
+    HighWatermark,
 }
 
 /// One record of a produce batch.

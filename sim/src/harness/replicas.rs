@@ -36,6 +36,8 @@ pub struct ReplicaEnv {
     pub ctx: Ctx,
     /// What the replica reports for the checks.
     pub view: Arc<ReplicaView>,
+    /// Which start of the application this is (1, 2, … after crashes).
+    pub incarnation: u32,
 }
 
 impl ReplicaEnv {
@@ -52,6 +54,10 @@ pub struct ReplicaView {
     pub configs: Mutex<Option<BTreeMap<String, Vec<u8>>>>,
     /// Live tasks.
     pub tasks: AtomicUsize,
+    /// Held extractor tokens.
+    pub tokens: AtomicUsize,
+    /// Token grants so far (assignments with at least one token), over every incarnation.
+    pub grants: std::sync::atomic::AtomicU64,
 }
 
 impl ReplicaView {
@@ -72,6 +78,14 @@ impl Observer for ReplicaObserver {
     fn tasks_assigned(&self, count: usize) {
         self.view.tasks.store(count, Ordering::SeqCst);
         self.ctx.event(format!("{}: {count} tasks", self.name));
+    }
+
+    fn tokens_assigned(&self, count: usize) {
+        self.view.tokens.store(count, Ordering::SeqCst);
+        if count > 0 {
+            self.view.grants.fetch_add(1, Ordering::SeqCst);
+        }
+        self.ctx.event(format!("{}: {count} tokens", self.name));
     }
 
     fn config_store_updated(&self, store: &dyn ConfigView) {
@@ -146,6 +160,7 @@ impl Replicas {
             stores: self.disk.stores(&name),
             ctx: self.ctx.clone(),
             view: view.clone(),
+            incarnation: 0,
         };
         let launch = self.launch.clone();
         let node = Handle::current()
@@ -275,8 +290,9 @@ async fn supervise(env: ReplicaEnv, launch: Launch) {
         incarnation += 1;
         *env.view.configs.lock().expect("view lock") = None;
         env.view.tasks.store(0, Ordering::SeqCst);
+        env.view.tokens.store(0, Ordering::SeqCst);
         env.ctx.event(format!("{}: application start #{incarnation}", env.name));
-        match launch(env.clone()).await {
+        match launch(ReplicaEnv { incarnation, ..env.clone() }).await {
             Ok(()) => env.ctx.event(format!("{}: application stopped", env.name)),
             Err(why) => env.ctx.event(format!("{}: application crashed: {why}", env.name)),
         }

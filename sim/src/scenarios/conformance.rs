@@ -73,10 +73,15 @@ async fn run(ctx: Ctx) {
     ctx.event(format!("conformance: {name} network"));
     cluster.faults().set(faults);
     let kafka = cluster.kafka();
+    let restarter = cluster.clone();
+    let env = Env::new("conf").with_restart(std::sync::Arc::new(move || {
+        restarter.restart_broker();
+        Box::pin(async {})
+    }));
     let node = Handle::current().create_node().name("conformance").ip(cluster.client_ip()).build();
     let verdicts = node
         .spawn(async move {
-            let verdicts = run_all(&kafka, &Env::new("conf")).await;
+            let verdicts = run_all(&kafka, &env).await;
             verdicts.into_iter().map(|(name, v)| (name, v.map_err(|e| e.to_string()))).collect::<Vec<_>>()
         })
         .await

@@ -113,9 +113,9 @@ impl Variant {
         }
     }
 
-    fn state_key(&self, key: &str, value: &Event) -> String {
+    fn state_key(&self, key: &str, value: Option<&Event>) -> String {
         if self.groups {
-            value.get(&GROUP).ok().flatten().unwrap_or_default()
+            value.and_then(|v| v.get(&GROUP).ok().flatten()).unwrap_or_default()
         } else {
             key.to_owned()
         }
@@ -144,7 +144,7 @@ fn stage(variant: &Variant) -> FnTransformer {
     }
     if variant.groups {
         let v = variant.clone();
-        builder = builder.extract_state_key(move |msg| v.state_key(&msg.key, &msg.value));
+        builder = builder.extract_state_key(move |msg| v.state_key(&msg.key, msg.value.as_ref()));
     }
     let v = variant.clone();
     builder.transform(move |msg, mut state, out| {
@@ -152,11 +152,11 @@ fn stage(variant: &Variant) -> FnTransformer {
         let label = out.configs().get(&msg.key)?.and_then(|c| c.get(&LABEL).ok().flatten());
         let value = Event::new()
             .with(&COUNT, count)?
-            .with(&INPUT, msg.value.get(&INPUT)?)?
+            .with(&INPUT, msg.value.as_ref().map(|v| v.get(&INPUT)).transpose()?.flatten())?
             .with(&KEY, msg.key.clone())?
             .with(&LABEL, label)?
             .with(&PARTITION, i64::from(msg.partition))?
-            .with(&STATE_KEY, v.state_key(&msg.key, &msg.value))?;
+            .with(&STATE_KEY, v.state_key(&msg.key, msg.value.as_ref()))?;
         out.send(Message::new(OUTPUT, msg.key.as_str(), value));
         if v.reset_every == Some(count) {
             state = State::new();
@@ -509,7 +509,7 @@ fn check(
             let key = key_of(&record);
             let input = Input {
                 partition: record.partition,
-                state_key: variant.state_key(&key, &value),
+                state_key: variant.state_key(&key, Some(&value)),
                 key,
                 position: (topic_index, record.offset),
             };

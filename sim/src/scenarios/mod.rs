@@ -3,6 +3,7 @@
 pub mod config_topics;
 pub mod conformance;
 pub mod counter;
+pub mod extractor;
 pub mod kafka_chaos;
 pub mod late_requests;
 
@@ -11,6 +12,7 @@ use crate::runner::Scenario;
 /// Every scenario, by CLI name.
 pub static ALL: &[&Scenario] = &[
     &counter::SCENARIO,
+    &extractor::SCENARIO,
     &config_topics::SCENARIO,
     &conformance::SCENARIO,
     &kafka_chaos::SCENARIO,

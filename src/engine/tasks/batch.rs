@@ -46,6 +46,11 @@ struct StateChange {
 impl<S: Transformer> Runner<S> {
     /// Decodes, processes and commits one fetched batch (TRX-10..23); returns the next offset of
     /// every input partition it covered.
+    #[tracing::instrument(
+        name = "batch",
+        skip_all,
+        fields(records = records.len(), generation = metadata.generation, processed = tracing::field::Empty)
+    )]
     pub(super) async fn process_batch(
         &self,
         records: Vec<RawRecord>,
@@ -57,6 +62,7 @@ impl<S: Transformer> Runner<S> {
         let started = tokio::time::Instant::now();
         let batch = self.parse(records, inputs)?;
         let size = batch.values().map(|b| b.messages.len()).sum();
+        tracing::Span::current().record("processed", size);
         let work =
             tasks.live.iter_mut().filter_map(|(p, task)| batch.get(p).map(|b| (task, b))).map(|(task, task_batch)| {
                 let offsets = task_offsets(inputs, task.partition, task_batch);
@@ -93,6 +99,12 @@ impl<S: Transformer> Runner<S> {
 
     /// Runs one task's share of a batch and commits it in one transaction; returns the offsets
     /// it committed.
+    #[tracing::instrument(
+        name = "task.batch",
+        level = "debug",
+        skip_all,
+        fields(partition = task.partition, messages = batch.messages.len())
+    )]
     async fn run_task_batch(
         &self,
         task: &mut Task,
@@ -193,6 +205,16 @@ impl<S: Transformer> Runner<S> {
 
     /// One transaction (TRX-10): outputs, state changes (changelog partition = the task's), input
     /// offsets. In at-least-once mode the same records without a transaction.
+    #[tracing::instrument(
+        name = "transaction",
+        skip_all,
+        fields(
+            partition = task.partition,
+            transactional_id = task.producer.transactional_id().unwrap_or_default(),
+            outputs = outputs.len(),
+            state_changes = changes.len(),
+        )
+    )]
     async fn commit(
         &self,
         task: &mut Task,

@@ -208,7 +208,7 @@ impl<S: Transformer> Runner<S> {
                 }
             }
             buggify::point("loop.after_poll").await;
-            configs.drain(hooks, &*self.observer).await?;
+            configs.drain(hooks, &*self.observer, |_, _| Ok(())).await?;
             // Records of partitions without a live task are dropped uncommitted: their next
             // owner processes them (TRX-02, TRX-35).
             let records: Vec<_> =
@@ -224,7 +224,10 @@ impl<S: Transformer> Runner<S> {
                 tasks.stop_all(&*self.observer, "group membership lost").await?;
                 continue;
             };
-            let batch = self.process_batch(records, tasks, configs.store(), &metadata, inputs);
+            // One consistent snapshot of the config store for the whole batch (CFG-24): nothing
+            // writes it until the next drain, in this loop.
+            let store = configs.store().read().await;
+            let batch = self.process_batch(records, tasks, &store, &metadata, inputs);
             let offsets = tokio::select! {
                 biased;
                 offsets = batch => offsets?,
@@ -238,6 +241,7 @@ impl<S: Transformer> Runner<S> {
     }
 
     /// Starts tasks concurrently (TRX-31): fence, restore, then resume their partitions.
+    #[tracing::instrument(name = "tasks.start", skip_all, fields(tasks = ?pending, generation = tracing::field::Empty))]
     async fn start_tasks(
         &self,
         consumer: &mut dyn Consumer,
@@ -245,6 +249,9 @@ impl<S: Transformer> Runner<S> {
         tasks: &mut Tasks,
         inputs: &[String],
     ) -> Result<(), Error> {
+        if let Some(metadata) = consumer.group_metadata() {
+            tracing::Span::current().record("generation", metadata.generation);
+        }
         let started = try_join_all(pending.iter().map(|&p| self.start_task(p))).await?;
         for task in started {
             let partitions: Vec<TopicPartition> =

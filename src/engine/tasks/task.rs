@@ -3,6 +3,8 @@
 
 use std::collections::BTreeMap;
 
+use tracing::Instrument as _;
+
 use super::Runner;
 use crate::engine::bounds::{CLOSE_TIMEOUT, TASK_TRANSACTION_TIMEOUT};
 use crate::engine::buggify;
@@ -57,6 +59,11 @@ impl<S: Transformer> Runner<S> {
     /// fences the previous owner and aborts its open transaction) → store → restore of
     /// changelog partition `partition` to its last stable offset. Restoring before the fence
     /// could miss the previous owner's last commit.
+    #[tracing::instrument(
+        name = "task.start",
+        skip(self),
+        fields(transactional_id = tracing::field::Empty, restored = tracing::field::Empty)
+    )]
     pub(super) async fn start_task(&self, partition: i32) -> Result<Task, Error> {
         let settings = &self.settings;
         let client_id = settings.task_client_id(partition);
@@ -71,11 +78,16 @@ impl<S: Transformer> Runner<S> {
         let producer = self.kafka.producer(config)?;
         buggify::point("task.before_fence").await;
         if settings.guarantee == Guarantee::ExactlyOnce {
-            producer.init_transactions().await?;
+            let id = settings.task_transactional_id(partition);
+            tracing::Span::current().record("transactional_id", id.as_str());
+            producer.init_transactions().instrument(tracing::info_span!("task.fence", transactional_id = id)).await?;
         }
         buggify::point("task.before_restore").await;
         let mut store = self.stores.open(&settings.application_id, partition)?;
-        let restored = self.restore(partition, store.as_mut()).await?;
+        let restore_span = tracing::info_span!("task.restore", partition, records = tracing::field::Empty);
+        let restored = self.restore(partition, store.as_mut()).instrument(restore_span.clone()).await?;
+        restore_span.record("records", restored);
+        tracing::Span::current().record("restored", restored);
         self.observer.state_restored(partition, restored);
         tracing::debug!(partition, restored, "task started");
         Ok(Task { partition, producer, store, txn: TxnState::default(), committed: BTreeMap::new() })
@@ -84,8 +96,8 @@ impl<S: Transformer> Runner<S> {
     /// Replays changelog partition `partition` to its LSO into `store` (STO-11, STO-13); returns
     /// the records replayed. Values go in as bytes, decoded on first read.
     async fn restore(&self, partition: i32, store: &mut dyn StateStore) -> Result<usize, Error> {
-        let client_id = format!("{}-restore-{partition}", self.settings.client_id);
-        let mut consumer = self.kafka.consumer(ConsumerConfig::groupless(client_id))?;
+        // The process identity itself, as Python's restore consumers have it (LIFE-04).
+        let mut consumer = self.kafka.consumer(ConsumerConfig::groupless(self.settings.client_id.clone()))?;
         let changelog = TopicPartition::new(self.settings.changelog_topic(), partition);
         let read = read_to_end(consumer.as_mut(), &[changelog], |record| -> Result<(), Error> {
             let key = wire::decode_key(record.key.as_deref()).map_err(|source| Error::CorruptState {

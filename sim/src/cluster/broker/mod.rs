@@ -280,6 +280,7 @@ impl Broker {
         Ok(match spec {
             OffsetSpec::Earliest => log.log_start(),
             OffsetSpec::LastStable => log.last_stable_offset(),
+            OffsetSpec::HighWatermark => log.high_watermark(),
         })
     }
 

@@ -38,6 +38,11 @@ enum Mode {
 #[derive(Clone, Copy, Debug)]
 struct Slot {
     position: i64,
+    /// Whether `position` is known. A group assignment is handed out at once, positions
+    /// unknown, as librdkafka does: the committed offsets are looked up (waiting while a
+    /// transaction holds them unstable) only when the partition is first fetched, sought or
+    /// asked for its position.
+    known: bool,
     paused: bool,
     /// The last fetch said the position is outside the log: reset before the next one.
     out_of_range: bool,
@@ -127,17 +132,49 @@ impl SimConsumer {
             match group.step().await? {
                 Step::Progressed => continue,
                 Step::Wait => break,
-                Step::Assigned { generation, positions } => {
-                    let partitions = positions.iter().map(|(tp, _)| tp.clone()).collect();
-                    self.assignment = positions
-                        .into_iter()
-                        .map(|(tp, position)| (tp, Slot { position, paused: true, out_of_range: false }))
+                Step::Assigned { generation, partitions } => {
+                    self.assignment = partitions
+                        .iter()
+                        .map(|tp| (tp.clone(), Slot { position: 0, known: false, paused: true, out_of_range: false }))
                         .collect();
                     return Ok(vec![Rebalance::Assigned { partitions, generation }]);
                 }
             }
         }
         Ok(Vec::new())
+    }
+
+    /// Looks up the start position of every assigned partition in `wanted` whose position is
+    /// not known yet: the group's committed offset, else per `offset_reset`. `Ok(false)` when
+    /// the offsets are unstable (a transaction holds them) or the request was lost: try later.
+    async fn resolve_positions(&mut self, wanted: &[TopicPartition]) -> KafkaResult<bool> {
+        let unknown: Vec<TopicPartition> =
+            wanted.iter().filter(|tp| self.assignment.get(*tp).is_some_and(|s| !s.known)).cloned().collect();
+        if unknown.is_empty() {
+            return Ok(true);
+        }
+        let Some(group) = self.config.group_id.clone() else {
+            return Err(usage("poll", "a partition without a position and without a group"));
+        };
+        let request = Request::OffsetFetch { group, partitions: unknown.clone() };
+        let committed = match self.conn.once(request).await {
+            None => return Ok(false),
+            Some(Ok(Reply::Committed(committed))) => committed,
+            Some(Ok(other)) => return Err(unexpected("poll", &other)),
+            Some(Err(error)) if error.kind == KafkaErrorKind::Retriable => return Ok(false),
+            Some(Err(error)) => return Err(error.into_kafka("poll", self.context())),
+        };
+        for (partition, committed) in unknown.into_iter().zip(committed) {
+            let position = match committed {
+                Some(offset) => offset,
+                None => self.list_offset("poll", &partition, self.reset_spec()).await?,
+            };
+            // A seek while the lookup ran wins.
+            if let Some(slot) = self.assignment.get_mut(&partition).filter(|s| !s.known) {
+                *slot = Slot { position, known: true, ..*slot };
+            }
+        }
+        Ok(true)
     }
 
     /// Moves partitions whose position fell out of the log to where `offset_reset` says.
@@ -158,6 +195,11 @@ impl SimConsumer {
     /// after the last await, together with the records handed back.
     async fn fetch(&mut self, max_records: usize) -> KafkaResult<(Vec<RawRecord>, bool)> {
         self.reset_out_of_range().await?;
+        let resumed: Vec<TopicPartition> =
+            self.assignment.iter().filter(|(_, s)| !s.paused).map(|(tp, _)| tp.clone()).collect();
+        if !self.resolve_positions(&resumed).await? {
+            return Ok((Vec::new(), false));
+        }
         let mut wanted: Vec<(TopicPartition, i64)> =
             self.assignment.iter().filter(|(_, s)| !s.paused).map(|(tp, s)| (tp.clone(), s.position)).collect();
         if wanted.is_empty() || max_records == 0 {
@@ -244,7 +286,7 @@ impl Consumer for SimConsumer {
                 StartOffset::End => self.list_offset("assign", partition, OffsetSpec::LastStable).await?,
                 StartOffset::At(offset) => *offset,
             };
-            assignment.insert(partition.clone(), Slot { position, paused: false, out_of_range: false });
+            assignment.insert(partition.clone(), Slot { position, known: true, paused: false, out_of_range: false });
         }
         self.assignment = assignment;
         self.mode = Mode::Assigned;
@@ -291,11 +333,15 @@ impl Consumer for SimConsumer {
 
     async fn seek(&mut self, partition: &TopicPartition, offset: i64) -> KafkaResult<()> {
         let slot = self.slot("seek", partition)?;
-        *slot = Slot { position: offset, out_of_range: false, ..*slot };
+        *slot = Slot { position: offset, known: true, out_of_range: false, ..*slot };
         Ok(())
     }
 
     async fn position(&mut self, partition: &TopicPartition) -> KafkaResult<i64> {
+        self.slot("position", partition)?;
+        while !self.resolve_positions(std::slice::from_ref(partition)).await? {
+            tokio::time::sleep(super::RETRY_BACKOFF).await;
+        }
         Ok(self.slot("position", partition)?.position)
     }
 
@@ -327,6 +373,11 @@ impl Consumer for SimConsumer {
     async fn end_offset(&mut self, partition: &TopicPartition) -> KafkaResult<i64> {
         self.check_open("end_offset")?;
         self.list_offset("end_offset", partition, OffsetSpec::LastStable).await
+    }
+
+    async fn log_end_offset(&mut self, partition: &TopicPartition) -> KafkaResult<i64> {
+        self.check_open("log_end_offset")?;
+        self.list_offset("log_end_offset", partition, OffsetSpec::HighWatermark).await
     }
 
     async fn partition_count(&mut self, topic: &str) -> KafkaResult<Option<u32>> {

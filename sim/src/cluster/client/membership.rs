@@ -5,12 +5,12 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use flechtwerk::kafka::{ConsumerConfig, KafkaErrorKind, KafkaResult, OffsetReset, TopicPartition};
+use flechtwerk::kafka::{ConsumerConfig, KafkaErrorKind, KafkaResult, TopicPartition};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::{unexpected, Conn};
-use crate::cluster::protocol::{BrokerError, ErrorCode, JoinOutcome, JoinRequest, OffsetSpec, Reply, Request};
+use crate::cluster::protocol::{BrokerError, ErrorCode, JoinOutcome, JoinRequest, Reply, Request};
 
 /// Upper bound of the heartbeat interval (Kafka's `heartbeat.interval.ms` default); it is also
 /// at most a third of the session timeout.
@@ -58,7 +58,6 @@ impl SharedMember {
 enum Phase {
     Join,
     Sync { generation: i32 },
-    Offsets { generation: i32, partitions: Vec<TopicPartition> },
     Stable,
 }
 
@@ -66,14 +65,14 @@ enum Phase {
 pub(crate) enum Step {
     /// A request succeeded; the next step can run at once.
     Progressed,
-    /// Nothing more to do now (pending join, lost request, unstable offsets): try later.
+    /// Nothing more to do now (pending join, lost request): try later.
     Wait,
-    /// The member has its assignment, positioned.
+    /// The member has its assignment (start positions are looked up when first needed).
     Assigned {
         /// The generation.
         generation: i32,
-        /// Each partition and its start position.
-        positions: Vec<(TopicPartition, i64)>,
+        /// The partitions.
+        partitions: Vec<TopicPartition>,
     },
 }
 
@@ -140,7 +139,6 @@ impl GroupProtocol {
         match self.phase.clone() {
             Phase::Join => self.join().await,
             Phase::Sync { generation } => self.sync(generation).await,
-            Phase::Offsets { generation, partitions } => self.positions(generation, partitions).await,
             Phase::Stable => Ok(Step::Wait),
         }
     }
@@ -178,8 +176,13 @@ impl GroupProtocol {
         match self.conn.once(request).await {
             None => Ok(Step::Wait),
             Some(Ok(Reply::Assignment(partitions))) => {
-                self.phase = Phase::Offsets { generation, partitions };
-                Ok(Step::Progressed)
+                {
+                    let mut member = self.member.lock();
+                    member.generation = generation;
+                    member.stable = true;
+                }
+                self.phase = Phase::Stable;
+                Ok(Step::Assigned { generation, partitions })
             }
             Some(Ok(other)) => Err(unexpected("poll", &other)),
             Some(Err(error)) if error.code == ErrorCode::UnknownMemberId => Ok(self.forget_member()),
@@ -189,42 +192,6 @@ impl GroupProtocol {
             }
             Some(Err(error)) => self.fail(error),
         }
-    }
-
-    /// Start positions: the group's committed offsets (waiting while a transaction holds them
-    /// unstable), else per `offset_reset`.
-    async fn positions(&mut self, generation: i32, partitions: Vec<TopicPartition>) -> KafkaResult<Step> {
-        let request = Request::OffsetFetch { group: self.group.clone(), partitions: partitions.clone() };
-        let committed = match self.conn.once(request).await {
-            None => return Ok(Step::Wait),
-            Some(Ok(Reply::Committed(committed))) => committed,
-            Some(Ok(other)) => return Err(unexpected("poll", &other)),
-            Some(Err(error)) => return self.fail(error),
-        };
-        let spec = match self.config.offset_reset {
-            OffsetReset::Earliest => OffsetSpec::Earliest,
-            OffsetReset::Latest => OffsetSpec::LastStable,
-        };
-        let mut positions = Vec::with_capacity(partitions.len());
-        for (partition, committed) in partitions.into_iter().zip(committed) {
-            let position = match committed {
-                Some(offset) => offset,
-                None => match self.conn.once(Request::ListOffsets { partition: partition.clone(), spec }).await {
-                    None => return Ok(Step::Wait),
-                    Some(Ok(Reply::Offset(offset))) => offset,
-                    Some(Ok(other)) => return Err(unexpected("poll", &other)),
-                    Some(Err(error)) => return self.fail(error),
-                },
-            };
-            positions.push((partition, position));
-        }
-        {
-            let mut member = self.member.lock();
-            member.generation = generation;
-            member.stable = true;
-        }
-        self.phase = Phase::Stable;
-        Ok(Step::Assigned { generation, positions })
     }
 }
 

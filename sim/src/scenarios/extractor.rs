@@ -1,0 +1,523 @@
+//! Scenario `extractor`: the token-sharded extractor under chaos.
+//!
+//! 2–3 replicas of a paging extractor read a simulated external source: per config key, a
+//! numbered sequence of items that keeps growing while it is polled. Each poll pages through
+//! the items after its cursor (1–5 items a page, several pages a poll), sending every item and
+//! committing the cursor at the end of each page. The source has faults of its own: slow pages
+//! and errors in the middle of a page (the page aborts, the replica restarts). Meanwhile a
+//! config writer adds config entries, suspends and resumes some, and deletes some (tombstones),
+//! and the fault schedule of the `counter` scenario runs (crash-restarts, replicas added and
+//! removed, zombies, request faults, failing transactions, late markers, partitions, broker
+//! restarts).
+//!
+//! Properties, checked on the broker's own log after quiescence:
+//! - per config key, the emitted sequence numbers in `read_committed` output are exactly 1..n
+//!   in order — no gap, no repeat — and for every config still active at the end, n is the
+//!   source's size (everything extracted, nothing twice);
+//! - cursors never regress in the changelog, and a poll is only ever handed a cursor that some
+//!   page committed (never one of an aborted page);
+//! - no two owners interleave output for one key: each owner (a replica's token grant) emits
+//!   one contiguous run of the key's output;
+//! - a poll only polls configs of its cycle's active set, and an active set never holds a config
+//!   that the replica's store had already suspended or deleted;
+//! - after quiescence every token has exactly one holder, and standbys poll nothing;
+//! - same seed, same trace hash (`--check-determinism`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use flechtwerk::attribute::{Attribute, INT, STR};
+use flechtwerk::kafka::{Kafka, NewTopic, ProducerConfig, ProducerRecord};
+use flechtwerk::observer::{ConfigView, Observer};
+use flechtwerk::stage::BoxError;
+use flechtwerk::wire::RawRecord;
+use flechtwerk::{Config, Event, Extractor, Flechtwerk, Message, Page, State};
+use madsim::rand::{thread_rng, Rng};
+use madsim::runtime::Handle;
+use madsim::time::sleep;
+
+use crate::cluster::{Cluster, KafkaClient};
+use crate::harness::disk::SimDisk;
+use crate::harness::faults::FaultProfile;
+use crate::harness::replicas::{Launch, ReplicaEnv, ReplicaObserver, ReplicaView, Replicas};
+use crate::harness::truth;
+use crate::runner::{Ctx, Scenario};
+
+/// The scenario.
+pub static SCENARIO: Scenario = Scenario {
+    name: "extractor",
+    about: "token-sharded paging extractor over a growing, faulty source, configs added/suspended/deleted, every fault kind",
+    run: |ctx| Box::pin(run(ctx)) as Pin<Box<dyn std::future::Future<Output = ()>>>,
+};
+
+const APP: &str = "extractor";
+const CONFIGS: &str = "extractor-configs";
+const OUTPUT: &str = "extractor-output";
+/// The replicas' group session timeout.
+const SESSION_TIMEOUT: Duration = Duration::from_secs(6);
+/// Replicas alive at most at once.
+const REPLICAS_MAX: usize = 4;
+/// How long the replicas get to extract everything once the faults stop.
+const QUIESCENCE_MAX: Duration = Duration::from_secs(600);
+
+const SEQ: Attribute<i64> = Attribute::new("seq", &INT);
+const CURSOR: Attribute<i64> = Attribute::new("cursor", &INT);
+const OWNER: Attribute<String> = Attribute::new("owner", &STR);
+
+/// The simulated external source: per config key, items 1..=size.
+#[derive(Clone, Default)]
+struct Source {
+    sizes: Arc<Mutex<BTreeMap<String, i64>>>,
+}
+
+impl Source {
+    fn size(&self, key: &str) -> i64 {
+        self.sizes.lock().expect("source lock").get(key).copied().unwrap_or(0)
+    }
+
+    fn grow(&self, key: &str, by: i64) {
+        *self.sizes.lock().expect("source lock").entry(key.to_owned()).or_default() += by;
+    }
+}
+
+/// What the replicas did, for the checks.
+#[derive(Default)]
+struct Journal {
+    /// (replica, key, cursor handed to poll).
+    handed: Vec<(String, String, i64)>,
+    /// (replica, key) polls with the replica's active set of the cycle.
+    polls_outside_active: Vec<String>,
+    /// Active sets that held a config the replica's store had suspended or deleted.
+    stale_active: Vec<String>,
+    /// Polls while the replica held no token.
+    standby_polls: Vec<String>,
+}
+
+/// Per replica: its latest active set, and its store's suspended/absent keys.
+#[derive(Default)]
+struct ReplicaSide {
+    active: BTreeSet<String>,
+    /// Keys the store holds and does not suspend.
+    pollable: Option<BTreeSet<String>>,
+}
+
+/// The paging extractor of one replica.
+struct Pager {
+    name: String,
+    source: Source,
+    view: Arc<ReplicaView>,
+    journal: Arc<Mutex<Journal>>,
+    side: Arc<Mutex<ReplicaSide>>,
+    /// Probability that a page fails in its middle (the source errs).
+    error_rate: f64,
+}
+
+impl Extractor for Pager {
+    fn config_topics(&self) -> Vec<String> {
+        vec![CONFIGS.to_owned()]
+    }
+
+    async fn poll(&self, _config: Config, state: State, page: &mut Page<'_>) -> Result<(), BoxError> {
+        let key = page.key().to_owned();
+        let mut cursor = state.get(&CURSOR)?.unwrap_or(0);
+        {
+            let mut journal = self.journal.lock().expect("journal lock");
+            journal.handed.push((self.name.clone(), key.clone(), cursor));
+            if !self.side.lock().expect("side lock").active.contains(&key) {
+                journal.polls_outside_active.push(format!("{} polled {key} outside its active set", self.name));
+            }
+            if self.view.tokens.load(Ordering::SeqCst) == 0 {
+                journal.standby_polls.push(format!("{} polled {key} holding no token", self.name));
+            }
+        }
+        let owner = format!("{}:{}", self.name, self.view.grants.load(Ordering::SeqCst));
+        for _ in 0..thread_rng().gen_range(1..4) {
+            let available = self.source.size(&key);
+            if available <= cursor {
+                break;
+            }
+            let last = available.min(cursor + thread_rng().gen_range(1..=5));
+            for seq in cursor + 1..=last {
+                let value = Event::new().with(&SEQ, seq)?.with(&OWNER, owner.clone())?;
+                page.send(Message::new(OUTPUT, key.as_str(), value)).await?;
+                if thread_rng().gen_bool(self.error_rate) {
+                    return Err(format!("the source failed in the middle of a page of {key}").into());
+                }
+            }
+            if thread_rng().gen_bool(0.05) {
+                // A slow page: the transaction stays open meanwhile.
+                sleep(Duration::from_millis(thread_rng().gen_range(100..3_000))).await;
+            }
+            cursor = last;
+            page.commit(State::new().with(&CURSOR, cursor)?).await?;
+        }
+        Ok(())
+    }
+
+    async fn on_active_configs(&self, active: &BTreeMap<String, Config>) -> Result<(), BoxError> {
+        let mut side = self.side.lock().expect("side lock");
+        let keys: BTreeSet<String> = active.keys().cloned().collect();
+        if let Some(pollable) = &side.pollable {
+            for key in keys.difference(pollable) {
+                self.journal
+                    .lock()
+                    .expect("journal lock")
+                    .stale_active
+                    .push(format!("{}: {key} active although its store suspends or lacks it", self.name));
+            }
+        }
+        side.active = keys;
+        Ok(())
+    }
+}
+
+/// Observes a replica for the harness, and tracks which keys its store lets it poll.
+struct PagerObserver {
+    inner: ReplicaObserver,
+    side: Arc<Mutex<ReplicaSide>>,
+}
+
+impl Observer for PagerObserver {
+    fn tokens_assigned(&self, count: usize) {
+        self.inner.tokens_assigned(count);
+    }
+
+    fn config_store_updated(&self, store: &dyn ConfigView) {
+        self.inner.config_store_updated(store);
+        let pollable = store
+            .to_map()
+            .into_iter()
+            .filter(|(_, bytes)| !bytes.windows(16).any(|w| w == b"\"suspended\":true"))
+            .map(|(key, _)| key)
+            .collect();
+        self.side.lock().expect("side lock").pollable = Some(pollable);
+    }
+}
+
+/// Maintains the config topic: keys added over time, some suspended and resumed, some deleted.
+async fn write_configs(kafka: KafkaClient, ctx: Ctx, keys: u32, writes: usize, period: Duration) {
+    let producer = kafka.producer(ProducerConfig::idempotent("config-writer")).expect("producer");
+    let gap_max = (period.as_millis() as u64 / writes.max(1) as u64).max(2);
+    let mut deliveries = Vec::new();
+    let write = |key: String, value: Option<Bytes>| {
+        ctx.event(format!("config writer: {key}: {:?}", value.as_deref().map(String::from_utf8_lossy)));
+        ProducerRecord { value, ..ProducerRecord::new(CONFIGS, key, Vec::new()) }
+    };
+    // Every key starts active.
+    for k in 0..keys {
+        let record = write(format!("feed-{k}"), Some(Bytes::from(format!(r#"{{"feed":{k}}}"#))));
+        if let Ok(delivery) = producer.send(record).await {
+            deliveries.push(delivery);
+        }
+    }
+    for _ in 0..writes {
+        sleep(Duration::from_millis(thread_rng().gen_range(1..gap_max))).await;
+        let k = thread_rng().gen_range(0..keys);
+        let value = match thread_rng().gen_range(0..10) {
+            0 => None,
+            1 => Some(Bytes::from(format!(r#"{{"feed":{k},"suspended":true}}"#))),
+            _ => Some(Bytes::from(format!(r#"{{"feed":{k}}}"#))),
+        };
+        let record = write(format!("feed-{k}"), value);
+        if let Ok(delivery) = producer.send(record).await {
+            deliveries.push(delivery);
+        }
+    }
+    for delivery in deliveries {
+        let _ = delivery.await;
+    }
+    producer.close().await;
+    ctx.event("config writer: done");
+}
+
+/// Grows the source while the faults run.
+async fn grow(source: Source, keys: u32, period: Duration) {
+    let end = madsim::time::Instant::now() + period;
+    while madsim::time::Instant::now() < end {
+        source.grow(&format!("feed-{}", thread_rng().gen_range(0..keys)), thread_rng().gen_range(1..4));
+        sleep(Duration::from_millis(thread_rng().gen_range(20..300))).await;
+    }
+}
+
+/// The config topic's compaction: per key, `Some(true)` active, `Some(false)` suspended, `None`
+/// deleted.
+fn config_states(cluster: &Cluster) -> BTreeMap<String, Option<bool>> {
+    let mut states = BTreeMap::new();
+    for record in truth::committed_records(cluster, CONFIGS) {
+        let state = match record.value.as_deref() {
+            None | Some(b"") | Some(b"{}") => None,
+            Some(bytes) => Some(!bytes.windows(16).any(|w| w == b"\"suspended\":true")),
+        };
+        states.insert(key_of(&record), state);
+    }
+    states
+}
+
+fn key_of(record: &RawRecord) -> String {
+    String::from_utf8_lossy(record.key.as_deref().unwrap_or_default()).into_owned()
+}
+
+fn decoded(record: &RawRecord) -> Option<Event> {
+    flechtwerk::wire::decode_value(record.value.as_deref()).ok().map(Event::wrap)
+}
+
+/// Per key, the committed outputs' (seq, owner) in output order.
+fn outputs_per_key(cluster: &Cluster) -> BTreeMap<String, Vec<(i64, String)>> {
+    let mut per_key: BTreeMap<String, Vec<(i64, String)>> = BTreeMap::new();
+    for record in truth::committed_records(cluster, OUTPUT) {
+        if let Some(v) = decoded(&record) {
+            let (Ok(seq), Ok(owner)) = (v.require(&SEQ), v.require(&OWNER)) else { continue };
+            per_key.entry(key_of(&record)).or_default().push((seq, owner));
+        }
+    }
+    per_key
+}
+
+fn extracted_everything(cluster: &Cluster, source: &Source, wanted: &BTreeMap<String, Option<bool>>) -> bool {
+    let outputs = outputs_per_key(cluster);
+    let caught_up = wanted.iter().filter(|(_, w)| **w == Some(true)).all(|(key, _)| {
+        outputs.get(key).map_or(0, |o| o.iter().map(|(s, _)| *s).max().unwrap_or(0)) >= source.size(key)
+    });
+    caught_up
+        && truth::no_open_transactions(cluster, OUTPUT)
+        && truth::no_open_transactions(cluster, &format!("{APP}-changelog"))
+}
+
+async fn run(ctx: Ctx) {
+    let profile = FaultProfile {
+        session_timeout: SESSION_TIMEOUT,
+        transaction_timeout: Duration::from_secs(600),
+        pause_past_transaction_timeout: 0.02,
+        ..FaultProfile::everything()
+    };
+    if thread_rng().gen_bool(profile.buggify) {
+        madsim::buggify::enable();
+        ctx.event("buggify on");
+    }
+    let cluster = Cluster::start(&ctx);
+    let (replica_count, keys, config_writes, partitions, changelog_partitions, error_rate, period) = {
+        let mut rng = thread_rng();
+        let partitions = [1u32, 2, 4][rng.gen_range(0..3)];
+        // Mostly the layout the runner creates (one changelog partition per token); otherwise
+        // a changelog made elsewhere (a Python fleet's has the broker default, 1), whose shared
+        // partitions make restores wait for other tokens' open pages (EXT-43).
+        let changelog_partitions = match rng.gen_range(0..10) {
+            0..=5 => partitions,
+            6..=8 => 1,
+            _ => partitions + 1,
+        };
+        (
+            rng.gen_range(2..=3usize),
+            rng.gen_range(3..12u32),
+            rng.gen_range(5..30usize),
+            partitions,
+            changelog_partitions,
+            [0.0, 0.01, 0.03][rng.gen_range(0..3)],
+            Duration::from_secs(rng.gen_range(8..30)),
+        )
+    };
+    let schedule = profile.generate(&mut thread_rng(), period);
+    ctx.event(format!(
+        "extractor: {replica_count} replicas, {keys} configs over {partitions} tokens ({changelog_partitions} changelog \
+         partitions), {config_writes} config writes, \
+         source error rate {error_rate}, {} faults over {period:?}:\n{schedule}",
+        schedule.len()
+    ));
+    let setup = Handle::current().create_node().name("setup").ip(cluster.client_ip()).build();
+    let admin_kafka = cluster.kafka();
+    setup
+        .spawn(async move {
+            let admin = admin_kafka.admin().expect("admin");
+            // The changelog is created here, uncompactable within a run (its segment never
+            // rolls): the cursor checks read its whole history. The engine adopts it.
+            let changelog = NewTopic::new(format!("{APP}-changelog"), changelog_partitions)
+                .replication(1)
+                .compacted()
+                .config("segment.ms", "86400000");
+            for spec in [
+                NewTopic::new(CONFIGS, partitions).replication(1).compacted(),
+                NewTopic::new(OUTPUT, 2).replication(1),
+                changelog,
+            ] {
+                while admin.create_topic(&spec).await.is_err() {
+                    sleep(Duration::from_millis(100)).await;
+                }
+            }
+        })
+        .await
+        .expect("the setup node is never killed");
+
+    let source = Source::default();
+    for k in 0..keys {
+        source.grow(&format!("feed-{k}"), thread_rng().gen_range(1..20));
+    }
+    let journal: Arc<Mutex<Journal>> = Arc::default();
+    let disk = SimDisk::default();
+    let launch: Launch = {
+        let (source, journal) = (source.clone(), journal.clone());
+        Arc::new(move |env: ReplicaEnv| {
+            let (source, journal) = (source.clone(), journal.clone());
+            Box::pin(async move {
+                let side: Arc<Mutex<ReplicaSide>> = Arc::default();
+                let stage = Pager {
+                    name: env.name.clone(),
+                    source,
+                    view: env.view.clone(),
+                    journal,
+                    side: side.clone(),
+                    error_rate,
+                };
+                let observer = PagerObserver { inner: env.observer(), side };
+                let app = Flechtwerk::builder()
+                    .application_id(APP)
+                    .client_id(&env.name)
+                    .kafka(Arc::new(env.kafka.clone()))
+                    .session_timeout(SESSION_TIMEOUT)
+                    .poll_interval(Duration::from_millis(thread_rng().gen_range(100..1_000)))
+                    .replication_factor(1)
+                    .observer(Arc::new(observer))
+                    .state_stores(Arc::new(env.stores.clone()))
+                    .build(stage)
+                    .map_err(|e| e.to_string())?;
+                let Err(error) = app.run().await;
+                Err(match &error {
+                    flechtwerk::Error::Kafka(e) => format!("kafka {} {:?}", e.operation(), e.kind()),
+                    other => other.to_string(),
+                })
+            })
+        })
+    };
+    let mut replicas = Replicas::start(&cluster, &ctx, &disk, launch, replica_count, REPLICAS_MAX);
+    let writer = Handle::current().create_node().name("config-writer").ip(cluster.client_ip()).build();
+    let writing = writer.spawn(write_configs(cluster.kafka(), ctx.clone(), keys, config_writes, period));
+    let grower = Handle::current().create_node().name("source").build();
+    let growing = grower.spawn(grow(source.clone(), keys, period));
+
+    let faults_start = ctx.now();
+    replicas.run_schedule(&schedule).await;
+    writing.await.expect("the writer node is never killed");
+    growing.await.expect("the source node is never killed");
+    let faults_end = faults_start + schedule.end();
+    if ctx.now() < faults_end {
+        sleep(faults_end - ctx.now()).await;
+    }
+    madsim::buggify::disable();
+    replicas.calm_down();
+    ctx.event("faults stop");
+
+    // What the config topic really says (a write the faults refused never happened).
+    let wanted = config_states(&cluster);
+    let deadline = ctx.now() + QUIESCENCE_MAX;
+    while !extracted_everything(&cluster, &source, &wanted) && ctx.now() < deadline {
+        sleep(Duration::from_secs(1)).await;
+    }
+    // The group settles: every token has one holder (a replica back from a fault may still be
+    // rejoining), and one more cycle's worth, so every last reconcile sees the final configs.
+    // Settled: the group is stable with exactly the live replicas (a crashed incarnation's
+    // member is evicted only at its session timeout, and that rebalances once more).
+    let deadline = ctx.now() + Duration::from_secs(120);
+    let alive = replicas.alive().count();
+    let settled = |replicas: &Replicas| {
+        let members = cluster.inspect(|b| {
+            b.group(APP).filter(|g| g.state == crate::cluster::broker::GroupState::Stable).map(|g| g.members.len())
+        });
+        members == Some(alive)
+            && replicas.alive().map(|r| r.view.tokens.load(Ordering::SeqCst)).sum::<usize>() == partitions as usize
+    };
+    while !settled(&replicas) && ctx.now() < deadline {
+        sleep(Duration::from_millis(500)).await;
+    }
+    sleep(Duration::from_secs(2)).await;
+    check(&ctx, &cluster, &source, &wanted, &replicas, &journal, partitions as usize);
+}
+
+fn check(
+    ctx: &Ctx,
+    cluster: &Cluster,
+    source: &Source,
+    wanted: &BTreeMap<String, Option<bool>>,
+    replicas: &Replicas,
+    journal: &Mutex<Journal>,
+    tokens: usize,
+) {
+    let outputs = outputs_per_key(cluster);
+    for (key, emitted) in &outputs {
+        let seqs: Vec<i64> = emitted.iter().map(|(s, _)| *s).collect();
+        let want: Vec<i64> = (1..=seqs.len() as i64).collect();
+        if seqs != want {
+            let repeats = seqs.len() - seqs.iter().collect::<BTreeSet<_>>().len();
+            ctx.violation(format!(
+                "exactly-once: {key} emitted {} items, not 1..n in order ({repeats} repeats; first 20: {:?})",
+                seqs.len(),
+                &emitted[..emitted.len().min(20)]
+            ));
+        }
+        // Each owner emits one contiguous run.
+        let mut seen = BTreeSet::new();
+        let mut previous: Option<&String> = None;
+        for (_, owner) in emitted {
+            if previous != Some(owner) {
+                if !seen.insert(owner.clone()) {
+                    ctx.violation(format!("{key}: owner {owner} emitted again after another owner (interleaving)"));
+                    break;
+                }
+                previous = Some(owner);
+            }
+        }
+    }
+    for (key, state) in wanted {
+        if *state == Some(true) {
+            let got = outputs.get(key).map_or(0, |o| o.len() as i64);
+            let size = source.size(key);
+            if got != size {
+                let views: Vec<String> = replicas
+                    .alive()
+                    .map(|r| {
+                        let view = r.view.configs.lock().expect("view lock");
+                        let value =
+                            view.as_ref().and_then(|c| c.get(key)).map(|b| String::from_utf8_lossy(b).into_owned());
+                        format!("{}={value:?}", r.name)
+                    })
+                    .collect();
+                ctx.violation(format!(
+                    "{key} is active but {got} of its {size} items were extracted (stores: {views:?})"
+                ));
+            }
+        }
+    }
+    // Changelog cursors never regress; handed cursors were all committed.
+    let mut committed: BTreeMap<String, BTreeSet<i64>> = BTreeMap::new();
+    let mut last: BTreeMap<String, i64> = BTreeMap::new();
+    for record in truth::committed_records(cluster, &format!("{APP}-changelog")) {
+        let key = key_of(&record);
+        let Some(cursor) = decoded(&record).and_then(|v| v.get(&CURSOR).ok().flatten()) else { continue };
+        if last.get(&key).is_some_and(|previous| cursor < *previous) {
+            ctx.violation(format!("cursor of {key} regressed in the changelog: {} then {cursor}", last[&key]));
+        }
+        last.insert(key.clone(), cursor);
+        committed.entry(key).or_default().insert(cursor);
+    }
+    let journal = journal.lock().expect("journal lock");
+    for (replica, key, cursor) in &journal.handed {
+        if *cursor != 0 && !committed.get(key).is_some_and(|c| c.contains(cursor)) {
+            ctx.violation(format!("{replica} was handed cursor {cursor} of {key}, which no page committed"));
+        }
+    }
+    for v in journal.polls_outside_active.iter().chain(&journal.stale_active).chain(&journal.standby_polls).take(5) {
+        ctx.violation(v.clone());
+    }
+    let held: usize = replicas.alive().map(|r| r.view.tokens.load(Ordering::SeqCst)).sum();
+    if held != tokens {
+        ctx.violation(format!("after quiescence the replicas hold {held} tokens of {tokens}"));
+    }
+    ctx.event(format!(
+        "end: {} keys with output, {} items, {} polls",
+        outputs.len(),
+        outputs.values().map(Vec::len).sum::<usize>(),
+        journal.handed.len()
+    ));
+}

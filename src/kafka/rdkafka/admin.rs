@@ -1,0 +1,155 @@
+//! Topic administration.
+
+#[allow(unused_imports)]
+use super::*;
+
+pub(super) struct RdAdmin {
+    pub(super) admin: Option<Arc<AdminClient<LogContext>>>,
+    /// Stops the thread that pumps the client's main queue.
+    pub(super) pump: Arc<AtomicBool>,
+}
+
+/// rdkafka's `AdminClient` never polls librdkafka's main queue, where the client's log lines and
+/// errors wait (rdkafka sets `log.queue`): without this thread an admin client would log nothing
+/// and its refusals (wrong password, untrusted certificate) would only show as timeouts. The
+/// thread ends within 100 ms of `stop`, dropping its handle of the client.
+pub(super) fn pump_main_queue(admin: Arc<AdminClient<LogContext>>, stop: Arc<AtomicBool>) {
+    use rdkafka::bindings as rd;
+    let spawned = std::thread::Builder::new().name("flechtwerk-admin-events".into()).spawn(move || {
+        let context = admin.inner().context().clone();
+        // SAFETY: the queue handle is ours until destroyed below, and the client outlives it
+        // (this thread holds it); each event is destroyed after use, its strings copied before.
+        unsafe {
+            let queue = rd::rd_kafka_queue_get_main(admin.inner().native_ptr());
+            while !stop.load(Ordering::Relaxed) {
+                let event = rd::rd_kafka_queue_poll(queue, 100);
+                if event.is_null() {
+                    continue;
+                }
+                match rd::rd_kafka_event_type(event) {
+                    rd::RD_KAFKA_EVENT_LOG => {
+                        let (mut facility, mut text, mut level) = (std::ptr::null(), std::ptr::null(), 0);
+                        if rd::rd_kafka_event_log(event, &mut facility, &mut text, &mut level) == 0 {
+                            let facility = CStr::from_ptr(facility).to_string_lossy();
+                            let text = CStr::from_ptr(text).to_string_lossy();
+                            context.log(log_level(level), facility.trim(), text.trim());
+                        }
+                    }
+                    rd::RD_KAFKA_EVENT_ERROR => {
+                        let code = rd::rd_kafka_event_error(event);
+                        let reason = CStr::from_ptr(rd::rd_kafka_event_error_string(event)).to_string_lossy();
+                        context.error(RdError::Global(code.into()), reason.trim());
+                    }
+                    _ => {}
+                }
+                rd::rd_kafka_event_destroy(event);
+            }
+            rd::rd_kafka_queue_destroy(queue);
+        }
+    });
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "no thread for the admin client's events: its logs are lost");
+    }
+}
+
+fn log_level(level: i32) -> RDKafkaLogLevel {
+    match level {
+        i32::MIN..=0 => RDKafkaLogLevel::Emerg,
+        1 => RDKafkaLogLevel::Alert,
+        2 => RDKafkaLogLevel::Critical,
+        3 => RDKafkaLogLevel::Error,
+        4 => RDKafkaLogLevel::Warning,
+        5 => RDKafkaLogLevel::Notice,
+        6 => RDKafkaLogLevel::Info,
+        _ => RDKafkaLogLevel::Debug,
+    }
+}
+
+impl RdAdmin {
+    pub(super) fn admin(&self) -> Arc<AdminClient<LogContext>> {
+        self.admin.clone().expect("an admin client is only taken on drop")
+    }
+
+    pub(super) async fn metadata(&self, topic: &str, settle: Duration) -> KafkaResult<Option<(u32, bool)>> {
+        let admin = self.admin();
+        let topic = topic.to_owned();
+        let refusal = admin.inner().context().refusal.clone();
+        blocking_unless_refused(&refusal, "partition_count", move || partition_count(admin.inner(), &topic, settle))
+            .await
+    }
+}
+
+impl Drop for RdAdmin {
+    fn drop(&mut self) {
+        self.pump.store(true, Ordering::Relaxed);
+        if let Some(admin) = self.admin.take() {
+            drop_off_runtime(admin);
+        }
+    }
+}
+
+#[async_trait]
+impl Admin for RdAdmin {
+    async fn create_topic(&self, topic: &NewTopic) -> KafkaResult<TopicCreation> {
+        let partitions = i32::try_from(topic.partitions).map_err(|_| {
+            KafkaError::new(KafkaErrorKind::Other, "create_topic", "too many partitions")
+                .with_context(topic.name.clone())
+        })?;
+        let mut spec =
+            RdNewTopic::new(&topic.name, partitions, TopicReplication::Fixed(i32::from(topic.replication_factor)));
+        for (key, value) in &topic.configs {
+            spec = spec.set(key, value);
+        }
+        let options =
+            AdminOptions::new().operation_timeout(Some(REQUEST_TIMEOUT)).request_timeout(Some(REQUEST_TIMEOUT));
+        let admin = self.admin();
+        let refusal = admin.inner().context().refusal.clone();
+        if let Some(refused) = refusal.get() {
+            return Err(refused);
+        }
+        let results = tokio::select! {
+            biased;
+            results = admin.create_topics([&spec], &options) => results,
+            refused = refusal.wait() => return Err(refused),
+        }
+        .map_err(|e| rd_error("create_topic", &e, None).with_context(topic.name.clone()))?;
+        let outcome = results.into_iter().next().ok_or_else(|| {
+            KafkaError::new(KafkaErrorKind::Other, "create_topic", "no result").with_context(topic.name.clone())
+        })?;
+        match outcome {
+            Ok(_) => {
+                // Fresh metadata must show it to every client from now on, with leaders.
+                let deadline = Instant::now() + TOPIC_VISIBLE_MAX;
+                loop {
+                    if let Some((_, true)) = self.metadata(&topic.name, Duration::ZERO).await? {
+                        return Ok(TopicCreation::Created);
+                    }
+                    if Instant::now() >= deadline {
+                        return Err(KafkaError::new(
+                            KafkaErrorKind::Retriable,
+                            "create_topic",
+                            format!("created, but not visible with leaders within {TOPIC_VISIBLE_MAX:?}"),
+                        )
+                        .with_context(topic.name.clone()));
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+            Err((_, Code::TopicAlreadyExists)) => Ok(TopicCreation::AlreadyExists),
+            // A principal without Create on a topic an operator created beforehand: the broker
+            // refuses the creation whether the topic exists or not. An existing topic the
+            // principal may describe is adopted, as an existing topic is (LIFE-15).
+            Err((_, code @ (Code::TopicAuthorizationFailed | Code::ClusterAuthorizationFailed))) => {
+                match self.metadata(&topic.name, Duration::ZERO).await {
+                    Ok(Some(_)) => Ok(TopicCreation::AlreadyExists),
+                    _ => Err(code_error("create_topic", code, topic.name.clone())),
+                }
+            }
+            Err((_, code)) => Err(code_error("create_topic", code, topic.name.clone())),
+        }
+    }
+
+    async fn partition_count(&self, topic: &str) -> KafkaResult<Option<u32>> {
+        Ok(self.metadata(topic, Duration::from_secs(5)).await?.map(|(count, _)| count))
+    }
+}

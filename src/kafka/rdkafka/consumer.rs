@@ -1,0 +1,907 @@
+//! The consumer: rebalance events, partitions paused in the callback, a cancellation-safe
+//! poll, committed offsets and LSO ends.
+
+#[allow(unused_imports)]
+use super::*;
+
+/// The consumer's context: logging, and the rebalance callback.
+pub(super) struct ConsumerCtx {
+    pub(super) log: LogContext,
+    /// Assignment changes the callback saw, in order, not yet moved into the poll buffer.
+    pub(super) events: Mutex<Vec<Rebalance>>,
+    /// The fatal slot: a failure of the rebalance callback, surfaced by the next poll.
+    pub(super) failed: Mutex<Option<KafkaError>>,
+}
+
+impl ConsumerCtx {
+    pub(super) fn new(client_id: &str, tls: bool) -> Self {
+        ConsumerCtx { log: LogContext::new(client_id, tls), events: Mutex::new(Vec::new()), failed: Mutex::new(None) }
+    }
+}
+
+impl ClientContext for ConsumerCtx {
+    fn log(&self, level: RDKafkaLogLevel, facility: &str, message: &str) {
+        self.log.log(level, facility, message);
+    }
+
+    fn error(&self, error: RdError, reason: &str) {
+        self.log.error(error, reason);
+    }
+}
+
+pub(super) fn port_partitions(tpl: &TopicPartitionList) -> Vec<TopicPartition> {
+    let mut partitions: Vec<TopicPartition> =
+        tpl.elements().iter().map(|e| TopicPartition::new(e.topic(), e.partition())).collect();
+    partitions.sort();
+    partitions
+}
+
+pub(super) fn rd_partitions<'a>(partitions: impl IntoIterator<Item = &'a TopicPartition>) -> TopicPartitionList {
+    let mut tpl = TopicPartitionList::new();
+    for p in partitions {
+        tpl.add_partition(&p.topic, p.partition);
+    }
+    tpl
+}
+
+/// The member's generation and member id, from librdkafka's group metadata.
+pub(super) fn member_identity(consumer: &BaseConsumer<ConsumerCtx>) -> Option<(i32, String)> {
+    use rdkafka::bindings as rd;
+    // SAFETY: the metadata object is a copy owned by us until destroyed below; the member id
+    // string lives inside it and is copied out before.
+    unsafe {
+        let metadata = rd::rd_kafka_consumer_group_metadata(consumer.client().native_ptr());
+        if metadata.is_null() {
+            return None;
+        }
+        let generation = rd::rd_kafka_consumer_group_metadata_generation_id(metadata);
+        let member = rd::rd_kafka_consumer_group_metadata_member_id(metadata);
+        let member =
+            if member.is_null() { String::new() } else { CStr::from_ptr(member).to_string_lossy().into_owned() };
+        rd::rd_kafka_consumer_group_metadata_destroy(metadata);
+        Some((generation, member))
+    }
+}
+
+/// librdkafka's application positions (next offset to return) of `tpl`'s partitions; `None`
+/// where it has none (nothing returned since the last assign or seek).
+pub(super) fn rd_positions(consumer: &BaseConsumer<ConsumerCtx>, tpl: &TopicPartitionList) -> Vec<Option<i64>> {
+    let probe = tpl.clone();
+    // SAFETY: `probe` is a valid list we own; rd_kafka_position only writes offsets into it.
+    unsafe { rdkafka::bindings::rd_kafka_position(consumer.client().native_ptr(), probe.ptr()) };
+    probe
+        .elements()
+        .iter()
+        .map(|e| match e.offset() {
+            Offset::Offset(offset) => Some(offset),
+            _ => None,
+        })
+        .collect()
+}
+
+/// What the rebalance callback needs of its client: librdkafka's consumer, or a test double.
+pub(super) trait RebalanceClient {
+    fn assign(&self, tpl: &TopicPartitionList) -> Result<(), RdError>;
+    fn pause(&self, tpl: &TopicPartitionList) -> Result<(), RdError>;
+    fn unassign(&self) -> Result<(), RdError>;
+    fn assignment(&self) -> Result<TopicPartitionList, RdError>;
+    /// The generation of the current assignment (-1 when unknown).
+    fn generation(&self) -> i32;
+}
+
+impl RebalanceClient for BaseConsumer<ConsumerCtx> {
+    fn assign(&self, tpl: &TopicPartitionList) -> Result<(), RdError> {
+        rdkafka::consumer::Consumer::assign(self, tpl)
+    }
+    fn pause(&self, tpl: &TopicPartitionList) -> Result<(), RdError> {
+        rdkafka::consumer::Consumer::pause(self, tpl)
+    }
+    fn unassign(&self) -> Result<(), RdError> {
+        rdkafka::consumer::Consumer::unassign(self)
+    }
+    fn assignment(&self) -> Result<TopicPartitionList, RdError> {
+        rdkafka::consumer::Consumer::assignment(self)
+    }
+    fn generation(&self) -> i32 {
+        member_identity(self).map_or(-1, |(generation, _)| generation)
+    }
+}
+
+impl ConsumerCtx {
+    /// The rebalance callback's work. librdkafka calls it inside a poll and ignores anything it
+    /// returns, so a failure is kept in the fatal slot that the next poll surfaces as an error
+    /// (TRX-34, LIFE-23): a member whose assignment failed must never hold partitions that no
+    /// task processes.
+    pub(super) fn on_rebalance(&self, client: &dyn RebalanceClient, error: RDKafkaRespErr, tpl: &TopicPartitionList) {
+        let partitions = port_partitions(tpl);
+        let failed = |what: &str, e: &RdError| {
+            tracing::error!(client = &*self.log.client, error = %e, ?partitions, "{what} failed");
+            let error = rd_error_as(KafkaErrorKind::Fatal, "rebalance", e, None)
+                .with_context(format!("{}: {what} {partitions:?}", self.log.client));
+            lock(&self.failed).get_or_insert(error);
+        };
+        match error {
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
+                if let Err(e) = client.assign(tpl) {
+                    return failed("assigning partitions", &e);
+                }
+                // Port contract: new partitions arrive paused. Pausing here, inside the callback,
+                // comes before any fetch of them can reach the application.
+                if let Err(e) = client.pause(tpl) {
+                    return failed("pausing new partitions", &e);
+                }
+                let generation = client.generation();
+                tracing::debug!(client = &*self.log.client, ?partitions, generation, "partitions assigned");
+                lock(&self.events).push(Rebalance::Assigned { partitions, generation });
+            }
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
+                tracing::debug!(client = &*self.log.client, ?partitions, "partitions revoked");
+                lock(&self.events).push(Rebalance::Revoked { partitions: partitions.clone() });
+                if let Err(e) = client.unassign() {
+                    failed("unassigning partitions", &e);
+                }
+            }
+            other => {
+                tracing::warn!(client = &*self.log.client, error = ?other, "rebalance error: dropping the assignment");
+                let held = client.assignment().map(|tpl| port_partitions(&tpl)).unwrap_or_default();
+                if !held.is_empty() {
+                    lock(&self.events).push(Rebalance::Revoked { partitions: held });
+                }
+                if let Err(e) = client.unassign() {
+                    failed("unassigning partitions", &e);
+                }
+            }
+        }
+    }
+
+    /// The error a rebalance callback left, if any (taken: it is reported once).
+    pub(super) fn take_failure(&self) -> Option<KafkaError> {
+        lock(&self.failed).take()
+    }
+}
+
+impl ConsumerContext for ConsumerCtx {
+    fn rebalance(&self, consumer: &BaseConsumer<Self>, error: RDKafkaRespErr, tpl: &mut TopicPartitionList) {
+        self.on_rebalance(consumer, error, tpl);
+    }
+}
+
+/// One thing a poll hands out, in the order librdkafka produced them.
+pub(super) enum Item {
+    Rebalance(Rebalance),
+    Record(RawRecord),
+}
+
+/// What blocking polls took from librdkafka and the engine has not been given yet.
+#[derive(Default)]
+pub(super) struct Buffer {
+    pub(super) items: VecDeque<Item>,
+    /// Interned topic names.
+    pub(super) topics: BTreeMap<String, Arc<str>>,
+    /// Partitions to seek back to these offsets before the next fetch (buffered records dropped
+    /// because their partition was paused).
+    pub(super) rewinds: Vec<(TopicPartition, i64)>,
+}
+
+impl Buffer {
+    pub(super) fn take_events(&mut self, ctx: &ConsumerCtx) -> bool {
+        let mut events = lock(&ctx.events);
+        let any = !events.is_empty();
+        self.items.extend(events.drain(..).map(Item::Rebalance));
+        any
+    }
+
+    pub(super) fn push_record(&mut self, message: &BorrowedMessage<'_>) {
+        let topic = match self.topics.get(message.topic()) {
+            Some(topic) => topic.clone(),
+            None => {
+                let topic: Arc<str> = message.topic().into();
+                self.topics.insert(message.topic().to_owned(), topic.clone());
+                topic
+            }
+        };
+        let headers = message
+            .headers()
+            .map(|headers| {
+                headers
+                    .iter()
+                    .map(|h| Header { key: h.key.to_owned(), value: h.value.map(Bytes::copy_from_slice) })
+                    .collect()
+            })
+            .unwrap_or_default();
+        self.items.push_back(Item::Record(RawRecord {
+            topic,
+            partition: message.partition(),
+            offset: message.offset(),
+            timestamp_ms: message.timestamp().to_millis(),
+            key: message.key().map(Bytes::copy_from_slice),
+            value: message.payload().map(Bytes::copy_from_slice),
+            headers,
+        }));
+    }
+
+    /// Whether the next hand-out is complete: `max` records, or records followed by a
+    /// rebalance (which must wait for the poll after).
+    pub(super) fn settled(&self, max: usize) -> bool {
+        let mut records = 0;
+        for item in &self.items {
+            match item {
+                Item::Rebalance(_) if records > 0 => return true,
+                Item::Rebalance(_) => {}
+                Item::Record(_) => {
+                    records += 1;
+                    if records >= max {
+                        return true;
+                    }
+                }
+            }
+        }
+        false
+    }
+
+    pub(super) fn first_buffered(&self, partition: &TopicPartition) -> Option<i64> {
+        self.items.iter().find_map(|item| match item {
+            Item::Record(r) if r.partition == partition.partition && *r.topic == *partition.topic => Some(r.offset),
+            _ => None,
+        })
+    }
+
+    pub(super) fn drop_records_of(&mut self, partition: &TopicPartition) {
+        self.items.retain(|item| {
+            !matches!(item, Item::Record(r) if r.partition == partition.partition && *r.topic == *partition.topic)
+        });
+    }
+}
+
+pub(super) struct Shared {
+    pub(super) consumer: BaseConsumer<ConsumerCtx>,
+    /// A group-less consumer: librdkafka still looks up the coordinator of its private group,
+    /// which a least-privilege principal may not describe; that refusal is no error here.
+    pub(super) groupless: bool,
+    /// Serializes blocking polls, and holds what a cancelled poll took.
+    pub(super) buffer: Mutex<Buffer>,
+    /// For [`Consumer::log_end_offset`]: the consumer's settings as `read_uncommitted`, and the
+    /// client made of them on first use (librdkafka answers ListOffsets(latest) with the
+    /// isolation level of the client that asks).
+    pub(super) uncommitted: Mutex<(ClientConfig, Option<BaseConsumer<ConsumerCtx>>)>,
+    /// Whether the connection uses TLS (for the refusal rules of a second client).
+    pub(super) tls: bool,
+}
+
+impl Shared {
+    pub(super) fn ctx(&self) -> &ConsumerCtx {
+        self.consumer.context()
+    }
+
+    /// Seeks partitions whose buffered records were dropped back to the first of them.
+    pub(super) fn apply_rewinds(&self, buffer: &mut Buffer) {
+        for (partition, offset) in std::mem::take(&mut buffer.rewinds) {
+            let mut tpl = TopicPartitionList::new();
+            if tpl.add_partition_offset(&partition.topic, partition.partition, Offset::Offset(offset)).is_ok() {
+                if let Err(e) = self.consumer.seek_partitions(tpl, REQUEST_TIMEOUT) {
+                    tracing::error!(client = &*self.ctx().log.client, %partition, offset, error = %e, "rewind failed");
+                }
+            }
+        }
+    }
+
+    /// Polls librdkafka into the buffer: waits up to `timeout` for the first item, then takes
+    /// what is immediately available, up to `max` records.
+    pub(super) fn fill(&self, max: usize, timeout: Duration, watched: &TopicPartitionList) -> KafkaResult<()> {
+        let mut buffer = lock(&self.buffer);
+        self.apply_rewinds(&mut buffer);
+        let deadline = Instant::now() + timeout;
+        let before = if watched.count() > 0 { rd_positions(&self.consumer, watched) } else { Vec::new() };
+        buffer.take_events(self.ctx());
+        self.surface_failure()?;
+        while buffer.items.is_empty() {
+            // A zero timeout still takes what librdkafka already fetched: one short poll. (Not a
+            // zero one: rd_kafka_consumer_poll(0) was measured to return nothing, call after call,
+            // for a record already in a resumed partition's fetch queue; 1 ms returns it.)
+            let left = deadline.saturating_duration_since(Instant::now());
+            let got = self.consumer.poll(left.min(POLL_SLICE).max(POLL_MIN));
+            buffer.take_events(self.ctx());
+            self.surface_failure()?;
+            match got {
+                Some(Ok(message)) => buffer.push_record(&message),
+                Some(Err(e)) => self.consume_error(e)?,
+                None => {
+                    // A transaction marker advances a position without a record: report "nothing
+                    // arrived" now rather than at the timeout, so a reader sees its end promptly.
+                    if buffer.items.is_empty() && !before.is_empty() && rd_positions(&self.consumer, watched) != before
+                    {
+                        return Ok(());
+                    }
+                }
+            }
+            if left.is_zero() {
+                break;
+            }
+        }
+        while !buffer.settled(max) {
+            let got = self.consumer.poll(Duration::ZERO);
+            let rebalanced = buffer.take_events(self.ctx());
+            self.surface_failure()?;
+            match got {
+                Some(Ok(message)) => buffer.push_record(&message),
+                Some(Err(e)) => self.consume_error(e)?,
+                None if rebalanced => {}
+                None => break,
+            }
+        }
+        Ok(())
+    }
+
+    /// Fails the poll with what the rebalance callback could not do (TRX-34), or with the
+    /// cluster's refusal of this client.
+    pub(super) fn surface_failure(&self) -> KafkaResult<()> {
+        if let Some(refused) = self.ctx().log.refusal.get() {
+            return Err(refused);
+        }
+        self.ctx().take_failure().map_or(Ok(()), Err)
+    }
+
+    pub(super) fn consume_error(&self, error: RdError) -> KafkaResult<()> {
+        let code = error.rdkafka_error_code();
+        match error {
+            RdError::MessageConsumptionFatal(_) => {
+                let fatal = self.consumer.client().fatal_error();
+                Err(rd_error("poll", &error, fatal).with_context(self.ctx().log.client.to_string()))
+            }
+            RdError::PartitionEOF(_) => Ok(()),
+            _ if self.groupless && code == Some(Code::GroupAuthorizationFailed) => {
+                tracing::debug!(
+                    client = &*self.ctx().log.client,
+                    "the private group of a group-less consumer may not be described: ignored"
+                );
+                Ok(())
+            }
+            // Missing ACLs and refused authentication end the run: librdkafka would go on
+            // retrying (and reporting) them forever.
+            _ if code.is_some_and(is_authorization_code) => {
+                Err(rd_error("poll", &error, None).with_context(self.ctx().log.client.to_string()))
+            }
+            _ if code.is_some_and(is_authentication_code) => {
+                let refused = self.ctx().log.refusal.get().unwrap_or_else(|| {
+                    rd_error_as(KafkaErrorKind::Authentication, "connect", &error, None)
+                        .with_context(format!("client {}", self.ctx().log.client))
+                });
+                Err(refused)
+            }
+            other => {
+                // Transient: librdkafka retries by itself (broker down, leader moved, ...).
+                tracing::warn!(client = &*self.ctx().log.client, error = %other, "consumer error");
+                Ok(())
+            }
+        }
+    }
+}
+
+/// A consumer on librdkafka. See the module docs for its threading.
+pub(super) struct RdConsumer {
+    pub(super) shared: Option<Arc<Shared>>,
+    pub(super) client_id: String,
+    pub(super) group_id: Option<String>,
+    pub(super) offset_reset: OffsetReset,
+    /// The assignment as the engine knows it (events handed out, manual assigns).
+    pub(super) assigned: BTreeSet<TopicPartition>,
+    /// Partitions the engine paused (and new ones, which arrive paused).
+    pub(super) paused: BTreeSet<TopicPartition>,
+    /// Positions librdkafka cannot tell (after an assign or a seek, before the first record).
+    pub(super) known: BTreeMap<TopicPartition, i64>,
+    /// Whether an assignment has been handed out (group metadata exists from then on).
+    pub(super) joined: bool,
+}
+
+impl RdConsumer {
+    pub(super) fn shared(&self, operation: &'static str) -> KafkaResult<Arc<Shared>> {
+        self.shared.clone().ok_or_else(|| {
+            KafkaError::new(KafkaErrorKind::Fatal, operation, "the consumer is closed").with_context(self.context())
+        })
+    }
+
+    pub(super) fn context(&self) -> String {
+        match &self.group_id {
+            Some(group) => format!("client {}, group {group}", self.client_id),
+            None => format!("client {}", self.client_id),
+        }
+    }
+
+    /// Hands out buffered items: leading rebalances, then up to `max` records up to the next
+    /// rebalance. Records of paused partitions are dropped and rewound instead.
+    pub(super) fn take(&mut self, shared: &Shared, max: usize) -> Polled {
+        let mut polled = Polled::default();
+        // A cancelled poll may still be filling the buffer: then nothing is ready yet.
+        let Ok(mut buffer) = shared.buffer.try_lock() else { return polled };
+        if !self.paused.is_empty() {
+            let mut rewinds: BTreeMap<TopicPartition, i64> = BTreeMap::new();
+            buffer.items.retain(|item| match item {
+                Item::Record(r) => {
+                    let partition = TopicPartition::new(&*r.topic, r.partition);
+                    if self.paused.contains(&partition) {
+                        rewinds.entry(partition).or_insert(r.offset);
+                        false
+                    } else {
+                        true
+                    }
+                }
+                Item::Rebalance(_) => true,
+            });
+            for (partition, offset) in rewinds {
+                self.known.insert(partition.clone(), offset);
+                buffer.rewinds.push((partition, offset));
+            }
+        }
+        while let Some(item) = buffer.items.front() {
+            match item {
+                Item::Rebalance(_) if !polled.records.is_empty() => break,
+                Item::Record(_) if polled.records.len() >= max => break,
+                _ => {}
+            }
+            match buffer.items.pop_front() {
+                Some(Item::Rebalance(event)) => {
+                    match &event {
+                        Rebalance::Assigned { partitions, .. } => {
+                            self.joined = true;
+                            for p in partitions {
+                                self.known.remove(p);
+                                self.assigned.insert(p.clone());
+                                self.paused.insert(p.clone());
+                            }
+                        }
+                        Rebalance::Revoked { partitions } => {
+                            for p in partitions {
+                                self.known.remove(p);
+                                self.assigned.remove(p);
+                                self.paused.remove(p);
+                            }
+                        }
+                    }
+                    polled.rebalances.push(event);
+                }
+                Some(Item::Record(record)) => polled.records.push(record),
+                None => break,
+            }
+        }
+        polled
+    }
+}
+
+impl Drop for RdConsumer {
+    fn drop(&mut self) {
+        if let Some(shared) = self.shared.take() {
+            drop_off_runtime(shared);
+        }
+    }
+}
+
+#[async_trait]
+impl Consumer for RdConsumer {
+    async fn subscribe(&mut self, topics: &[String]) -> KafkaResult<()> {
+        let shared = self.shared("subscribe")?;
+        if self.group_id.is_none() {
+            return Err(KafkaError::new(KafkaErrorKind::Other, "subscribe", "a group-less consumer cannot subscribe")
+                .with_context(self.context()));
+        }
+        let topics = topics.to_vec();
+        let context = self.context();
+        blocking("subscribe", move || {
+            let names: Vec<&str> = topics.iter().map(String::as_str).collect();
+            shared.consumer.subscribe(&names).map_err(|e| rd_error("subscribe", &e, None).with_context(context))
+        })
+        .await
+    }
+
+    async fn assign(&mut self, partitions: &[(TopicPartition, StartOffset)]) -> KafkaResult<()> {
+        let shared = self.shared("assign")?;
+        let partitions = partitions.to_vec();
+        let context = self.context();
+        let refusal = shared.ctx().log.refusal.clone();
+        let starts = blocking_unless_refused(&refusal, "assign", move || {
+            // Resolve every start to a concrete offset, so positions are known before the first
+            // record (a reader compares them with captured ends).
+            let mut starts = BTreeMap::new();
+            for (partition, start) in &partitions {
+                let offset = match start {
+                    StartOffset::At(offset) => *offset,
+                    StartOffset::Beginning | StartOffset::End => {
+                        let (low, high) = shared
+                            .consumer
+                            .fetch_watermarks(&partition.topic, partition.partition, REQUEST_TIMEOUT)
+                            .map_err(|e| rd_error("assign", &e, None).with_context(partition.to_string()))?;
+                        if *start == StartOffset::Beginning {
+                            low
+                        } else {
+                            high
+                        }
+                    }
+                };
+                starts.insert(partition.clone(), offset);
+            }
+            let mut tpl = TopicPartitionList::new();
+            for (partition, offset) in &starts {
+                tpl.add_partition_offset(&partition.topic, partition.partition, Offset::Offset(*offset))
+                    .map_err(|e| rd_error("assign", &e, None).with_context(partition.to_string()))?;
+            }
+            let mut buffer = lock(&shared.buffer);
+            buffer.items.retain(|item| matches!(item, Item::Rebalance(_)));
+            buffer.rewinds.clear();
+            rdkafka::consumer::Consumer::assign(&shared.consumer, &tpl)
+                .map_err(|e| rd_error("assign", &e, None).with_context(context.clone()))?;
+            // librdkafka keeps a partition's pause across assignments; a manual assign fetches.
+            shared.consumer.resume(&tpl).map_err(|e| rd_error("assign", &e, None).with_context(context))?;
+            Ok(starts)
+        })
+        .await?;
+        self.assigned = starts.keys().cloned().collect();
+        self.paused.clear();
+        self.known = starts;
+        Ok(())
+    }
+
+    async fn poll(&mut self, max_records: usize, timeout: Duration) -> KafkaResult<Polled> {
+        let shared = self.shared("poll")?;
+        let max = max_records.max(1);
+        let watched = rd_partitions(self.assigned.iter().filter(|p| !self.paused.contains(*p)));
+        let filler = shared.clone();
+        let context = self.context();
+        blocking("poll", move || filler.fill(max, timeout, &watched).map_err(|e| e.with_context(context))).await?;
+        let polled = self.take(&shared, max);
+        if !polled.records.is_empty() || !polled.rebalances.is_empty() {
+            shared.ctx().log.refusal.mark_connected();
+        }
+        Ok(polled)
+    }
+
+    fn pause(&mut self, partitions: &[TopicPartition]) -> KafkaResult<()> {
+        let shared = self.shared("pause")?;
+        rdkafka::consumer::Consumer::pause(&shared.consumer, &rd_partitions(partitions))
+            .map_err(|e| rd_error("pause", &e, None).with_context(self.context()))?;
+        self.paused.extend(partitions.iter().cloned());
+        Ok(())
+    }
+
+    fn resume(&mut self, partitions: &[TopicPartition]) -> KafkaResult<()> {
+        let shared = self.shared("resume")?;
+        shared
+            .consumer
+            .resume(&rd_partitions(partitions))
+            .map_err(|e| rd_error("resume", &e, None).with_context(self.context()))?;
+        for p in partitions {
+            self.paused.remove(p);
+        }
+        Ok(())
+    }
+
+    async fn seek(&mut self, partition: &TopicPartition, offset: i64) -> KafkaResult<()> {
+        let shared = self.shared("seek")?;
+        let target = partition.clone();
+        let refusal = shared.ctx().log.refusal.clone();
+        blocking_unless_refused(&refusal, "seek", move || {
+            let mut buffer = lock(&shared.buffer);
+            buffer.drop_records_of(&target);
+            buffer.rewinds.retain(|(p, _)| *p != target);
+            let mut tpl = TopicPartitionList::new();
+            tpl.add_partition_offset(&target.topic, target.partition, Offset::Offset(offset))
+                .map_err(|e| rd_error("seek", &e, None).with_context(target.to_string()))?;
+            let result = shared
+                .consumer
+                .seek_partitions(tpl, REQUEST_TIMEOUT)
+                .map_err(|e| rd_error("seek", &e, None).with_context(target.to_string()))?;
+            for element in result.elements() {
+                if let Err(e) = element.error() {
+                    return Err(rd_error("seek", &e, None).with_context(target.to_string()));
+                }
+            }
+            Ok(())
+        })
+        .await?;
+        self.known.insert(partition.clone(), offset);
+        Ok(())
+    }
+
+    async fn position(&mut self, partition: &TopicPartition) -> KafkaResult<i64> {
+        let shared = self.shared("position")?;
+        if !self.assigned.contains(partition) {
+            return Err(KafkaError::new(KafkaErrorKind::Other, "position", "the partition is not assigned")
+                .with_context(partition.to_string()));
+        }
+        let target = partition.clone();
+        let known = self.known.get(partition).copied();
+        let offset_reset = self.offset_reset;
+        let refusal = shared.ctx().log.refusal.clone();
+        let position = blocking_unless_refused(&refusal, "position", move || {
+            let buffer = lock(&shared.buffer);
+            if let Some(offset) = buffer.first_buffered(&target) {
+                return Ok(offset);
+            }
+            if let Some(offset) = buffer.rewinds.iter().find(|(p, _)| *p == target).map(|(_, o)| *o) {
+                return Ok(offset);
+            }
+            drop(buffer);
+            if let Some(Some(offset)) = rd_positions(&shared.consumer, &rd_partitions([&target])).first() {
+                return Ok(*offset);
+            }
+            if let Some(offset) = known {
+                return Ok(offset);
+            }
+            // A group partition before its first record: the committed offset, else the reset.
+            let committed = shared
+                .consumer
+                .committed_offsets(rd_partitions([&target]), REQUEST_TIMEOUT)
+                .map_err(|e| rd_error("position", &e, None).with_context(target.to_string()))?;
+            if let Some(Offset::Offset(offset)) = committed.elements().first().map(|e| e.offset()) {
+                return Ok(offset);
+            }
+            let (low, high) = shared
+                .consumer
+                .fetch_watermarks(&target.topic, target.partition, REQUEST_TIMEOUT)
+                .map_err(|e| rd_error("position", &e, None).with_context(target.to_string()))?;
+            Ok(match offset_reset {
+                OffsetReset::Earliest => low,
+                OffsetReset::Latest => high,
+            })
+        })
+        .await?;
+        Ok(position)
+    }
+
+    async fn commit_offsets(&mut self, offsets: &[(TopicPartition, i64)]) -> KafkaResult<()> {
+        let shared = self.shared("commit_offsets")?;
+        if self.group_id.is_none() {
+            return Err(KafkaError::new(
+                KafkaErrorKind::Other,
+                "commit_offsets",
+                "a group-less consumer cannot commit",
+            )
+            .with_context(self.context()));
+        }
+        let mut tpl = TopicPartitionList::new();
+        for (partition, offset) in offsets {
+            tpl.add_partition_offset(&partition.topic, partition.partition, Offset::Offset(*offset))
+                .map_err(|e| rd_error("commit_offsets", &e, None).with_context(partition.to_string()))?;
+        }
+        let context = self.context();
+        let refusal = shared.ctx().log.refusal.clone();
+        blocking_unless_refused(&refusal, "commit_offsets", move || {
+            shared
+                .consumer
+                .commit(&tpl, CommitMode::Sync)
+                .map_err(|e| rd_error("commit_offsets", &e, None).with_context(context))
+        })
+        .await
+    }
+
+    async fn committed(&mut self, partitions: &[TopicPartition]) -> KafkaResult<Vec<Option<i64>>> {
+        let shared = self.shared("committed")?;
+        if self.group_id.is_none() {
+            return Err(KafkaError::new(KafkaErrorKind::Other, "committed", "a group-less consumer has no offsets")
+                .with_context(self.context()));
+        }
+        let wanted = partitions.to_vec();
+        let context = self.context();
+        let refusal = shared.ctx().log.refusal.clone();
+        blocking_unless_refused(&refusal, "committed", move || {
+            let result = shared
+                .consumer
+                .committed_offsets(rd_partitions(&wanted), REQUEST_TIMEOUT)
+                .map_err(|e| rd_error("committed", &e, None).with_context(context))?;
+            Ok(wanted
+                .iter()
+                .map(|p| match result.find_partition(&p.topic, p.partition).map(|e| e.offset()) {
+                    Some(Offset::Offset(offset)) => Some(offset),
+                    _ => None,
+                })
+                .collect())
+        })
+        .await
+    }
+
+    async fn end_offset(&mut self, partition: &TopicPartition) -> KafkaResult<i64> {
+        let shared = self.shared("end_offset")?;
+        let target = partition.clone();
+        let refusal = shared.ctx().log.refusal.clone();
+        blocking_unless_refused(&refusal, "end_offset", move || {
+            // Under read_committed, ListOffsets(latest) answers the last stable offset.
+            shared
+                .consumer
+                .fetch_watermarks(&target.topic, target.partition, REQUEST_TIMEOUT)
+                .map(|(_, high)| high)
+                .map_err(|e| rd_error("end_offset", &e, None).with_context(target.to_string()))
+        })
+        .await
+    }
+
+    async fn log_end_offset(&mut self, partition: &TopicPartition) -> KafkaResult<i64> {
+        let shared = self.shared("log_end_offset")?;
+        let target = partition.clone();
+        let refusal = shared.ctx().log.refusal.clone();
+        let client_id = self.client_id.clone();
+        blocking_unless_refused(&refusal, "log_end_offset", move || {
+            let mut uncommitted = lock(&shared.uncommitted);
+            let (config, client) = &mut *uncommitted;
+            if client.is_none() {
+                let context = ConsumerCtx::new(&format!("{client_id}-watermarks"), shared.tls);
+                let created: BaseConsumer<ConsumerCtx> = config
+                    .create_with_context(context)
+                    .map_err(|e| rd_error("log_end_offset", &e, None).with_context(client_id.clone()))?;
+                *client = Some(created);
+            }
+            client
+                .as_ref()
+                .expect("created above")
+                .fetch_watermarks(&target.topic, target.partition, REQUEST_TIMEOUT)
+                .map(|(_, high)| high)
+                .map_err(|e| rd_error("log_end_offset", &e, None).with_context(target.to_string()))
+        })
+        .await
+    }
+
+    async fn partition_count(&mut self, topic: &str) -> KafkaResult<Option<u32>> {
+        let shared = self.shared("partition_count")?;
+        let topic = topic.to_owned();
+        let refusal = shared.ctx().log.refusal.clone();
+        blocking_unless_refused(&refusal, "partition_count", move || {
+            partition_count(shared.consumer.client(), &topic, Duration::from_secs(5)).map(|t| t.map(|(n, _)| n))
+        })
+        .await
+    }
+
+    fn group_metadata(&self) -> Option<GroupMetadata> {
+        let group_id = self.group_id.clone()?;
+        if !self.joined {
+            return None;
+        }
+        let shared = self.shared.as_ref()?;
+        let (generation, member_id) = member_identity(&shared.consumer)?;
+        let native = shared.consumer.group_metadata()?;
+        Some(GroupMetadata { group_id, generation, member_id, native: Some(Arc::new(native)) })
+    }
+
+    async fn close(&mut self) -> KafkaResult<()> {
+        let Some(shared) = self.shared.take() else { return Ok(()) };
+        self.assigned.clear();
+        self.paused.clear();
+        self.known.clear();
+        // Dropping the last handle closes the consumer: revoke, leave the group, destroy. A
+        // cancelled poll still running holds another handle and closes it when it returns.
+        blocking("close", move || {
+            drop(shared);
+            Ok(())
+        })
+        .await
+    }
+}
+
+/// Partition count of `topic` and whether every partition has a leader, from fresh metadata;
+/// `None` when the topic does not exist. Retries briefly while metadata is incomplete.
+pub(super) fn partition_count<C: ClientContext>(
+    client: &Client<C>,
+    topic: &str,
+    settle: Duration,
+) -> KafkaResult<Option<(u32, bool)>> {
+    let deadline = Instant::now() + settle;
+    loop {
+        let metadata = client
+            .fetch_metadata(Some(topic), REQUEST_TIMEOUT)
+            .map_err(|e| rd_error("partition_count", &e, None).with_context(topic.to_owned()))?;
+        let Some(found) = metadata.topics().iter().find(|t| t.name() == topic) else { return Ok(None) };
+        let partitions = found.partitions();
+        match found.error().map(Code::from) {
+            Some(Code::UnknownTopicOrPartition | Code::UnknownTopic) => return Ok(None),
+            None if !partitions.is_empty() => {
+                let led = partitions.iter().all(|p| p.leader() >= 0 && p.error().is_none());
+                return Ok(Some((partitions.len() as u32, led)));
+            }
+            Some(code) if code_kind(code) != KafkaErrorKind::Retriable => {
+                return Err(code_error("partition_count", code, topic));
+            }
+            _ if Instant::now() >= deadline => {
+                // Exists, but no partition is visible yet.
+                return Ok(if partitions.is_empty() { None } else { Some((partitions.len() as u32, false)) });
+            }
+            _ => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use super::*;
+
+    /// A client whose calls fail as configured.
+    #[derive(Default)]
+    struct Failing {
+        assign: bool,
+        pause: bool,
+        unassign: bool,
+        unassigned: Cell<bool>,
+    }
+
+    fn failure() -> RdError {
+        RdError::Subscription("injected".into())
+    }
+
+    impl RebalanceClient for Failing {
+        fn assign(&self, _: &TopicPartitionList) -> Result<(), RdError> {
+            if self.assign {
+                Err(failure())
+            } else {
+                Ok(())
+            }
+        }
+        fn pause(&self, _: &TopicPartitionList) -> Result<(), RdError> {
+            if self.pause {
+                Err(failure())
+            } else {
+                Ok(())
+            }
+        }
+        fn unassign(&self) -> Result<(), RdError> {
+            self.unassigned.set(true);
+            if self.unassign {
+                Err(failure())
+            } else {
+                Ok(())
+            }
+        }
+        fn assignment(&self) -> Result<TopicPartitionList, RdError> {
+            Ok(rd_partitions(&[TopicPartition::new("in", 0)]))
+        }
+        fn generation(&self) -> i32 {
+            7
+        }
+    }
+
+    fn tpl() -> TopicPartitionList {
+        rd_partitions(&[TopicPartition::new("in", 0), TopicPartition::new("in", 1)])
+    }
+
+    const ASSIGN: RDKafkaRespErr = RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS;
+    const REVOKE: RDKafkaRespErr = RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS;
+
+    #[test]
+    fn trx_34_a_failed_assign_is_fatal_and_queues_no_assignment() {
+        let ctx = ConsumerCtx::new("pod-0", false);
+        ctx.on_rebalance(&Failing { assign: true, ..Failing::default() }, ASSIGN, &tpl());
+        assert!(lock(&ctx.events).is_empty(), "no partitions are handed to the engine");
+        let error = ctx.take_failure().expect("the failure waits for the next poll");
+        assert_eq!((error.kind(), error.operation()), (KafkaErrorKind::Fatal, "rebalance"));
+        assert!(error.to_string().contains("assigning partitions"), "{error}");
+        assert!(ctx.take_failure().is_none(), "reported once");
+    }
+
+    #[test]
+    fn trx_34_a_failed_pause_is_fatal_too() {
+        let ctx = ConsumerCtx::new("pod-0", false);
+        ctx.on_rebalance(&Failing { pause: true, ..Failing::default() }, ASSIGN, &tpl());
+        assert!(lock(&ctx.events).is_empty());
+        assert!(ctx.take_failure().is_some_and(|e| e.to_string().contains("pausing")));
+    }
+
+    #[test]
+    fn trx_34_a_failed_unassign_still_revokes() {
+        let ctx = ConsumerCtx::new("pod-0", false);
+        ctx.on_rebalance(&Failing { unassign: true, ..Failing::default() }, REVOKE, &tpl());
+        assert_eq!(
+            *lock(&ctx.events),
+            vec![Rebalance::Revoked { partitions: vec![TopicPartition::new("in", 0), TopicPartition::new("in", 1)] }]
+        );
+        assert!(ctx.take_failure().is_some());
+    }
+
+    #[test]
+    fn rebalances_that_work_queue_their_events() {
+        let ctx = ConsumerCtx::new("pod-0", false);
+        let client = Failing::default();
+        ctx.on_rebalance(&client, ASSIGN, &tpl());
+        ctx.on_rebalance(&client, REVOKE, &tpl());
+        let events = lock(&ctx.events).clone();
+        assert!(matches!(&events[0], Rebalance::Assigned { generation: 7, partitions } if partitions.len() == 2));
+        assert!(matches!(&events[1], Rebalance::Revoked { .. }));
+        assert!(client.unassigned.get());
+        assert!(ctx.take_failure().is_none());
+    }
+}

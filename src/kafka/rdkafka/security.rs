@@ -1,0 +1,595 @@
+//! Connection security: TLS and SASL as typed settings ([`Security`], [`Secret`]), what this
+//! build of librdkafka has compiled in, and the refusal slot that turns librdkafka's
+//! authentication and handshake errors (which it only logs and retries) into a named error for
+//! the calls waiting on that client.
+
+use std::fmt;
+use std::path::PathBuf;
+
+#[allow(unused_imports)]
+use super::*;
+
+/// A password or private key. Its `Debug` and `Display` print `[redacted]`, so it can sit in
+/// configuration structs that get logged; only [`expose`](Secret::expose) gives the text.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a secret value.
+    pub fn new(value: impl Into<String>) -> Self {
+        Secret(value.into())
+    }
+
+    /// The secret text (handed to librdkafka; never logged by this crate).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+impl From<String> for Secret {
+    fn from(value: String) -> Self {
+        Secret(value)
+    }
+}
+
+impl From<&str> for Secret {
+    fn from(value: &str) -> Self {
+        Secret(value.to_owned())
+    }
+}
+
+/// A SASL mechanism with username and password.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SaslMechanism {
+    /// `PLAIN`: the password goes to the broker as is, so only ever over TLS
+    /// ([`Security::sasl_ssl`]).
+    Plain,
+    /// `SCRAM-SHA-256`.
+    ScramSha256,
+    /// `SCRAM-SHA-512`.
+    ScramSha512,
+}
+
+impl SaslMechanism {
+    /// The name librdkafka and the broker use (`sasl.mechanism`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SaslMechanism::Plain => "PLAIN",
+            SaslMechanism::ScramSha256 => "SCRAM-SHA-256",
+            SaslMechanism::ScramSha512 => "SCRAM-SHA-512",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Protocol {
+    Plaintext,
+    Ssl,
+    SaslPlaintext,
+    SaslSsl,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Sasl {
+    mechanism: SaslMechanism,
+    username: String,
+    password: Secret,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Trust {
+    /// The system's trust store (librdkafka's default; `ssl.ca.location` unset).
+    System,
+    File(PathBuf),
+    Pem(String),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum ClientKey {
+    Files { certificate: PathBuf, key: PathBuf, password: Option<Secret> },
+    Pem { certificate: String, key: Secret, password: Option<Secret> },
+}
+
+/// How every client of an [`RdKafka`] connects: plaintext (the default), TLS, SASL over TLS, or
+/// SASL in the clear. Built with the constructors, refined with the `with_*` methods, given to
+/// [`RdKafka::with_security`].
+///
+/// ```
+/// use flechtwerk::kafka::rdkafka::{RdKafka, SaslMechanism, Secret, Security};
+/// # fn main() -> Result<(), flechtwerk::kafka::KafkaError> {
+/// # let password = String::from("pw");
+/// let kafka = RdKafka::new("kafka-1:9094,kafka-2:9094").with_security(
+///     Security::sasl_ssl(SaslMechanism::ScramSha512, "orders-app", Secret::new(password))
+///         .with_ca_file("/etc/kafka/ca.pem"),
+/// )?;
+/// # let _ = kafka; Ok(()) }
+/// ```
+///
+/// TLS always verifies the broker's certificate and host name (librdkafka's defaults
+/// `enable.ssl.certificate.verification=true`, `ssl.endpoint.identification.algorithm=https`);
+/// there is no switch here to turn either off.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Security {
+    protocol: Protocol,
+    sasl: Option<Sasl>,
+    trust: Trust,
+    client_key: Option<ClientKey>,
+}
+
+impl Default for Security {
+    fn default() -> Self {
+        Security::plaintext()
+    }
+}
+
+impl Security {
+    /// No TLS, no authentication (`security.protocol=PLAINTEXT`).
+    pub fn plaintext() -> Self {
+        Security { protocol: Protocol::Plaintext, sasl: None, trust: Trust::System, client_key: None }
+    }
+
+    /// TLS without SASL (`SSL`): the broker is verified against the trusted CAs; add
+    /// [`with_client_certificate`](Self::with_client_certificate) for mutual TLS.
+    pub fn ssl() -> Self {
+        Security { protocol: Protocol::Ssl, ..Security::plaintext() }
+    }
+
+    /// SASL over TLS (`SASL_SSL`), the production setting.
+    pub fn sasl_ssl(mechanism: SaslMechanism, username: impl Into<String>, password: Secret) -> Self {
+        Security {
+            protocol: Protocol::SaslSsl,
+            sasl: Some(Sasl { mechanism, username: username.into(), password }),
+            ..Security::plaintext()
+        }
+    }
+
+    /// SASL without TLS (`SASL_PLAINTEXT`): the records travel in the clear. SCRAM only: PLAIN
+    /// would send the password in the clear, so it is refused here (use
+    /// [`sasl_ssl`](Self::sasl_ssl)).
+    pub fn sasl_plaintext(mechanism: SaslMechanism, username: impl Into<String>, password: Secret) -> Self {
+        Security {
+            protocol: Protocol::SaslPlaintext,
+            sasl: Some(Sasl { mechanism, username: username.into(), password }),
+            ..Security::plaintext()
+        }
+    }
+
+    /// Trusts the CA certificates in this PEM file instead of the system's trust store
+    /// (`ssl.ca.location`).
+    pub fn with_ca_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.trust = Trust::File(path.into());
+        self
+    }
+
+    /// Trusts the CA certificates in this PEM text (`ssl.ca.pem`).
+    pub fn with_ca_pem(mut self, pem: impl Into<String>) -> Self {
+        self.trust = Trust::Pem(pem.into());
+        self
+    }
+
+    /// Presents a client certificate (mutual TLS): PEM files of the certificate and its private
+    /// key, the key optionally encrypted with `key_password` (`ssl.certificate.location`,
+    /// `ssl.key.location`, `ssl.key.password`).
+    pub fn with_client_certificate(
+        mut self,
+        certificate: impl Into<PathBuf>,
+        key: impl Into<PathBuf>,
+        key_password: Option<Secret>,
+    ) -> Self {
+        self.client_key =
+            Some(ClientKey::Files { certificate: certificate.into(), key: key.into(), password: key_password });
+        self
+    }
+
+    /// Like [`with_client_certificate`](Self::with_client_certificate), from PEM text
+    /// (`ssl.certificate.pem`, `ssl.key.pem`).
+    pub fn with_client_certificate_pem(
+        mut self,
+        certificate: impl Into<String>,
+        key: Secret,
+        key_password: Option<Secret>,
+    ) -> Self {
+        self.client_key = Some(ClientKey::Pem { certificate: certificate.into(), key, password: key_password });
+        self
+    }
+
+    fn tls(&self) -> bool {
+        matches!(self.protocol, Protocol::Ssl | Protocol::SaslSsl)
+    }
+
+    /// Whether clients connect over TLS.
+    pub fn uses_tls(&self) -> bool {
+        self.tls()
+    }
+
+    /// The librdkafka settings, or why this combination is refused.
+    pub(super) fn settings(&self) -> KafkaResult<Vec<(&'static str, String)>> {
+        let refuse = |why: String| Err(KafkaError::new(KafkaErrorKind::Other, "configure", why));
+        let mut settings = vec![(
+            "security.protocol",
+            match self.protocol {
+                Protocol::Plaintext => "plaintext",
+                Protocol::Ssl => "ssl",
+                Protocol::SaslPlaintext => "sasl_plaintext",
+                Protocol::SaslSsl => "sasl_ssl",
+            }
+            .to_owned(),
+        )];
+        if !self.tls() && (self.trust != Trust::System || self.client_key.is_some()) {
+            return refuse("CA or client certificates are given, but the security protocol uses no TLS".into());
+        }
+        if let Some(sasl) = &self.sasl {
+            if self.protocol == Protocol::SaslPlaintext && sasl.mechanism == SaslMechanism::Plain {
+                return refuse("SASL PLAIN without TLS would send the password in the clear: use sasl_ssl".into());
+            }
+            if sasl.username.is_empty() {
+                return refuse("the SASL username is empty".into());
+            }
+            settings.push(("sasl.mechanism", sasl.mechanism.as_str().to_owned()));
+            settings.push(("sasl.username", sasl.username.clone()));
+            settings.push(("sasl.password", sasl.password.expose().to_owned()));
+        }
+        match &self.trust {
+            Trust::System => {}
+            Trust::File(path) => settings.push(("ssl.ca.location", path_setting(path)?)),
+            Trust::Pem(pem) => settings.push(("ssl.ca.pem", pem.clone())),
+        }
+        match &self.client_key {
+            None => {}
+            Some(ClientKey::Files { certificate, key, password }) => {
+                settings.push(("ssl.certificate.location", path_setting(certificate)?));
+                settings.push(("ssl.key.location", path_setting(key)?));
+                if let Some(password) = password {
+                    settings.push(("ssl.key.password", password.expose().to_owned()));
+                }
+            }
+            Some(ClientKey::Pem { certificate, key, password }) => {
+                settings.push(("ssl.certificate.pem", certificate.clone()));
+                settings.push(("ssl.key.pem", key.expose().to_owned()));
+                if let Some(password) = password {
+                    settings.push(("ssl.key.password", password.expose().to_owned()));
+                }
+            }
+        }
+        let features = builtin_features();
+        let needed: &[&str] = match (&self.protocol, self.sasl.as_ref().map(|s| s.mechanism)) {
+            (Protocol::Plaintext, _) => &[],
+            (Protocol::Ssl, _) => &["ssl"],
+            (_, Some(SaslMechanism::Plain)) => &["ssl", "sasl_plain"],
+            (_, _) => &["ssl", "sasl_scram"],
+        };
+        if let Some(missing) = needed.iter().find(|f| !features.iter().any(|have| have == *f)) {
+            return refuse(format!(
+                "this build of librdkafka lacks `{missing}` (built in: {}): build flechtwerk with the `rdkafka` \
+                 feature, not `rdkafka-plaintext`",
+                features.join(",")
+            ));
+        }
+        Ok(settings)
+    }
+}
+
+fn path_setting(path: &std::path::Path) -> KafkaResult<String> {
+    path.to_str().map(str::to_owned).ok_or_else(|| {
+        KafkaError::new(KafkaErrorKind::Other, "configure", format!("path {} is not UTF-8", path.display()))
+    })
+}
+
+/// Whether `key` is a librdkafka setting about connection security: refused in
+/// [`RdKafka::with_settings`] once a typed [`Security`] is given (and the other way round).
+pub(super) fn is_security_setting(key: &str) -> bool {
+    key == "security.protocol"
+        || ["sasl.", "ssl.", "ssl_", "enable.ssl.", "enable.sasl."].iter().any(|prefix| key.starts_with(prefix))
+}
+
+/// Whether the value of `key` is (or may contain) a secret: never printed.
+pub(super) fn is_secret_setting(key: &str) -> bool {
+    key.contains("password")
+        || key.contains("secret")
+        || key.contains("jaas")
+        || matches!(key, "ssl.key.pem" | "ssl_key" | "sasl.oauthbearer.config" | "ssl.keystore.location")
+}
+
+/// librdkafka's `builtin.features` of this build (`ssl`, `sasl_plain`, `sasl_scram`,
+/// `sasl_oauthbearer`, `sasl_gssapi`, `zstd`, ...).
+pub fn builtin_features() -> Vec<String> {
+    use std::ffi::CString;
+    // SAFETY: a fresh configuration object we own and destroy; the value is copied out of a
+    // buffer of the size librdkafka reported.
+    unsafe {
+        let conf = rdkafka::bindings::rd_kafka_conf_new();
+        let name = CString::new("builtin.features").expect("no NUL");
+        let mut size: usize = 0;
+        rdkafka::bindings::rd_kafka_conf_get(conf, name.as_ptr(), std::ptr::null_mut(), &mut size);
+        let mut buffer = vec![0u8; size.max(1)];
+        rdkafka::bindings::rd_kafka_conf_get(conf, name.as_ptr(), buffer.as_mut_ptr().cast(), &mut size);
+        rdkafka::bindings::rd_kafka_conf_destroy(conf);
+        let text = CStr::from_bytes_until_nul(&buffer).map(|c| c.to_string_lossy().into_owned()).unwrap_or_default();
+        text.split(',').filter(|f| !f.is_empty()).map(str::to_owned).collect()
+    }
+}
+
+/// Codes librdkafka reports when the cluster will not let a client in.
+pub(super) fn is_authentication_code(code: Code) -> bool {
+    matches!(code, Code::Authentication | Code::SSL | Code::SaslAuthenticationFailed | Code::UnsupportedSASLMechanism)
+        || code == Code::IllegalSASLState
+}
+
+/// Broker codes of a missing ACL.
+pub(super) fn is_authorization_code(code: Code) -> bool {
+    matches!(
+        code,
+        Code::TopicAuthorizationFailed
+            | Code::GroupAuthorizationFailed
+            | Code::ClusterAuthorizationFailed
+            | Code::TransactionalIdAuthorizationFailed
+            | Code::DelegationTokenAuthorizationFailed
+    )
+}
+
+/// librdkafka's own diagnosis of a plaintext client talking to a TLS listener. (It appends this
+/// only on some paths; a connection the broker closes during the first request is logged as
+/// `Disconnected: ... (after 0ms in state APIVERSION_QUERY)`, which [`refusal`] also reads.)
+const PLAINTEXT_ON_TLS_HINT: &str = "incorrect security.protocol configuration";
+
+/// What a refusal is based on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Evidence {
+    /// An error code or message that says so (SASL, TLS).
+    Certain,
+    /// The broker closed the connection at the first request: a plaintext client on a TLS
+    /// listener, unless the broker merely went away at that moment (so it counts only while
+    /// nothing has succeeded on the client).
+    Handshake,
+}
+
+/// The refusal an error (from the error callback, or a `FAIL` log line) means, if any. `tls`:
+/// whether the client itself speaks TLS.
+pub(super) fn refusal(code: Option<Code>, reason: &str, tls: bool) -> Option<(KafkaError, Evidence)> {
+    let dropped_at_first_request = !tls
+        && (reason.contains(PLAINTEXT_ON_TLS_HINT)
+            || (reason.contains("Disconnected") && reason.contains("in state APIVERSION_QUERY")));
+    // A TLS handshake the peer broke off (librdkafka reports `_TRANSPORT`, "SSL handshake failed:
+    // Disconnected: ...") is a broker going away as often as a TLS client on a plaintext listener.
+    let tls_failed = reason.contains("SSL handshake failed");
+    let disconnected = reason.contains("Disconnected");
+    let (what, evidence) = match code {
+        Some(Code::SSL) => ("TLS handshake failed", Evidence::Certain),
+        Some(c) if is_authentication_code(c) => ("SASL authentication failed", Evidence::Certain),
+        _ if tls_failed && !disconnected => ("TLS handshake failed", Evidence::Certain),
+        _ if tls_failed => (
+            "the broker closed the connection during the TLS handshake: a TLS client on a plaintext \
+             listener? (check the security protocol)",
+            Evidence::Handshake,
+        ),
+        _ if reason.contains("SASL authentication error") => ("SASL authentication failed", Evidence::Certain),
+        _ if dropped_at_first_request => (
+            "the broker closed the connection at the first request: a plaintext client on a TLS listener? \
+             (check the security protocol)",
+            Evidence::Handshake,
+        ),
+        _ => return None,
+    };
+    // librdkafka's log lines start with the thread: `[thrd:sasl_ssl://host:9094/bootstrap]: `.
+    let reason = match reason.strip_prefix("[thrd:").and_then(|rest| rest.split_once("]: ")) {
+        Some((_, rest)) => rest,
+        None => reason,
+    };
+    let error = KafkaError::new(KafkaErrorKind::Authentication, "connect", format!("{what}: {reason}"));
+    let error = match code.map(|c| c as i32).filter(|c| *c > 0) {
+        Some(code) => error.with_code(code),
+        None => error,
+    };
+    Some((error, evidence))
+}
+
+/// Per client: the first refusal librdkafka reported. librdkafka only logs these and keeps
+/// reconnecting, so calls that wait on the client race against this slot and fail with the
+/// refusal as soon as it is filled (instead of running into their timeouts).
+pub(super) struct Refusal {
+    slot: tokio::sync::watch::Sender<Option<KafkaError>>,
+    /// Set once a call through the broker succeeded: from then on a dropped connection during
+    /// the first request is a broker going away, not a plaintext client on a TLS listener.
+    connected: std::sync::atomic::AtomicBool,
+}
+
+impl Refusal {
+    pub(super) fn new() -> Self {
+        Refusal { slot: tokio::sync::watch::Sender::new(None), connected: false.into() }
+    }
+
+    /// A call through the broker succeeded.
+    pub(super) fn mark_connected(&self) {
+        self.connected.store(true, Ordering::Relaxed);
+    }
+
+    /// Keeps the first refusal; later ones are ignored. A handshake that broke (no TLS or
+    /// SASL error code, only librdkafka's hint) counts only before anything succeeded.
+    pub(super) fn record(&self, client: &str, (error, evidence): (KafkaError, Evidence)) {
+        if evidence == Evidence::Handshake && self.connected.load(Ordering::Relaxed) {
+            tracing::debug!(client, %error, "connection dropped at the first request after earlier successes");
+            return;
+        }
+        let error = error.with_context(format!("client {client}"));
+        self.slot.send_if_modified(|slot| {
+            if slot.is_some() {
+                return false;
+            }
+            tracing::error!(client, %error, "the cluster refused the connection");
+            *slot = Some(error);
+            true
+        });
+    }
+
+    /// The refusal, if there is one.
+    pub(super) fn get(&self) -> Option<KafkaError> {
+        self.slot.borrow().clone()
+    }
+
+    /// Resolves with the refusal once there is one.
+    pub(super) fn wait(&self) -> impl std::future::Future<Output = KafkaError> + Send + 'static {
+        let mut receiver = self.slot.subscribe();
+        async move {
+            loop {
+                if let Some(refusal) = receiver.borrow_and_update().clone() {
+                    return refusal;
+                }
+                if receiver.changed().await.is_err() {
+                    // The sender lives as long as the client: gone, nothing can be refused.
+                    return std::future::pending().await;
+                }
+            }
+        }
+    }
+}
+
+/// Runs a blocking librdkafka call, failing early with the client's refusal if one arrives
+/// first (the call itself goes on on its blocking thread until its own timeout).
+pub(super) async fn blocking_unless_refused<T: Send + 'static>(
+    refusal: &Refusal,
+    operation: &'static str,
+    call: impl FnOnce() -> KafkaResult<T> + Send + 'static,
+) -> KafkaResult<T> {
+    if let Some(refused) = refusal.get() {
+        return Err(refused);
+    }
+    let refused = refusal.wait();
+    let result = tokio::select! {
+        biased;
+        result = blocking(operation, call) => result,
+        refused = refused => Err(refused),
+    };
+    if result.is_ok() {
+        refusal.mark_connected();
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_never_print() {
+        let secret = Secret::new("hunter2");
+        assert_eq!(format!("{secret} {secret:?}"), "[redacted] [redacted]");
+        let security = Security::sasl_ssl(SaslMechanism::ScramSha512, "app", secret).with_ca_file("/ca.pem");
+        let printed = format!("{security:?}");
+        assert!(!printed.contains("hunter2") && printed.contains("app"), "{printed}");
+    }
+
+    fn has(feature: &str) -> bool {
+        builtin_features().iter().any(|f| f == feature)
+    }
+
+    #[test]
+    fn settings_of_sasl_ssl() {
+        let security =
+            Security::sasl_ssl(SaslMechanism::ScramSha256, "app", Secret::new("pw")).with_ca_file("/etc/ca.pem");
+        if !has("ssl") {
+            // `rdkafka-plaintext`: refused, naming what is missing (the secure tests check that
+            // the `rdkafka` feature has TLS).
+            let refused = security.settings().unwrap_err().to_string();
+            assert!(refused.contains("lacks `ssl`") && refused.contains("rdkafka-plaintext"), "{refused}");
+            return;
+        }
+        let settings = security.settings().expect("this build has TLS and SASL");
+        assert_eq!(
+            settings,
+            vec![
+                ("security.protocol", "sasl_ssl".to_owned()),
+                ("sasl.mechanism", "SCRAM-SHA-256".to_owned()),
+                ("sasl.username", "app".to_owned()),
+                ("sasl.password", "pw".to_owned()),
+                ("ssl.ca.location", "/etc/ca.pem".to_owned()),
+            ]
+        );
+    }
+
+    #[test]
+    fn misuse_is_refused() {
+        let plain_in_clear = Security::sasl_plaintext(SaslMechanism::Plain, "app", Secret::new("pw"));
+        assert!(plain_in_clear.settings().unwrap_err().to_string().contains("in the clear"));
+        let ca_without_tls = Security::plaintext().with_ca_file("/ca.pem");
+        assert!(ca_without_tls.settings().is_err());
+        assert!(Security::sasl_ssl(SaslMechanism::Plain, "", Secret::new("pw")).settings().is_err());
+    }
+
+    #[test]
+    fn security_and_secret_settings() {
+        for key in ["security.protocol", "sasl.password", "ssl.ca.location", "enable.ssl.certificate.verification"] {
+            assert!(is_security_setting(key), "{key}");
+        }
+        for key in ["socket.timeout.ms", "debug", "client.rack"] {
+            assert!(!is_security_setting(key), "{key}");
+        }
+        for key in ["sasl.password", "ssl.key.password", "ssl.key.pem", "sasl.oauthbearer.client.secret"] {
+            assert!(is_secret_setting(key), "{key}");
+        }
+        assert!(!is_secret_setting("sasl.username"));
+    }
+
+    #[test]
+    fn refusals_from_librdkafka_errors() {
+        let sasl = refusal(
+            Some(Code::Authentication),
+            "SASL authentication error: Authentication failed during authentication due to invalid credentials",
+            true,
+        )
+        .expect("a refusal")
+        .0;
+        assert_eq!(sasl.kind(), KafkaErrorKind::Authentication);
+        assert!(sasl.to_string().contains("SASL authentication failed"), "{sasl}");
+        let tls =
+            refusal(Some(Code::SSL), "SSL handshake failed: certificate verify failed", true).expect("a refusal").0;
+        assert!(tls.to_string().contains("TLS handshake failed"), "{tls}");
+        let line = "[thrd:127.0.0.1:9094/bootstrap]: 127.0.0.1:9094/bootstrap: Disconnected: connection closed by \
+                    peer: receive 0 after POLLIN (after 0ms in state APIVERSION_QUERY)";
+        let (plaintext, evidence) = refusal(None, line, false).expect("a refusal");
+        assert_eq!(evidence, Evidence::Handshake);
+        assert!(plaintext.to_string().contains("plaintext client on a TLS listener"), "{plaintext}");
+        assert!(!plaintext.to_string().contains("[thrd:"), "{plaintext}");
+        assert!(refusal(None, line, true).is_none(), "a TLS client is no plaintext client");
+        assert!(refusal(Some(Code::BrokerTransportFailure), "Connection refused", false).is_none());
+        assert!(refusal(Some(Code::AllBrokersDown), "1/1 brokers are down", false).is_none());
+
+        // A broker that goes away during the TLS handshake: only before anything succeeded.
+        let broken_off = "sasl_ssl://10.0.0.1:9094/1: SSL handshake failed: Disconnected: connection closed by peer: \
+                          connecting to a PLAINTEXT broker listener? (after 3ms in state SSL_HANDSHAKE)";
+        let (error, evidence) = refusal(Some(Code::BrokerTransportFailure), broken_off, true).expect("a refusal");
+        assert_eq!(evidence, Evidence::Handshake, "{error}");
+        assert!(error.to_string().contains("TLS client on a plaintext listener"), "{error}");
+
+        let refused = Refusal::new();
+        refused.mark_connected();
+        refused.record("c", refusal(None, broken_off, true).expect("a refusal"));
+        refused.record("c", refusal(None, line, false).expect("a refusal"));
+        assert!(refused.get().is_none(), "after a success, a dropped connection is a broker going away");
+        refused.record("c", sasl_refusal());
+        assert_eq!(refused.get().map(|e| e.kind()), Some(KafkaErrorKind::Authentication));
+    }
+
+    fn sasl_refusal() -> (KafkaError, Evidence) {
+        refusal(Some(Code::Authentication), "SASL authentication error: invalid credentials", true).expect("refusal")
+    }
+
+    #[test]
+    fn tls_comes_with_every_sasl_mechanism() {
+        assert!(has("sasl_plain") && has("zstd") && has("gzip"), "{:?}", builtin_features());
+        if has("ssl") {
+            assert!(has("sasl_scram") && has("sasl_oauthbearer"), "{:?}", builtin_features());
+        }
+    }
+}
