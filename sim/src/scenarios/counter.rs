@@ -465,7 +465,9 @@ fn transactions(cluster: &Cluster, topic: &str) -> BTreeMap<(i32, i64), i64> {
             let mut open: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
             for entry in log.entries() {
                 match &entry.body {
-                    Body::Data(data) if data.transactional => open.entry(data.producer_id).or_default().push(entry.offset),
+                    Body::Data(data) if data.transactional => {
+                        open.entry(data.producer_id).or_default().push(entry.offset)
+                    }
                     Body::Data(_) => {}
                     Body::Marker { producer_id, .. } => {
                         for offset in open.remove(producer_id).unwrap_or_default() {
