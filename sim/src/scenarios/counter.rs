@@ -452,6 +452,10 @@ struct Input {
     position: (usize, i64),
 }
 
+/// One identity's records within one committed transaction: (output partition, offset of the
+/// transaction's marker, input partition, state key).
+type TransactionIdentity = (i32, i64, i32, String);
+
 /// The transaction of every committed record of `topic`, by (partition, offset): the offset of
 /// the marker that committed it (records of one producer up to its next marker form one
 /// transaction on a partition).
@@ -524,7 +528,7 @@ fn check(
     let outputs = truth::committed_records(cluster, OUTPUT);
     let output_transactions = transactions(cluster, OUTPUT);
     // Per (output partition, transaction, identity): the input positions in output order.
-    let mut per_transaction: BTreeMap<(i32, i64, i32, String), Vec<(usize, i64)>> = BTreeMap::new();
+    let mut per_transaction: BTreeMap<TransactionIdentity, Vec<(usize, i64)>> = BTreeMap::new();
     let mut per_input: BTreeMap<i64, usize> = BTreeMap::new();
     // Per identity (input partition, state key): counts in output order, per output partition.
     let mut per_identity: BTreeMap<(i32, String), BTreeMap<i32, Vec<i64>>> = BTreeMap::new();
