@@ -231,8 +231,8 @@ pub struct FaultProfile {
     /// Weight of [`Fault::LateMarkers`].
     pub late_markers: u32,
     /// Weight of a handover while the changelog's markers are late: a changelog-only
-    /// [`Fault::LateMarkers`] window followed at once by a crash-restart, a scale-up or a
-    /// scale-down (the ordering bug class behind TRX-31).
+    /// [`Fault::LateMarkers`] window followed 1–3 s into it by a crash-restart, a pause past the
+    /// session timeout, a scale-down or a scale-up (the ordering bug class behind TRX-31).
     pub late_changelog_handover: u32,
     /// Gap between two faults (uniform).
     pub gap: (Duration, Duration),
@@ -317,7 +317,7 @@ impl FaultProfile {
             request_chaos: 2,
             fail_transactions: 2,
             late_markers: 1,
-            late_changelog_handover: 3,
+            late_changelog_handover: 5,
             pause_past_transaction_timeout: 0.1,
             buggify: 0.5,
             ..FaultProfile::base("everything")
@@ -423,22 +423,34 @@ impl FaultProfile {
                     only_changelog: rng.gen_bool(0.3),
                 }
             } else {
-                // A handover while only the changelog's markers are late.
-                let min = uniform(rng, Duration::from_secs(2), Duration::from_secs(6));
+                // A handover while only the changelog's markers are late. The owner that loses
+                // its tasks must have committed inside the window first (so the handover comes
+                // 1–3 s into it), and its last changelog marker must still be late when the next
+                // owner starts: after a crash or a removal that is the session timeout later
+                // (6 s), so the delays are 5–15 s. A commit with a late marker holds its
+                // producer's next transaction (CONCURRENT_TRANSACTIONS) until the marker lands,
+                // which also holds up the revocation of a live owner: handovers where the owner
+                // dies or freezes are the sharp ones, so they are the common ones.
+                let min = uniform(rng, Duration::from_secs(5), Duration::from_secs(9));
+                let lead = uniform(rng, Duration::from_secs(1), Duration::from_secs(3));
                 faults.push(TimedFault {
                     at,
                     fault: Fault::LateMarkers {
-                        duration: uniform(rng, Duration::from_secs(2), Duration::from_secs(5)),
+                        duration: lead + uniform(rng, Duration::from_millis(500), Duration::from_secs(2)),
                         min,
                         max: min + Duration::from_secs(6),
                         only_changelog: true,
                     },
                 });
-                at += uniform(rng, Duration::from_millis(100), Duration::from_millis(800));
-                match rng.gen_range(0..3) {
-                    0 => Fault::CrashRestart { replica: slot },
-                    1 => Fault::AddReplica,
-                    _ => Fault::RemoveReplica { replica: slot },
+                at += lead;
+                match rng.gen_range(0..20) {
+                    0..=7 => Fault::CrashRestart { replica: slot },
+                    8..=12 => Fault::Pause {
+                        replica: slot,
+                        duration: self.session_timeout + uniform(rng, Duration::from_secs(1), Duration::from_secs(6)),
+                    },
+                    13..=16 => Fault::RemoveReplica { replica: slot },
+                    _ => Fault::AddReplica,
                 }
             };
             faults.push(TimedFault { at, fault });

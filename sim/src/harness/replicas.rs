@@ -141,6 +141,12 @@ impl Replicas {
         replicas
     }
 
+    /// Makes `markers` the marker faults outside late-marker windows (instead of the jitter).
+    pub fn set_baseline_markers(&mut self, markers: MarkerFaults) {
+        self.cluster.faults().update(|f| f.markers = markers.clone());
+        self.baseline_markers = markers;
+    }
+
     /// Every replica ever started, in start order.
     pub fn all(&self) -> &[Replica] {
         &self.list
