@@ -63,6 +63,26 @@ use crate::runner::{Ctx, Scenario};
 pub static SCENARIO: Scenario = Scenario {
     name: "mqtt",
     about: "MQTT -> Kafka bridge: ack after commit, no loss, order, poison, subscriptions under MQTT and Kafka faults",
+    faults: &[
+        "crash-restart",
+        "pause",
+        "network-partition",
+        "broker-restart",
+        "request-chaos",
+        "fail-transactions",
+        "late-markers",
+        "kafka-drop-request",
+        "kafka-hold-request",
+        "kafka-delay-request",
+        "kafka-error",
+        "kafka-drop-response",
+        "kafka-delay-response",
+        "kafka-marker-delay",
+        "buggify",
+        "mqtt-broker-restart",
+        "mqtt-disconnect",
+        "mqtt-slow-ack",
+    ],
     run: |ctx| Box::pin(run(ctx)) as Pin<Box<dyn std::future::Future<Output = ()>>>,
 };
 
