@@ -773,11 +773,30 @@ impl Consumer for RdConsumer {
         self.known.clear();
         // Dropping the last handle closes the consumer: revoke, leave the group, destroy. A
         // cancelled poll still running holds another handle and closes it when it returns.
-        blocking("close", move || {
-            drop(shared);
-            Ok(())
-        })
+        // Bounded: librdkafka's close can block for good (seen on Apache Kafka 4.4: a member
+        // evicted for exceeding max.poll.interval.ms, whose close runs the revoke callback and
+        // its unassign waits on the group handler without a timeout). The close then goes on
+        // in the background and the caller learns it did not finish.
+        match tokio::time::timeout(
+            CLOSE_BOUND,
+            blocking("close", move || {
+                drop(shared);
+                Ok(())
+            }),
+        )
         .await
+        {
+            Ok(closed) => closed,
+            Err(_) => {
+                tracing::warn!(consumer = %self.context(), "closing the consumer did not finish within {CLOSE_BOUND:?}");
+                Err(KafkaError::new(
+                    KafkaErrorKind::Retriable,
+                    "close",
+                    format!("librdkafka did not finish closing the consumer within {CLOSE_BOUND:?}"),
+                )
+                .with_context(self.context()))
+            }
+        }
     }
 }
 
@@ -812,6 +831,9 @@ pub(super) fn partition_count<C: ClientContext>(
         }
     }
 }
+
+/// How long [`Consumer::close`] waits for librdkafka to close a consumer.
+const CLOSE_BOUND: Duration = Duration::from_secs(30);
 
 /// How long a ListOffsets is retried through retriable errors (a partition without a leader
 /// yet, right after the topic was created; a leader moving): as long as the simulated client
