@@ -73,9 +73,10 @@ impl ConfigTopics {
         // The one-shot read has a consumer of its own with bounded fetching: everything it
         // reads is kept, so whatever the client buffers besides is the boot's overhead (about
         // 0.4x the wire at librdkafka's defaults). The drain's consumer keeps the defaults.
+        // Both carry Python's config client id, `{client_id}-config` (LIFE-04): one after the
+        // other, never at once.
         let mut reader = kafka.consumer(
-            ConsumerConfig::groupless(format!("{client_id}-config-bootstrap"))
-                .with_fetch_limits(FetchLimits::BOOTSTRAP),
+            ConsumerConfig::groupless(format!("{client_id}-config")).with_fetch_limits(FetchLimits::BOOTSTRAP),
         )?;
         let mut partitions = Vec::new();
         for topic in topics {

@@ -837,8 +837,8 @@ pub async fn input_metrics_split(h: &Harness) {
 /// TRX-23, TRX-30, LIFE-04, CFG-17: state identity is (partition, key): one key on two
 /// partitions has two states in two changelog partitions. Each task's producer has the
 /// transactional id `{application_id}-{partition}` and the client id `{client_id}-{partition}`;
-/// the config consumers are `{client_id}-config-bootstrap` (the boot's one-shot read, with
-/// bounded fetching) and `{client_id}-config` (the drain), group-less, and commit nothing.
+/// the config consumers, the boot's one-shot read (with bounded fetching) and then the drain,
+/// are both `{client_id}-config` as in Python, group-less, and commit nothing.
 pub async fn identities_and_state_per_partition(h: &Harness) {
     let input = h.topic("input", 2, false).await;
     let output = h.topic("output", 2, false).await;
@@ -875,14 +875,14 @@ pub async fn identities_and_state_per_partition(h: &Harness) {
     let consumers: Vec<(String, Option<String>)> =
         clients.consumers.iter().map(|c| (c.client_id.clone(), c.group_id.clone())).collect();
     assert!(consumers.contains(&("pod-0".to_owned(), Some(app.clone()))), "{consumers:?}");
-    assert!(consumers.contains(&("pod-0-config".to_owned(), None)), "{consumers:?}");
-    assert!(consumers.contains(&("pod-0-config-bootstrap".to_owned(), None)), "{consumers:?}");
-    // The bootstrap's bounded fetching is its own: the drain and the main consumer keep the
-    // adapter's defaults.
-    for consumer in &clients.consumers {
-        let bounded = consumer.fetch_limits.is_some();
-        assert_eq!(bounded, consumer.client_id == "pod-0-config-bootstrap", "{consumer:?}");
-    }
+    let config_consumers: Vec<_> = clients.consumers.iter().filter(|c| c.client_id == "pod-0-config").collect();
+    assert_eq!(config_consumers.len(), 2, "the bootstrap's and the drain's: {consumers:?}");
+    assert!(config_consumers.iter().all(|c| c.group_id.is_none()), "{consumers:?}");
+    // The bootstrap's bounded fetching is its own (the first config consumer): the drain and
+    // the main consumer keep the adapter's defaults.
+    assert!(config_consumers[0].fetch_limits.is_some(), "{:?}", config_consumers[0]);
+    let bounded = clients.consumers.iter().filter(|c| c.fetch_limits.is_some()).count();
+    assert_eq!(bounded, 1, "only the bootstrap's consumer is bounded: {:?}", clients.consumers);
     assert_eq!(h.committed(&app, &[TopicPartition::new(&configs, 0)]).await, vec![None], "CFG-17");
     // LIFE-14, USR-08: the changelog was created, and (fresh) never described afterwards.
     let changelog = format!("{app}-changelog");
