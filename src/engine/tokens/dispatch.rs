@@ -23,8 +23,8 @@ use std::time::Duration;
 
 use super::cycle::{run_cycles, CycleContext, Token};
 use super::page::SharedState;
-use super::{update_entries, Entries};
-use crate::engine::bounds::{CLOSE_TIMEOUT, PAGE_TRANSACTION_TIMEOUT};
+use super::{update_entries, Cycles, Entries};
+use crate::engine::bounds::PAGE_TRANSACTION_TIMEOUT;
 use crate::engine::config_topics::ConfigTopics;
 use crate::engine::hooks::Hooks;
 use crate::engine::settings::Settings;
@@ -67,12 +67,6 @@ impl StateStore for Stateless {
     fn wipe(&mut self) -> Result<(), StateError> {
         Ok(())
     }
-}
-
-/// The running cycles.
-struct Cycles {
-    cancel: Stop,
-    handle: tokio::task::JoinHandle<(Vec<Token>, Result<(), Error>)>,
 }
 
 impl<S: Extractor> Runner<S> {
@@ -214,17 +208,7 @@ impl<S: Extractor> Runner<S> {
         let Some(running) = cycles.take() else {
             return Ok(());
         };
-        running.cancel.raise();
-        let (tokens, result) = match running.handle.await {
-            Ok(outcome) => outcome,
-            Err(error) => panic!("the poll cycles of the MQTT stage panicked: {error}"),
-        };
-        for token in tokens {
-            assert!(!token.txn.is_open(), "the cycles abort their open pages before they hand the token back");
-            if tokio::time::timeout(CLOSE_TIMEOUT, token.producer.close()).await.is_err() {
-                tracing::warn!("closing the instance producer timed out");
-            }
-        }
+        let result = running.stop().await;
         self.observer.active_configs(0);
         result
     }

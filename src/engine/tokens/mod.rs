@@ -81,6 +81,25 @@ struct Cycles {
     handle: tokio::task::JoinHandle<(Vec<Token>, Result<(), Error>)>,
 }
 
+impl Cycles {
+    /// Cancels the cycles and waits for them to unwind (their open pages aborted), then closes
+    /// the token producers. A cycle's failure is the result.
+    async fn stop(self) -> Result<(), Error> {
+        self.cancel.raise();
+        let (tokens, result) = match self.handle.await {
+            Ok(outcome) => outcome,
+            Err(error) => panic!("the poll cycles panicked: {error}"),
+        };
+        for token in tokens {
+            assert!(!token.txn.is_open(), "the cycles abort their open pages before they hand the tokens back");
+            if tokio::time::timeout(CLOSE_TIMEOUT, token.producer.close()).await.is_err() {
+                tracing::warn!(token = token.token, "closing a token producer timed out");
+            }
+        }
+        result
+    }
+}
+
 fn invalid(message: impl Into<String>) -> Error {
     Error::Invalid(message.into())
 }
@@ -383,17 +402,7 @@ impl<S: Extractor> Runner<S> {
         let Some(running) = cycles.take() else {
             return Ok(());
         };
-        running.cancel.raise();
-        let (tokens, result) = match running.handle.await {
-            Ok(outcome) => outcome,
-            Err(error) => panic!("the poll cycles of the extractor panicked: {error}"),
-        };
-        for token in tokens {
-            assert!(!token.txn.is_open(), "the cycles abort their open pages before they hand the tokens back");
-            if tokio::time::timeout(CLOSE_TIMEOUT, token.producer.close()).await.is_err() {
-                tracing::warn!(token = token.token, "closing a token producer timed out");
-            }
-        }
+        let result = running.stop().await;
         store.lock().expect("state store lock").wipe()?;
         self.observer.active_configs(0);
         self.observer.tokens_assigned(0);
