@@ -758,6 +758,7 @@ impl Flechtwerk {
         let _stop_on_drop = StopOnDrop(stop.clone());
         tokio::pin!(shutdown);
         let joined = tokio::select! {
+            biased;
             joined = &mut handle => joined,
             () = &mut shutdown => {
                 stop.raise();

@@ -597,6 +597,7 @@ async fn drive(shared: Arc<ClientShared>, expiry: Duration, events: EventSender)
                 // Keep alive until the broker closes the connection or we stop.
                 loop {
                     tokio::select! {
+                        biased;
                         () = conn.closed.notified() => break,
                         () = shared.stop.notified() => {
                             shared.broker.disconnect(&shared.client_id, conn.token);
@@ -618,6 +619,7 @@ async fn drive(shared: Arc<ClientShared>, expiry: Duration, events: EventSender)
             }
         }
         tokio::select! {
+            biased;
             () = shared.stop.notified() => return,
             () = tokio::time::sleep(backoff) => {}
         }
