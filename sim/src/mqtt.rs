@@ -33,7 +33,7 @@
 //! does not lose them): the fault knobs are connection drops, broker restarts, slow acks, and an
 //! ack lost together with its connection.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -531,12 +531,23 @@ pub struct SimMqtt {
     faults: ClientFaults,
     /// Uniform jitter source for slow acks (seeded by the simulation's RNG).
     rng: Arc<dyn Fn(u64) -> u64 + Send + Sync>,
+    subscribed: Option<SubscriptionLog>,
 }
+
+/// Every `(group, filter)` the clients of one [`SimMqtt`] subscribed (what one process asked for
+/// over its lifetime; unsubscribing does not remove an entry).
+pub type SubscriptionLog = Arc<Mutex<BTreeSet<(Option<String>, String)>>>;
 
 impl SimMqtt {
     /// Clients of `broker`. `rng(n)` returns a number below `n` (the simulation's seeded RNG).
     pub fn new(broker: MqttBroker, faults: ClientFaults, rng: Arc<dyn Fn(u64) -> u64 + Send + Sync>) -> Self {
-        SimMqtt { broker, faults, rng }
+        SimMqtt { broker, faults, rng, subscribed: None }
+    }
+
+    /// Records every subscription its clients make into `log`.
+    pub fn logging_subscriptions(mut self, log: SubscriptionLog) -> Self {
+        self.subscribed = Some(log);
+        self
     }
 }
 
@@ -549,6 +560,7 @@ struct ClientShared {
     stop: Notify,
     faults: ClientFaults,
     rng: Arc<dyn Fn(u64) -> u64 + Send + Sync>,
+    subscribed: Option<SubscriptionLog>,
 }
 
 impl ClientShared {
@@ -572,6 +584,7 @@ impl Mqtt for SimMqtt {
             stop: Notify::new(),
             faults: self.faults.clone(),
             rng: Arc::clone(&self.rng),
+            subscribed: self.subscribed.clone(),
         });
         tokio::spawn(drive(Arc::clone(&shared), session.session_expiry, events));
         Ok((Box::new(SimClient { shared }), receiver))
@@ -633,6 +646,9 @@ impl MqttClient for SimClient {
         // Every message is delivered at QoS 1 (the devices publish at QoS 1; QoS 0 subscriptions
         // are not modelled).
         let _ = qos;
+        if let Some(log) = &s.subscribed {
+            log.lock().unwrap_or_else(|p| p.into_inner()).insert(parse_wire(filter));
+        }
         s.broker.subscribe(&s.client_id, s.token(), filter);
         Ok(())
     }

@@ -280,11 +280,14 @@ async fn produce(shared: &Shared, partition: &TopicPartition, batch: &[Queued]) 
         }
         Ok(other) => Err(unexpected("send", &other)),
         Err(error) => {
-            if error.kind() == KafkaErrorKind::Retriable {
-                // The batch may or may not be in the log: its sequence numbers are burnt.
-                state.epoch_bump_needed = true;
-                state.touched |= transactional;
-            }
+            // Whatever the error, an earlier attempt of this batch (whose response was lost)
+            // may be in the log: its sequence numbers are burnt, and the broker may hold the
+            // transaction open. Reusing them would make the broker take the next, different
+            // batch for a duplicate of this one and drop it (found by mqtt seed 6836: a
+            // Produce answered Fatal after a lost response; the abort skipped EndTxn, the next
+            // batch reused sequence 15 and was "deduplicated" into the old transaction).
+            state.epoch_bump_needed = true;
+            state.touched |= transactional;
             Err(classify_delivery_error(&mut state, error, transactional))
         }
     }
