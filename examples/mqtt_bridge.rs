@@ -159,7 +159,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let drops = Arc::new(Drops::default());
     let app = Flechtwerk::builder()
         .application_id(format!("bridge-example-{run}"))
-        .client_id("bridge-0")
+        // Per run, like the application id: a persistent session of an earlier run under the same
+        // client id would still hold that run's `$share/<old group>/…` subscription and deliver
+        // every reading a second time through it.
+        .client_id(format!("bridge-{run}"))
         .kafka(kafka.clone())
         .replication_factor(1)
         .poll_interval(Duration::from_millis(200))
@@ -214,6 +217,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let got: usize = per_device.values().map(Vec::len).sum();
     if got < want {
         return Err(format!("only {got} of {want} readings reached Kafka").into());
+    }
+    // A calm run (no crash, no reconnect) has no redelivery: every reading once, in order.
+    if per_device.values().any(|seqs| !seqs.windows(2).all(|w| w[0] < w[1])) {
+        return Err("a device's readings are repeated or out of order in Kafka".into());
+    }
+    let dropped = drops.0.load(Ordering::SeqCst);
+    if dropped != poison {
+        return Err(format!("{poison} poison messages published, {dropped} dropped").into());
     }
     Ok(())
 }
