@@ -163,6 +163,20 @@ fn extractor_acls(app: &str, configs: &[&str], outputs: &[&str]) -> Vec<Grant> {
     grants
 }
 
+/// The MQTT bridge's ACLs (docs/security.md, "MQTT bridge"): one line each. No group and no
+/// changelog: the broker-dispatched loop takes no lease and keeps no state (EXT-50, EXT-51).
+fn mqtt_bridge_acls(app: &str, client_id: &str, configs: &[&str], outputs: &[&str]) -> Vec<Grant> {
+    let mut grants = Vec::new();
+    for config in configs {
+        grants.push(Grant::literal(&["Read", "Describe"], "topic", config));
+    }
+    for output in outputs {
+        grants.push(Grant::literal(&["Write", "Describe"], "topic", output));
+    }
+    grants.push(Grant::literal(&["Write", "Describe"], "transactional-id", &format!("{app}-{client_id}")));
+    grants
+}
+
 fn acl_command() -> Vec<String> {
     match std::env::var("KAFKA_ACL_COMMAND") {
         Ok(command) if !command.is_empty() => command.split_whitespace().map(str::to_owned).collect(),
@@ -326,6 +340,13 @@ fn the_documented_extractor_acls_are_the_ones_granted() {
     assert_eq!(documented_acls("### Extractor"), commands(&granted), "docs/security.md and extractor_acls differ");
 }
 
+/// docs/security.md's MQTT bridge commands are exactly what `mqtt_bridge_acls` grants.
+#[test]
+fn the_documented_mqtt_bridge_acls_are_the_ones_granted() {
+    let granted = mqtt_bridge_acls("APPLICATION_ID", "CLIENT_ID", &["CONFIG"], &["OUTPUT"]);
+    assert_eq!(documented_acls("### MQTT bridge"), commands(&granted), "docs/security.md and mqtt_bridge_acls differ");
+}
+
 /// The `kafka-acls.sh` lines of one section of docs/security.md.
 fn documented_acls(section: &str) -> Vec<String> {
     let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/security.md")).expect("docs");
@@ -484,6 +505,100 @@ async fn extractor_extracts_exactly_once_as_app_with_exactly_the_documented_acls
         assert_eq!(per_feed.get(feed), Some(&expected), "{feed}: every item once, in order");
     }
     assert_eq!(outputs.len(), want, "nothing else in the output");
+}
+
+/// The MQTT bridge as `app` with exactly its documented ACLs (needs Mosquitto: `MQTT_BROKER`,
+/// started by scripts/test): messages published to the config's filter arrive in Kafka, each
+/// once and in order, relayed over SASL_SSL with SCRAM-SHA-512 through the instance's one
+/// transactional producer; nothing needs a group or a changelog.
+#[cfg(feature = "mqtt")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mqtt_bridge_relays_as_app_with_exactly_the_documented_acls() {
+    use flechtwerk::attribute::{Attribute, INT};
+    use flechtwerk::mqtt::rumqttc::RumqttcBroker;
+    use flechtwerk::stage::{mqtt_extractor, MqttBrokerConfig};
+    use flechtwerk::{Event, Message};
+    const SEQ: Attribute<i64> = Attribute::new("seq", &INT);
+    const MESSAGES: i64 = 50;
+    init_logs();
+    let app = unique("bridge");
+    let (configs, output, client) = (format!("{app}-configs"), format!("{app}-out"), "pod-0");
+    let filter = format!("{app}/+/readings");
+    let kafka = plaintext();
+    let admin = kafka.admin().expect("admin");
+    admin.create_topic(&NewTopic::new(&configs, 1).replication(1).compacted()).await.expect("create");
+    admin.create_topic(&NewTopic::new(&output, 2).replication(1)).await.expect("create");
+    let producer = kafka.producer(ProducerConfig::idempotent(format!("{app}-writer"))).expect("writer");
+    let config = format!(r#"{{"topic":"{filter}"}}"#);
+    producer.send(ProducerRecord::new(&configs, "site", config)).await.expect("send").await.expect("config");
+    producer.close().await;
+    let (user, password) = credentials("KAFKA_SASL_USER");
+    grant(&user, &mqtt_bridge_acls(&app, client, &[&configs], &[&output])).await;
+
+    let mqtt_address = env("MQTT_BROKER");
+    let (host, port) = mqtt_address.rsplit_once(':').expect("MQTT_BROKER is host:port");
+    let mqtt = RumqttcBroker::new(host, port.parse().expect("a port")).keep_alive(Duration::from_secs(5));
+    let out = output.clone();
+    let stage = mqtt_extractor([configs.as_str()]).relay(move |_config, topic, payload| {
+        Ok(Some(Message::new(out.as_str(), topic, Event::new().with(&SEQ, payload.require(&SEQ)?)?)))
+    });
+    let bridge = Flechtwerk::builder()
+        .application_id(&app)
+        .client_id(client)
+        .kafka(Arc::new(secure(&user, password, SaslMechanism::ScramSha512)))
+        .replication_factor(1)
+        .poll_interval(Duration::from_millis(200))
+        .mqtt(MqttBrokerConfig::new(Arc::new(mqtt)))
+        .build(stage)
+        .expect("build");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(async move { bridge.run_until(async { stopped.await.unwrap_or(()) }).await });
+    let publish = |topic: &str, lines: &[String]| {
+        let mut child = std::process::Command::new("mosquitto_pub")
+            .args(["-h", host, "-p", port, "-V", "mqttv5", "-q", "1", "-t", topic, "-l"])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .expect("mosquitto_pub runs (scripts/mosquitto installs it)");
+        child.stdin.take().expect("stdin").write_all(lines.join("\n").as_bytes()).expect("write");
+        assert!(child.wait().expect("mosquitto_pub").success(), "mosquitto_pub {topic} failed");
+    };
+    let seqs_in = |records: &[flechtwerk::wire::RawRecord], topic: &str| -> Vec<i64> {
+        records
+            .iter()
+            .filter(|r| r.key.as_deref() == Some(topic.as_bytes()))
+            .map(|r| {
+                Event::wrap(flechtwerk::wire::decode_value(r.value.as_deref()).expect("json"))
+                    .require(&SEQ)
+                    .expect("seq")
+            })
+            .collect()
+    };
+    // The bridge subscribes once it polled its configs: a probe until one gets through.
+    let probe = format!("{app}/probe/readings");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        publish(&probe, &[r#"{"seq":0}"#.to_owned()]);
+        let records = read_topic(&*kafka, &unique("reader"), &output).await.expect("read");
+        if !seqs_in(&records, &probe).is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline && !running.is_finished(), "the bridge never relayed the probe");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let topic = format!("{app}/dev-1/readings");
+    publish(&topic, &(1..=MESSAGES).map(|n| format!(r#"{{"seq":{n}}}"#)).collect::<Vec<_>>());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let seqs = loop {
+        let records = read_topic(&*kafka, &unique("reader"), &output).await.expect("read");
+        let seqs = seqs_in(&records, &topic);
+        if seqs.len() >= MESSAGES as usize || Instant::now() > deadline || running.is_finished() {
+            break seqs;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let _ = stop.send(());
+    running.await.expect("join").expect("the bridge ran without error over SASL_SSL as app");
+    assert_eq!(seqs, (1..=MESSAGES).collect::<Vec<_>>(), "every reading once, in order");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
