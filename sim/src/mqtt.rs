@@ -532,7 +532,18 @@ pub struct SimMqtt {
     /// Uniform jitter source for slow acks (seeded by the simulation's RNG).
     rng: Arc<dyn Fn(u64) -> u64 + Send + Sync>,
     subscribed: Option<SubscriptionLog>,
+    reachable: Reachable,
 }
+
+/// Whether the client's node can reach the broker right now (a network partition says no).
+pub type Reachable = Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// How long a connection attempt to an unreachable broker takes to fail (rumqttc's default
+/// connection timeout).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How often a client waiting for the network looks again.
+const REACHABILITY_POLL: Duration = Duration::from_millis(50);
 
 /// Every `(group, filter)` the clients of one [`SimMqtt`] subscribed (what one process asked for
 /// over its lifetime; unsubscribing does not remove an entry).
@@ -541,7 +552,19 @@ pub type SubscriptionLog = Arc<Mutex<BTreeSet<(Option<String>, String)>>>;
 impl SimMqtt {
     /// Clients of `broker`. `rng(n)` returns a number below `n` (the simulation's seeded RNG).
     pub fn new(broker: MqttBroker, faults: ClientFaults, rng: Arc<dyn Fn(u64) -> u64 + Send + Sync>) -> Self {
-        SimMqtt { broker, faults, rng, subscribed: None }
+        SimMqtt { broker, faults, rng, subscribed: None, reachable: Arc::new(|| true) }
+    }
+
+    /// The network between the clients and the broker follows `reachable`: while it says no,
+    /// nothing the client sends arrives and nothing the broker sends is read, as over a TCP
+    /// connection whose packets are dropped (what a partition of the client's node does).
+    /// Packets are retransmitted once it says yes again, if the connection still lives: a
+    /// client whose keepalive ping gets no answer within half its keepalive gives the
+    /// connection up (rumqttc's ping timeout), and the broker drops a client silent for 1.5 ×
+    /// the keepalive; a connection attempt fails after [`CONNECT_TIMEOUT`].
+    pub fn reachable(mut self, reachable: Reachable) -> Self {
+        self.reachable = reachable;
+        self
     }
 
     /// Records every subscription its clients make into `log`.
@@ -561,11 +584,56 @@ struct ClientShared {
     faults: ClientFaults,
     rng: Arc<dyn Fn(u64) -> u64 + Send + Sync>,
     subscribed: Option<SubscriptionLog>,
+    reachable: Reachable,
+    /// The number of the connection the client uses (0: none): events of an abandoned
+    /// connection still on their way are discarded, as a closed socket's unread data.
+    current: std::sync::atomic::AtomicU64,
 }
 
 impl ClientShared {
     fn token(&self) -> u64 {
         *self.token.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Waits until the broker is reachable, at most `bound`; whether it is.
+    async fn until_reachable(&self, bound: Duration) -> bool {
+        let deadline = Instant::now().checked_add(bound);
+        while !(self.reachable)() {
+            if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+                return false;
+            }
+            tokio::time::sleep(REACHABILITY_POLL).await;
+        }
+        true
+    }
+
+    /// Runs `send` now if the broker is reachable, else once it is again (a retransmission;
+    /// the broker ignores it if the connection it names is gone by then).
+    fn transmit(self: &Arc<Self>, send: impl FnOnce(&ClientShared) + Send + 'static) {
+        if (self.reachable)() {
+            send(self);
+        } else {
+            let shared = Arc::clone(self);
+            tokio::spawn(async move {
+                shared.until_reachable(Duration::MAX).await;
+                send(&shared);
+            });
+        }
+    }
+}
+
+/// Carries the broker's events of connection `number` to the client: in order, held while the
+/// network is down, dropped once the client gave the connection up.
+async fn forward(shared: Arc<ClientShared>, number: u64, mut from: EventReceiver, to: EventSender) {
+    use std::sync::atomic::Ordering::SeqCst;
+    while let Some(event) = from.recv().await {
+        shared.until_reachable(Duration::MAX).await;
+        if shared.current.load(SeqCst) != number {
+            continue;
+        }
+        if !to.send(event) {
+            return;
+        }
     }
 }
 
@@ -585,6 +653,8 @@ impl Mqtt for SimMqtt {
             faults: self.faults.clone(),
             rng: Arc::clone(&self.rng),
             subscribed: self.subscribed.clone(),
+            reachable: Arc::clone(&self.reachable),
+            current: std::sync::atomic::AtomicU64::new(0),
         });
         tokio::spawn(drive(Arc::clone(&shared), session.session_expiry, events));
         Ok((Box::new(SimClient { shared }), receiver))
@@ -598,25 +668,46 @@ impl Mqtt for SimMqtt {
 /// The client's connection loop (its own task, as the rumqttc adapter's event loop): connect,
 /// keep alive, and after a drop reconnect with a backoff.
 async fn drive(shared: Arc<ClientShared>, expiry: Duration, events: EventSender) {
+    use std::sync::atomic::Ordering::SeqCst;
     let keepalive = shared.broker.lock().config.keepalive;
     let mut number = 0;
     let mut backoff = Duration::from_millis(100);
-    while !shared.stopping.load(std::sync::atomic::Ordering::SeqCst) {
-        match shared.broker.connect(&shared.client_id, expiry, number + 1, &events) {
+    while !shared.stopping.load(SeqCst) {
+        let attempt = if shared.until_reachable(CONNECT_TIMEOUT).await {
+            // The broker's events of this connection reach the client through the network.
+            let (to_client, from_broker) = event_channel();
+            shared.current.store(number + 1, SeqCst);
+            tokio::spawn(forward(Arc::clone(&shared), number + 1, from_broker, events.clone()));
+            shared.broker.connect(&shared.client_id, expiry, number + 1, &to_client)
+        } else {
+            Err("connection timed out".to_owned())
+        };
+        match attempt {
             Ok(conn) => {
                 number += 1;
                 backoff = Duration::from_millis(100);
                 *shared.token.lock().unwrap_or_else(|p| p.into_inner()) = conn.token;
-                // Keep alive until the broker closes the connection or we stop.
+                // Keep alive until the broker closes the connection, the pings go unanswered,
+                // or we stop.
                 loop {
                     tokio::select! {
                         biased;
                         () = conn.closed.notified() => break,
                         () = shared.stop.notified() => {
-                            shared.broker.disconnect(&shared.client_id, conn.token);
+                            let token = conn.token;
+                            shared.transmit(move |s| s.broker.disconnect(&s.client_id, token));
                             return;
                         }
                         () = tokio::time::sleep(keepalive / 2) => {
+                            if !shared.until_reachable(keepalive / 2).await {
+                                // No PINGRESP: the client gives the connection up (the broker
+                                // notices only by the silence).
+                                shared.current.store(0, SeqCst);
+                                if !events.send(MqttEvent::Disconnected { reason: "keepalive timeout".into() }) {
+                                    return;
+                                }
+                                break;
+                            }
                             if !shared.broker.ping(&shared.client_id, conn.token) {
                                 break;
                             }
@@ -626,6 +717,7 @@ async fn drive(shared: Arc<ClientShared>, expiry: Duration, events: EventSender)
                 *shared.token.lock().unwrap_or_else(|p| p.into_inner()) = 0;
             }
             Err(reason) => {
+                shared.current.store(0, SeqCst);
                 if !events.send(MqttEvent::Disconnected { reason }) {
                     return;
                 }
@@ -649,13 +741,15 @@ impl MqttClient for SimClient {
         if let Some(log) = &s.subscribed {
             log.lock().unwrap_or_else(|p| p.into_inner()).insert(parse_wire(filter));
         }
-        s.broker.subscribe(&s.client_id, s.token(), filter);
+        let (token, filter) = (s.token(), filter.to_owned());
+        s.transmit(move |s| s.broker.subscribe(&s.client_id, token, &filter));
         Ok(())
     }
 
     fn unsubscribe(&self, filter: &str) -> Result<(), MqttError> {
         let s = &self.shared;
-        s.broker.unsubscribe(&s.client_id, s.token(), filter);
+        let (token, filter) = (s.token(), filter.to_owned());
+        s.transmit(move |s| s.broker.unsubscribe(&s.client_id, token, &filter));
         Ok(())
     }
 
@@ -670,14 +764,15 @@ impl MqttClient for SimClient {
             return Ok(());
         }
         let max = s.faults.slow_ack_max.as_millis() as u64;
+        let packet_id = publish.packet_id;
         if max == 0 {
-            s.broker.ack(&s.client_id, token, publish.packet_id);
+            s.transmit(move |s| s.broker.ack(&s.client_id, token, packet_id));
         } else {
             let delay = Duration::from_millis((s.rng)(max + 1));
-            let (shared, packet_id) = (Arc::clone(s), publish.packet_id);
+            let shared = Arc::clone(s);
             tokio::spawn(async move {
                 tokio::time::sleep(delay).await;
-                shared.broker.ack(&shared.client_id, token, packet_id);
+                shared.transmit(move |s| s.broker.ack(&s.client_id, token, packet_id));
             });
         }
         Ok(())
@@ -689,7 +784,8 @@ impl MqttClient for SimClient {
             if s.stopping.swap(true, std::sync::atomic::Ordering::SeqCst) {
                 return Err(MqttError::new(MqttErrorKind::Closed, "disconnect", "already stopped"));
             }
-            s.broker.disconnect(&s.client_id, s.token());
+            let token = s.token();
+            s.transmit(move |s| s.broker.disconnect(&s.client_id, token));
             s.stop.notify_one();
             Ok(())
         })

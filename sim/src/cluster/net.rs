@@ -208,6 +208,9 @@ pub struct Cluster {
     ctx: Ctx,
     client: KafkaClient,
     next_ip: Arc<AtomicU32>,
+    /// Names of the nodes cut off by [`isolate`](Cluster::isolate), for parts of a simulation
+    /// that do not talk over `madsim::net` (the MQTT broker) but must see the same partition.
+    isolated: Arc<Mutex<std::collections::BTreeSet<String>>>,
 }
 
 impl Cluster {
@@ -242,6 +245,7 @@ impl Cluster {
             ctx: ctx.clone(),
             client: KafkaClient::new(Arc::new(SimConnector)),
             next_ip: Arc::new(AtomicU32::new(0)),
+            isolated: Arc::default(),
         }
     }
 
@@ -309,12 +313,19 @@ impl Cluster {
     pub fn isolate(&self, node: NodeId, name: &str) {
         self.ctx.fault("network-partition", name.to_owned());
         NetSim::current().clog_node(node);
+        self.isolated.lock().expect("isolated lock").insert(name.to_owned());
+    }
+
+    /// Whether the node named `name` is cut off the network right now.
+    pub fn is_isolated(&self, name: &str) -> bool {
+        self.isolated.lock().expect("isolated lock").contains(name)
     }
 
     /// Reconnects an isolated node.
     pub fn heal(&self, node: NodeId, name: &str) {
         self.ctx.event(format!("network healed: {name}"));
         NetSim::current().unclog_node(node);
+        self.isolated.lock().expect("isolated lock").remove(name);
     }
 
     /// Reads the broker state (for property checks).

@@ -448,8 +448,9 @@ async fn run(ctx: Ctx) {
     let own: Arc<Mutex<BTreeMap<String, SubscriptionLog>>> = Arc::default();
     let launch: Launch = {
         let (broker, poison_counted, own) = (broker.clone(), poison_counted.clone(), own.clone());
+        let cluster = cluster.clone();
         Arc::new(move |env: ReplicaEnv| {
-            let (broker, poison) = (broker.clone(), poison_counted.clone());
+            let (broker, poison, isolated) = (broker.clone(), poison_counted.clone(), cluster.clone());
             let start = starts.fetch_add(1, Ordering::SeqCst);
             let log = SubscriptionLog::default();
             own.lock().expect("own lock").insert(env.name.clone(), log.clone());
@@ -479,7 +480,12 @@ async fn run(ctx: Ctx) {
                         ClientFaults { slow_ack_max: Duration::from_millis(slow_ack_ms) },
                         Arc::new(|n| thread_rng().gen_range(0..n)),
                     )
-                    .logging_subscriptions(log),
+                    .logging_subscriptions(log)
+                    .reachable({
+                        // A partition of the replica's node cuts its MQTT connection too.
+                        let name = env.name.clone();
+                        Arc::new(move || !isolated.is_isolated(&name))
+                    }),
                 );
                 let observer = BridgeObserver {
                     inner: env.observer(),
