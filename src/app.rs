@@ -545,6 +545,22 @@ impl FlechtwerkBuilder {
     /// The MQTT broker of an MQTT bridge stage ([`MqttExtractor`]), with the session settings
     /// (KNOB `mqtt`). The client id names the persistent MQTT session and the application id is
     /// the shared-subscription group. Other stages ignore it.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use flechtwerk::stage::{mqtt_extractor, MqttBrokerConfig};
+    /// use flechtwerk::{Flechtwerk, Message};
+    /// let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// // The simulated broker here; `mqtt::rumqttc::RumqttcBroker` (feature `mqtt`) in production.
+    /// let broker = flechtwerk_sim::mqtt::MqttBroker::new(Default::default());
+    /// let adapter = Arc::new(flechtwerk_sim::mqtt::SimMqtt::new(broker, Default::default(), Arc::new(|_| 0)));
+    /// let bridge = || mqtt_extractor(["devices"]).relay(|_, topic, payload| Ok(Some(Message::new("readings", topic, payload))));
+    /// let builder = || Flechtwerk::builder().application_id("bridge").client_id("pod-0").kafka(kafka.clone());
+    /// assert!(builder().build(bridge()).is_err()); // an MQTT bridge without a broker
+    /// let app = builder().mqtt(MqttBrokerConfig::new(adapter)).build(bridge())?;
+    /// # let _ = app;
+    /// # Ok::<(), flechtwerk::Error>(())
+    /// ```
     pub fn mqtt(mut self, mqtt: MqttBrokerConfig) -> Self {
         self.mqtt = Some(mqtt);
         self
