@@ -555,8 +555,12 @@ impl FlechtwerkBuilder {
     /// let broker = flechtwerk_sim::mqtt::MqttBroker::new(Default::default());
     /// let adapter = Arc::new(flechtwerk_sim::mqtt::SimMqtt::new(broker, Default::default(), Arc::new(|_| 0)));
     /// let bridge = || mqtt_extractor(["devices"]).relay(|_, topic, payload| Ok(Some(Message::new("readings", topic, payload))));
-    /// let builder = || Flechtwerk::builder().application_id("bridge").client_id("pod-0").kafka(kafka.clone());
-    /// assert!(builder().build(bridge()).is_err()); // an MQTT bridge without a broker
+    /// let builder = || {
+    ///     let builder = Flechtwerk::builder().application_id("bridge").client_id("pod-0").kafka(kafka.clone());
+    ///     builder.poll_interval(std::time::Duration::from_millis(100))
+    /// };
+    /// let Err(no_broker) = builder().build(bridge()) else { panic!("an MQTT bridge needs a broker") };
+    /// assert!(no_broker.to_string().contains("no MQTT broker configured"));
     /// let app = builder().mqtt(MqttBrokerConfig::new(adapter)).build(bridge())?;
     /// # let _ = app;
     /// # Ok::<(), flechtwerk::Error>(())

@@ -1037,7 +1037,6 @@ pub trait Producer: Send + Sync {
     /// producer.init_transactions().await?;
     /// producer.begin_transaction().await?;
     /// producer.send_offsets_to_transaction(&[(clicks.clone(), 2)], &group).await?;
-    /// assert_eq!(consumer.committed(&[clicks.clone()]).await?, [None]); // not before the commit
     /// producer.commit_transaction().await?;
     /// assert_eq!(consumer.committed(&[clicks]).await?, [Some(2)]);
     /// # Ok(())
@@ -1270,7 +1269,7 @@ pub trait Admin: Send + Sync {
     /// The partition count of `topic`, `None` when it does not exist.
     ///
     /// ```
-    /// use flechtwerk::kafka::{Kafka, NewTopic};
+    /// use flechtwerk::kafka::{Kafka, NewTopic, ProducerConfig, ProducerRecord};
     /// # use std::sync::Arc;
     /// # use std::time::Duration;
     /// # #[tokio::main(flavor = "current_thread")]

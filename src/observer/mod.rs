@@ -203,18 +203,6 @@ pub trait Observer: Send + Sync {
     /// bytes_in.message_in_bytes("clicks", 80);
     /// assert_eq!(bytes_in.0.load(Ordering::Relaxed), 200);
     /// ```
-    ///
-    /// ```
-    /// # #[cfg(feature = "prometheus")] {
-    /// use flechtwerk::observer::prometheus::Metrics; // feature `prometheus`
-    /// use flechtwerk::observer::MetricsConfig;
-    /// let labels = [("app".to_owned(), "counter".to_owned())];
-    /// let metrics = Metrics::unserved().instance(&labels, 500)?;
-    /// metrics.observer().transaction_committed();
-    /// assert!(metrics.render().contains(r#"flechtwerk_transactions_committed_total{app="counter"} 1"#));
-    /// # }
-    /// # Ok::<(), String>(())
-    /// ```
     fn message_in_bytes(&self, topic: &str, bytes: usize) {}
     /// One call of `on_invalid_message`, by outcome.
     ///
@@ -235,62 +223,6 @@ pub trait Observer: Send + Sync {
     /// skipped.message_invalid("clicks", InvalidOutcome::Raised);
     /// assert_eq!(skipped.0.load(Ordering::Relaxed), 1);
     /// ```
-    ///
-    /// ```
-    /// # #[cfg(feature = "prometheus")] {
-    /// use flechtwerk::observer::prometheus::Metrics;
-    /// use flechtwerk::observer::MetricsConfig;
-    /// assert_eq!(Metrics::unserved().instance(&[], 500)?.address(), None);
-    /// assert_eq!(Metrics::serve("0.0.0.0:9464").instance(&[], 500)?.address(), Some("0.0.0.0:9464"));
-    /// # }
-    /// # Ok::<(), String>(())
-    /// ```
-    ///
-    /// ```
-    /// # #[cfg(feature = "prometheus")] {
-    /// use flechtwerk::observer::prometheus::Metrics;
-    /// use flechtwerk::observer::MetricsConfig;
-    /// let metrics = Metrics::unserved().instance(&[], 500)?;
-    /// metrics.observer().active_configs(3);
-    /// assert!(metrics.render().contains("# TYPE flechtwerk_active_configs gauge"));
-    /// # }
-    /// # Ok::<(), String>(())
-    /// ```
-    ///
-    /// ```
-    /// # #[cfg(feature = "prometheus")] {
-    /// use flechtwerk::observer::prometheus::Metrics;
-    /// use flechtwerk::observer::MetricsConfig;
-    /// let metrics = Metrics::unserved().instance(&[], 500)?;
-    /// let observer = metrics.observer(); // what the engine feeds
-    /// observer.message_in("clicks");
-    /// assert!(metrics.render().contains(r#"flechtwerk_messages_in_total{topic="clicks"} 1"#));
-    /// # }
-    /// # Ok::<(), String>(())
-    /// ```
-    ///
-    /// ```
-    /// # #[cfg(feature = "prometheus")] {
-    /// use flechtwerk::observer::prometheus::Metrics;
-    /// use flechtwerk::observer::MetricsConfig;
-    /// let metrics = Metrics::serve("127.0.0.1:0").instance(&[], 500)?;
-    /// assert_eq!(metrics.address(), Some("127.0.0.1:0"));
-    /// metrics.observer().tasks_assigned(4);
-    /// assert!(metrics.render().contains("flechtwerk_tasks_assigned 4"));
-    /// # }
-    /// # Ok::<(), String>(())
-    /// ```
-    ///
-    /// ```
-    /// # #[cfg(feature = "prometheus")] {
-    /// use flechtwerk::observer::prometheus::Metrics;
-    /// use flechtwerk::observer::MetricsConfig;
-    /// // `topic` is a label of the metrics' own: refused as an application label.
-    /// let labels = [("topic".to_owned(), "x".to_owned())];
-    /// assert!(Metrics::unserved().instance(&labels, 500).is_err());
-    /// assert!(Metrics::unserved().instance(&[], 500).is_ok());
-    /// # }
-    /// ```
     fn message_invalid(&self, topic: &str, outcome: InvalidOutcome) {}
     /// A message emitted by a stage.
     ///
@@ -307,66 +239,6 @@ pub trait Observer: Send + Sync {
     /// let emitted = Emitted::default();
     /// emitted.message_out("click-counts");
     /// assert_eq!(emitted.0.load(Ordering::Relaxed), 1);
-    /// ```
-    ///
-    /// ```
-    /// use flechtwerk::observer::MetricsConfig;
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # #[cfg(feature = "prometheus")] {
-    /// use flechtwerk::observer::prometheus::Metrics;
-    /// let server = Metrics::serve("127.0.0.1:0").instance(&[], 500)?.serve().await?.unwrap();
-    /// let address = server.local_addr();
-    /// server.stop().await;
-    /// assert!(std::net::TcpStream::connect(address).is_err()); // nobody listens any more
-    /// # }
-    /// # Ok(())
-    /// # }
-    /// ```
-    ///
-    /// ```
-    /// use flechtwerk::observer::MetricsConfig;
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # #[cfg(feature = "prometheus")] {
-    /// use flechtwerk::observer::prometheus::Metrics;
-    /// let server = Metrics::serve("127.0.0.1:0").instance(&[], 500)?.serve().await?.unwrap();
-    /// assert!(server.local_addr().ip().is_loopback());
-    /// server.stop().await;
-    /// # }
-    /// # Ok(())
-    /// # }
-    /// ```
-    ///
-    /// ```
-    /// use flechtwerk::observer::MetricsConfig;
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # #[cfg(feature = "prometheus")] {
-    /// use flechtwerk::observer::prometheus::Metrics;
-    /// let server = Metrics::serve("127.0.0.1:0").instance(&[], 500)?.serve().await?.unwrap();
-    /// let address = server.local_addr();
-    /// server.stop().await;
-    /// std::net::TcpListener::bind(address)?; // the port is free again
-    /// # }
-    /// # Ok(())
-    /// # }
-    /// ```
-    ///
-    /// ```
-    /// use flechtwerk::observer::MetricsConfig;
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # #[cfg(feature = "prometheus")] {
-    /// use flechtwerk::observer::prometheus::Metrics;
-    /// let metrics = Metrics::serve("127.0.0.1:0").instance(&[], 500)?; // port 0: any free port
-    /// let server = metrics.serve().await?.expect("an address was configured");
-    /// assert_ne!(server.local_addr().port(), 0);
-    /// server.stop().await;
-    /// assert!(Metrics::unserved().instance(&[], 500)?.serve().await?.is_none());
-    /// # }
-    /// # Ok(())
-    /// # }
     /// ```
     fn message_out(&self, topic: &str) {}
     /// Size (key + value bytes) of a produced record.
@@ -807,10 +679,33 @@ fan_out! {
 /// How an application exports metrics: the builder's `metrics(...)` takes one (the Prometheus
 /// adapter's `Metrics::serve(address)`), and makes one [`MetricsInstance`] of it per
 /// application.
+///
+/// ```
+/// # #[cfg(feature = "prometheus")] {
+/// use flechtwerk::observer::prometheus::Metrics; // feature `prometheus`
+/// use flechtwerk::observer::MetricsConfig;
+/// let labels = [("app".to_owned(), "counter".to_owned())];
+/// let metrics = Metrics::unserved().instance(&labels, 500)?;
+/// metrics.observer().transaction_committed();
+/// assert!(metrics.render().contains(r#"flechtwerk_transactions_committed_total{app="counter"} 1"#));
+/// # }
+/// # Ok::<(), String>(())
+/// ```
 pub trait MetricsConfig: Send + Sync {
     /// The metrics of one application: `labels` (the application's `metrics_labels`, in the
     /// caller's order) lead the label names of every metric; `max_poll_records` tops the
     /// `batch_size` ladder (MET-03). An error says why the labels cannot be used.
+    ///
+    /// ```
+    /// # #[cfg(feature = "prometheus")] {
+    /// use flechtwerk::observer::prometheus::Metrics;
+    /// use flechtwerk::observer::MetricsConfig;
+    /// // `topic` is a label of the metrics' own: refused as an application label.
+    /// let labels = [("topic".to_owned(), "x".to_owned())];
+    /// assert!(Metrics::unserved().instance(&labels, 500).is_err());
+    /// assert!(Metrics::unserved().instance(&[], 500).is_ok());
+    /// # }
+    /// ```
     fn instance(
         &self,
         labels: &[(String, String)],
@@ -820,24 +715,129 @@ pub trait MetricsConfig: Send + Sync {
 
 /// The metrics of one application instance: the observer that feeds them, their exposition,
 /// and the endpoint that serves them.
+///
+/// ```
+/// # #[cfg(feature = "prometheus")] {
+/// use flechtwerk::observer::prometheus::Metrics;
+/// use flechtwerk::observer::MetricsConfig;
+/// let metrics = Metrics::serve("127.0.0.1:0").instance(&[], 500)?;
+/// assert_eq!(metrics.address(), Some("127.0.0.1:0"));
+/// metrics.observer().tasks_assigned(4);
+/// assert!(metrics.render().contains("flechtwerk_tasks_assigned 4"));
+/// # }
+/// # Ok::<(), String>(())
+/// ```
 pub trait MetricsInstance: Send + Sync {
     /// The observer the engine feeds.
+    ///
+    /// ```
+    /// # #[cfg(feature = "prometheus")] {
+    /// use flechtwerk::observer::prometheus::Metrics;
+    /// use flechtwerk::observer::MetricsConfig;
+    /// let metrics = Metrics::unserved().instance(&[], 500)?;
+    /// let observer = metrics.observer(); // what the engine feeds
+    /// observer.message_in("clicks");
+    /// assert!(metrics.render().contains(r#"flechtwerk_messages_in_total{topic="clicks"} 1"#));
+    /// # }
+    /// # Ok::<(), String>(())
+    /// ```
     fn observer(&self) -> Arc<dyn Observer>;
     /// The exposition of every metric as a scrape would see it now.
+    ///
+    /// ```
+    /// # #[cfg(feature = "prometheus")] {
+    /// use flechtwerk::observer::prometheus::Metrics;
+    /// use flechtwerk::observer::MetricsConfig;
+    /// let metrics = Metrics::unserved().instance(&[], 500)?;
+    /// metrics.observer().active_configs(3);
+    /// assert!(metrics.render().contains("# TYPE flechtwerk_active_configs gauge"));
+    /// # }
+    /// # Ok::<(), String>(())
+    /// ```
     fn render(&self) -> String;
     /// The configured address of the endpoint, if it serves one.
+    ///
+    /// ```
+    /// # #[cfg(feature = "prometheus")] {
+    /// use flechtwerk::observer::prometheus::Metrics;
+    /// use flechtwerk::observer::MetricsConfig;
+    /// assert_eq!(Metrics::unserved().instance(&[], 500)?.address(), None);
+    /// assert_eq!(Metrics::serve("0.0.0.0:9464").instance(&[], 500)?.address(), Some("0.0.0.0:9464"));
+    /// # }
+    /// # Ok::<(), String>(())
+    /// ```
     fn address(&self) -> Option<&str>;
     /// Starts serving on the configured address (binding fails with the OS error, LIFE-17).
     /// `Ok(None)` when this instance serves nothing. The endpoint stops with
     /// [`MetricsServer::stop`].
+    ///
+    /// ```
+    /// use flechtwerk::observer::MetricsConfig;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # #[cfg(feature = "prometheus")] {
+    /// use flechtwerk::observer::prometheus::Metrics;
+    /// let metrics = Metrics::serve("127.0.0.1:0").instance(&[], 500)?; // port 0: any free port
+    /// let server = metrics.serve().await?.expect("an address was configured");
+    /// assert_ne!(server.local_addr().port(), 0);
+    /// server.stop().await;
+    /// assert!(Metrics::unserved().instance(&[], 500)?.serve().await?.is_none());
+    /// # }
+    /// # Ok(())
+    /// # }
+    /// ```
     fn serve(&self) -> BoxFuture<'static, std::io::Result<Option<Box<dyn MetricsServer>>>>;
 }
 
 /// A running metrics endpoint.
+///
+/// ```
+/// use flechtwerk::observer::MetricsConfig;
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # #[cfg(feature = "prometheus")] {
+/// use flechtwerk::observer::prometheus::Metrics;
+/// let server = Metrics::serve("127.0.0.1:0").instance(&[], 500)?.serve().await?.unwrap();
+/// let address = server.local_addr();
+/// server.stop().await;
+/// std::net::TcpListener::bind(address)?; // the port is free again
+/// # }
+/// # Ok(())
+/// # }
+/// ```
 pub trait MetricsServer: Send {
     /// Where it listens (the bound port when the configured one was 0).
+    ///
+    /// ```
+    /// use flechtwerk::observer::MetricsConfig;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # #[cfg(feature = "prometheus")] {
+    /// use flechtwerk::observer::prometheus::Metrics;
+    /// let server = Metrics::serve("127.0.0.1:0").instance(&[], 500)?.serve().await?.unwrap();
+    /// assert!(server.local_addr().ip().is_loopback());
+    /// server.stop().await;
+    /// # }
+    /// # Ok(())
+    /// # }
+    /// ```
     fn local_addr(&self) -> SocketAddr;
     /// Stops serving: the listener and every open connection are closed, and the port is free
     /// again, when the returned future completes.
+    ///
+    /// ```
+    /// use flechtwerk::observer::MetricsConfig;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # #[cfg(feature = "prometheus")] {
+    /// use flechtwerk::observer::prometheus::Metrics;
+    /// let server = Metrics::serve("127.0.0.1:0").instance(&[], 500)?.serve().await?.unwrap();
+    /// let address = server.local_addr();
+    /// server.stop().await;
+    /// assert!(std::net::TcpStream::connect(address).is_err()); // nobody listens any more
+    /// # }
+    /// # Ok(())
+    /// # }
+    /// ```
     fn stop(self: Box<Self>) -> BoxFuture<'static, ()>;
 }

@@ -133,7 +133,7 @@ impl Metrics {
     ///     .kafka(kafka)
     ///     .metrics(Metrics::unserved())
     ///     .build(transformer(["in"]).transform(|_, _, _| Ok(())))?;
-    /// assert!(app.render_metrics().unwrap().contains("flechtwerk_"));
+    /// assert!(app.render_metrics().is_some()); // read them while it runs
     /// assert_eq!(app.metrics_address(), None); // nothing served
     /// # Ok::<(), flechtwerk::Error>(())
     /// ```
