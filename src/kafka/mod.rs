@@ -876,21 +876,27 @@ pub trait Consumer: Send {
     /// Leaves the group (if any) and releases the consumer.
     ///
     /// ```
-    /// use flechtwerk::kafka::{ConsumerConfig, Kafka, NewTopic, ProducerConfig, ProducerRecord, StartOffset, TopicPartition};
+    /// use flechtwerk::kafka::{ConsumerConfig, Kafka, NewTopic, Rebalance, TopicPartition};
     /// # use std::sync::Arc;
     /// # use std::time::Duration;
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), flechtwerk::kafka::KafkaError> {
     /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
     /// # kafka.admin()?.create_topic(&NewTopic::new("clicks", 1)).await?;
-    /// # let feeder = kafka.producer(ProducerConfig::idempotent("feeder"))?;
-    /// # for user in ["ada", "bob"] {
-    /// #     feeder.send(ProducerRecord::new("clicks", user, "{}")).await?.await?;
-    /// # }
-    /// let mut consumer = kafka.consumer(ConsumerConfig::groupless("reader"))?;
-    /// let clicks = TopicPartition::new("clicks", 0);
-    /// consumer.assign(&[(clicks.clone(), StartOffset::Beginning)]).await?;
-    /// consumer.close().await?;
+    /// let topics = ["clicks".to_owned()];
+    /// let mut first = kafka.consumer(ConsumerConfig::member("pod-0", "app"))?;
+    /// first.subscribe(&topics).await?;
+    /// while first.poll(100, Duration::from_millis(100)).await?.rebalances.is_empty() {}
+    /// first.close().await?; // leaves the group at once, no session timeout to wait for
+    /// let mut second = kafka.consumer(ConsumerConfig::member("pod-1", "app"))?;
+    /// second.subscribe(&topics).await?;
+    /// let partitions = loop {
+    ///     let polled = second.poll(100, Duration::from_millis(100)).await?;
+    ///     if let Some(Rebalance::Assigned { partitions, .. }) = polled.rebalances.into_iter().last() {
+    ///         break partitions;
+    ///     }
+    /// };
+    /// assert_eq!(partitions, [TopicPartition::new("clicks", 0)]);
     /// # Ok(())
     /// # }
     /// ```
@@ -1143,7 +1149,8 @@ pub trait Producer: Send + Sync {
     /// # }
     /// feeder.close().await;
     /// let producer = kafka.producer(ProducerConfig::idempotent("feeder"))?; // a new one may follow
-    /// producer.send(ProducerRecord::new("clicks", "carol", "{}")).await?.await?;
+    /// let delivered = producer.send(ProducerRecord::new("clicks", "carol", "{}")).await?.await?;
+    /// assert_eq!(delivered.offset, 2); // after the two records the closed one had delivered
     /// # Ok(())
     /// # }
     /// ```
