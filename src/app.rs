@@ -545,6 +545,26 @@ impl FlechtwerkBuilder {
     /// The MQTT broker of an MQTT bridge stage ([`MqttExtractor`]), with the session settings
     /// (KNOB `mqtt`). The client id names the persistent MQTT session and the application id is
     /// the shared-subscription group. Other stages ignore it.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use flechtwerk::stage::{mqtt_extractor, MqttBrokerConfig};
+    /// use flechtwerk::{Flechtwerk, Message};
+    /// let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// // The simulated broker here; `mqtt::rumqttc::RumqttcBroker` (feature `mqtt`) in production.
+    /// let broker = flechtwerk_sim::mqtt::MqttBroker::new(Default::default());
+    /// let adapter = Arc::new(flechtwerk_sim::mqtt::SimMqtt::new(broker, Default::default(), Arc::new(|_| 0)));
+    /// let bridge = || mqtt_extractor(["devices"]).relay(|_, topic, payload| Ok(Some(Message::new("readings", topic, payload))));
+    /// let builder = || {
+    ///     let builder = Flechtwerk::builder().application_id("bridge").client_id("pod-0").kafka(kafka.clone());
+    ///     builder.poll_interval(std::time::Duration::from_millis(100))
+    /// };
+    /// let Err(no_broker) = builder().build(bridge()) else { panic!("an MQTT bridge needs a broker") };
+    /// assert!(no_broker.to_string().contains("no MQTT broker configured"));
+    /// let app = builder().mqtt(MqttBrokerConfig::new(adapter)).build(bridge())?;
+    /// # let _ = app;
+    /// # Ok::<(), flechtwerk::Error>(())
+    /// ```
     pub fn mqtt(mut self, mqtt: MqttBrokerConfig) -> Self {
         self.mqtt = Some(mqtt);
         self

@@ -65,6 +65,12 @@ impl Payload {
 )]
 pub trait IntoPayload {
     /// Converts into a payload.
+    ///
+    /// ```
+    /// use flechtwerk::{Event, IntoPayload, Payload};
+    /// assert_eq!("ada".into_payload(), Payload::Str("ada".into()));
+    /// assert_eq!(Event::new().into_payload(), Payload::Event(Event::new()));
+    /// ```
     fn into_payload(self) -> Payload;
 }
 
@@ -130,6 +136,12 @@ impl IntoPayload for Event {
 )]
 pub trait IntoValue {
     /// The payload, or `None` for a tombstone.
+    ///
+    /// ```
+    /// use flechtwerk::{IntoValue, Payload};
+    /// assert_eq!("{}".into_value(), Some(Payload::Str("{}".into())));
+    /// assert_eq!(None::<&str>.into_value(), None); // a tombstone
+    /// ```
     fn into_value(self) -> Option<Payload>;
 }
 

@@ -91,12 +91,38 @@ pub struct Survivor {
 
 impl ConfigBootstrap {
     /// An empty bootstrap.
+    ///
+    /// ```
+    /// use flechtwerk::testing::{ConfigBootstrap, RecordingObserver};
+    /// use flechtwerk::wire::RaisePolicy;
+    /// let store = ConfigBootstrap::new().finish_unenriched(&RaisePolicy, &RecordingObserver::default())?;
+    /// assert!(store.is_empty()); // no records offered, no configs
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn new() -> Self {
         Self::default()
     }
 
     /// An empty bootstrap building a store with the given chunk size
     /// (see [`ConfigStore::with_chunk_bytes`]).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use flechtwerk::wire::RawRecord;
+    /// # let raw = |offset: i64, key: &str, value: &str| RawRecord {
+    /// #     topic: Arc::from("configs"), partition: 0, offset, timestamp_ms: None,
+    /// #     key: Some(key.as_bytes().to_vec().into()), value: Some(value.as_bytes().to_vec().into()), headers: vec![],
+    /// # };
+    /// use flechtwerk::testing::{ConfigBootstrap, RecordingObserver};
+    /// use flechtwerk::wire::RaisePolicy;
+    /// let observer = RecordingObserver::default();
+    /// let mut bootstrap = ConfigBootstrap::with_chunk_bytes(4096);
+    /// for offset in 0..100 {
+    ///     bootstrap.offer(&raw(offset, &format!("k{}", offset % 10), r#"{"v":1}"#), &RaisePolicy, &observer)?;
+    /// }
+    /// assert_eq!(bootstrap.finish_unenriched(&RaisePolicy, &observer)?.len(), 10);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[cfg_attr(not(feature = "testing"), allow(dead_code))] // benches and fuzz targets
     pub fn with_chunk_bytes(chunk_bytes: usize) -> Self {
         ConfigBootstrap { store: ConfigStore::with_chunk_bytes(chunk_bytes), ..Self::default() }
@@ -108,6 +134,25 @@ impl ConfigBootstrap {
     ///
     /// # Panics
     /// When records were already offered.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use flechtwerk::wire::RawRecord;
+    /// # let raw = |offset: i64, key: &str, value: &str| RawRecord {
+    /// #     topic: Arc::from("configs"), partition: 0, offset, timestamp_ms: None,
+    /// #     key: Some(key.as_bytes().to_vec().into()), value: Some(value.as_bytes().to_vec().into()), headers: vec![],
+    /// # };
+    /// use flechtwerk::testing::{ConfigBootstrap, RecordingObserver};
+    /// use flechtwerk::wire::RaisePolicy;
+    /// let observer = RecordingObserver::default();
+    /// let mut bootstrap = ConfigBootstrap::new().without_enrichment();
+    /// bootstrap.offer(&raw(0, "a", r#"{"v":1}"#), &RaisePolicy, &observer)?; // canonical: settled now
+    /// bootstrap.offer(&raw(1, "b", r#"{ "v": 2 }"#), &RaisePolicy, &observer)?; // needs a decision
+    /// let survivor = bootstrap.next_survivor().expect("b is pending");
+    /// assert_eq!(survivor.key, "b");
+    /// assert!(bootstrap.next_survivor().is_none());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn without_enrichment(mut self) -> Self {
         assert!(self.store.is_empty(), "choose the mode before offering records");
         self.settle_canonical = true;
@@ -127,6 +172,23 @@ impl ConfigBootstrap {
 
     /// Reads one record: its key through the policy, then the tombstone test on the raw value
     /// (INV-17), then last-write-wins by key (CFG-12). A keyless record counts as key `""`.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use flechtwerk::wire::RawRecord;
+    /// # let raw = |offset: i64, key: &[u8], value: &str| RawRecord {
+    /// #     topic: Arc::from("configs"), partition: 0, offset, timestamp_ms: None,
+    /// #     key: Some(key.to_vec().into()), value: Some(value.as_bytes().to_vec().into()), headers: vec![],
+    /// # };
+    /// use flechtwerk::testing::{ConfigBootstrap, RecordingObserver};
+    /// use flechtwerk::wire::RaisePolicy;
+    /// let observer = RecordingObserver::default();
+    /// let mut bootstrap = ConfigBootstrap::new();
+    /// bootstrap.offer(&raw(0, b"a", r#"{"v":1}"#), &RaisePolicy, &observer)?;
+    /// // A key that is not UTF-8 goes to the policy; the default policy raises.
+    /// assert!(bootstrap.offer(&raw(1, b"\xff", r#"{"v":1}"#), &RaisePolicy, &observer).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn offer(
         &mut self,
         record: &RawRecord,
@@ -169,6 +231,28 @@ impl ConfigBootstrap {
 
     /// The next surviving record, in storage order; `None` when all have been taken. A taken
     /// survivor leaves the table until it is stored again.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use flechtwerk::wire::RawRecord;
+    /// # let raw = |offset: i64, key: &str, value: &str| RawRecord {
+    /// #     topic: Arc::from("configs"), partition: 0, offset, timestamp_ms: None,
+    /// #     key: Some(key.as_bytes().to_vec().into()), value: Some(value.as_bytes().to_vec().into()), headers: vec![],
+    /// # };
+    /// use flechtwerk::testing::{ConfigBootstrap, RecordingObserver};
+    /// use flechtwerk::wire::RaisePolicy;
+    /// let observer = RecordingObserver::default();
+    /// let mut bootstrap = ConfigBootstrap::new();
+    /// bootstrap.offer(&raw(0, "a", r#"{"v":1}"#), &RaisePolicy, &observer)?;
+    /// bootstrap.offer(&raw(1, "a", r#"{"v":2}"#), &RaisePolicy, &observer)?;
+    /// // Decide each survivor (here: keep it as it is), then finish.
+    /// while let Some(survivor) = bootstrap.next_survivor() {
+    ///     assert_eq!(survivor.record.offset, 1); // the latest record of key a
+    ///     bootstrap.put_bytes(&survivor.key, survivor.record.value.as_deref().unwrap())?;
+    /// }
+    /// assert_eq!(bootstrap.finish().get_bytes("a"), Some(&br#"{"v":2}"#[..]));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn next_survivor(&mut self) -> Option<Survivor> {
         let pos = self.next_pending()?;
         let view = self.store.arena.view(pos);
@@ -218,6 +302,22 @@ impl ConfigBootstrap {
     /// promoted without being parsed (the fast path; settled on offer already
     /// [`without_enrichment`](Self::without_enrichment)), others go through
     /// [`apply_unenriched`](Self::apply_unenriched).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use flechtwerk::wire::RawRecord;
+    /// # let raw = |offset: i64, key: &str, value: &str| RawRecord {
+    /// #     topic: Arc::from("configs"), partition: 0, offset, timestamp_ms: None,
+    /// #     key: Some(key.as_bytes().to_vec().into()), value: Some(value.as_bytes().to_vec().into()), headers: vec![],
+    /// # };
+    /// use flechtwerk::testing::{ConfigBootstrap, RecordingObserver};
+    /// use flechtwerk::wire::RaisePolicy;
+    /// let observer = RecordingObserver::default();
+    /// let mut bootstrap = ConfigBootstrap::new();
+    /// bootstrap.offer(&raw(0, "a", "not json"), &RaisePolicy, &observer)?; // decoded only at the end
+    /// assert!(bootstrap.finish_unenriched(&RaisePolicy, &observer).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn finish_unenriched(
         mut self,
         policy: &dyn InvalidMessagePolicy,
@@ -240,11 +340,30 @@ impl ConfigBootstrap {
     }
 
     /// Stores a decided survivor's config.
+    ///
+    /// ```
+    /// use flechtwerk::attribute::{Attribute, INT};
+    /// use flechtwerk::testing::ConfigBootstrap;
+    /// use flechtwerk::Config;
+    /// const V: Attribute<i64> = Attribute::new("v", &INT);
+    /// let mut bootstrap = ConfigBootstrap::new();
+    /// bootstrap.put("a", &Config::new().with(&V, 3)?)?; // e.g. a survivor after enrichment
+    /// assert_eq!(bootstrap.finish().get_bytes("a"), Some(&br#"{"v":3}"#[..]));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn put(&mut self, key: &str, config: &Config) -> Result<(), EncodeError> {
         self.store.put(key, config)
     }
 
     /// Stores a survivor's value bytes, canonicalised (see [`ConfigStore::put_bytes`]).
+    ///
+    /// ```
+    /// use flechtwerk::testing::ConfigBootstrap;
+    /// let mut bootstrap = ConfigBootstrap::new();
+    /// bootstrap.put_bytes("a", br#"{ "v": 3 }"#)?;
+    /// assert_eq!(bootstrap.finish().get_bytes("a"), Some(&br#"{"v":3}"#[..]));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[cfg_attr(not(feature = "testing"), allow(dead_code))] // benches and fuzz targets
     pub fn put_bytes(&mut self, key: &str, value: &[u8]) -> Result<(), DecodeError> {
         self.store.put_bytes(key, value)
@@ -253,6 +372,24 @@ impl ConfigBootstrap {
     /// Decides a survivor without enrichment: the value through the policy (skip leaves the key
     /// absent, substitute stores the substitute), the fast path for canonical bytes. Returns
     /// whether the key was stored.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use flechtwerk::wire::RawRecord;
+    /// # let raw = |offset: i64, key: &str, value: &str| RawRecord {
+    /// #     topic: Arc::from("configs"), partition: 0, offset, timestamp_ms: None,
+    /// #     key: Some(key.as_bytes().to_vec().into()), value: Some(value.as_bytes().to_vec().into()), headers: vec![],
+    /// # };
+    /// use flechtwerk::testing::{ConfigBootstrap, RecordingObserver};
+    /// use flechtwerk::wire::RaisePolicy;
+    /// let observer = RecordingObserver::default();
+    /// let mut bootstrap = ConfigBootstrap::new();
+    /// bootstrap.offer(&raw(0, "a", r#"{ "v": 1 }"#), &RaisePolicy, &observer)?;
+    /// let survivor = bootstrap.next_survivor().unwrap();
+    /// assert!(bootstrap.apply_unenriched(&survivor, &RaisePolicy, &observer)?); // stored
+    /// assert_eq!(bootstrap.finish().get_bytes("a"), Some(&br#"{"v":1}"#[..]));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn apply_unenriched(
         &mut self,
         survivor: &Survivor,
@@ -278,12 +415,26 @@ impl ConfigBootstrap {
     ///
     /// # Panics
     /// When survivors are left: they would be invisible, undecided entries.
+    ///
+    /// ```
+    /// let store = flechtwerk::testing::ConfigBootstrap::new().finish();
+    /// assert!(store.is_empty());
+    /// ```
     pub fn finish(self) -> ConfigStore {
         assert_eq!(self.pending, 0, "bootstrap finished with undecided survivors");
         self.store
     }
 
     /// Heap bytes held so far.
+    ///
+    /// ```
+    /// use flechtwerk::testing::ConfigBootstrap;
+    /// let mut bootstrap = ConfigBootstrap::new();
+    /// let empty = bootstrap.memory_bytes();
+    /// bootstrap.put_bytes("a", br#"{"v":1}"#)?;
+    /// assert!(bootstrap.memory_bytes() > empty);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[cfg_attr(not(feature = "testing"), allow(dead_code))] // benches and fuzz targets
     pub fn memory_bytes(&self) -> usize {
         self.store.memory_bytes()

@@ -17,6 +17,19 @@ use crate::record::Config;
 use crate::wire::{self, DecodeError, InvalidMessageError, InvalidMessagePolicy, Part, PolicyError, RawRecord};
 
 /// A corrupt stored value: a framework bug, never degraded to an empty config (CFG-04).
+///
+/// ```
+/// use flechtwerk::{ConfigStore, ConfigStoreError};
+/// // `get` fails only when a stored value no longer decodes, a framework bug; a stage passes
+/// // the error on (`?`) rather than treating the key as unconfigured.
+/// fn plan(store: &ConfigStore, key: &str) -> Result<bool, ConfigStoreError> {
+///     Ok(store.get(key)?.is_some())
+/// }
+/// let mut store = ConfigStore::new();
+/// store.put_bytes("ada", br#"{"plan":"pro"}"#)?;
+/// assert!(plan(&store, "ada")?);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("config store holds an undecodable value for key {key:?}: {source}")]
 pub struct ConfigStoreError {
@@ -64,6 +77,11 @@ impl std::fmt::Debug for ConfigStore {
 
 impl ConfigStore {
     /// An empty store.
+    ///
+    /// ```
+    /// let store = flechtwerk::ConfigStore::new();
+    /// assert!(store.is_empty());
+    /// ```
     pub fn new() -> Self {
         Self::with_arena(Arena::new(None))
     }
@@ -71,6 +89,16 @@ impl ConfigStore {
     /// An empty store whose arena grows in chunks of a fixed `chunk_bytes` (by default chunks
     /// grow with the store up to 1 MiB). Tiny chunks make compaction observable in
     /// tests; each chunk is a memory map of its own, so a size below the page size wastes memory.
+    ///
+    /// ```
+    /// use flechtwerk::ConfigStore;
+    /// let mut store = ConfigStore::with_chunk_bytes(4096);
+    /// for tenant in 0..1000 {
+    ///     store.put_bytes(&format!("tenant-{tenant}"), br#"{"url":"https://example.org"}"#)?;
+    /// }
+    /// assert_eq!(store.len(), 1000);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn with_chunk_bytes(chunk_bytes: usize) -> Self {
         assert!(chunk_bytes >= 64, "a chunk must hold at least a small record");
         Self::with_arena(Arena::new(Some(chunk_bytes)))
@@ -81,6 +109,16 @@ impl ConfigStore {
     }
 
     /// A pre-seeded store (CFG-05): the test entry point.
+    ///
+    /// ```
+    /// use flechtwerk::attribute::{Attribute, STR};
+    /// use flechtwerk::{Config, ConfigStore};
+    /// const PLAN: Attribute<String> = Attribute::new("plan", &STR);
+    /// // A store for a unit test of a stage's config join.
+    /// let store = ConfigStore::of([("ada", Config::new().with(&PLAN, "pro".to_owned())?)])?;
+    /// assert_eq!(store.get("ada")?.unwrap().get(&PLAN)?.as_deref(), Some("pro"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn of<K: Into<String>>(entries: impl IntoIterator<Item = (K, Config)>) -> Result<Self, EncodeError> {
         let mut store = ConfigStore::new();
         for (key, config) in entries {
@@ -99,6 +137,17 @@ impl ConfigStore {
     }
 
     /// The config for `key`, freshly decoded: mutating it never touches the store (CFG-02).
+    ///
+    /// ```
+    /// use flechtwerk::attribute::{Attribute, INT};
+    /// use flechtwerk::ConfigStore;
+    /// const LIMIT: Attribute<i64> = Attribute::new("limit", &INT);
+    /// let mut store = ConfigStore::new();
+    /// store.put_bytes("ada", br#"{"limit":10}"#)?;
+    /// assert_eq!(store.get("ada")?.unwrap().require(&LIMIT)?, 10);
+    /// assert!(store.get("bob")?.is_none());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn get(&self, key: &str) -> Result<Option<Config>, ConfigStoreError> {
         let Some(bytes) = self.get_bytes(key) else {
             return Ok(None);
@@ -110,6 +159,13 @@ impl ConfigStore {
     }
 
     /// The stored canonical JSON bytes for `key`.
+    ///
+    /// ```
+    /// let mut store = flechtwerk::ConfigStore::new();
+    /// store.put_bytes("ada", br#"{ "limit": 10 }"#)?;
+    /// assert_eq!(store.get_bytes("ada"), Some(&br#"{"limit":10}"#[..])); // canonical JSON
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn get_bytes(&self, key: &str) -> Option<&[u8]> {
         let pos = self.find(key.as_bytes())?;
         let view = self.arena.view(pos);
@@ -118,21 +174,54 @@ impl ConfigStore {
     }
 
     /// Whether `key` has a config.
+    ///
+    /// ```
+    /// let mut store = flechtwerk::ConfigStore::new();
+    /// store.put_bytes("ada", b"{}")?;
+    /// assert!(store.contains_key("ada"));
+    /// assert!(!store.contains_key("bob"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn contains_key(&self, key: &str) -> bool {
         self.find(key.as_bytes()).is_some()
     }
 
     /// Number of configs.
+    ///
+    /// ```
+    /// let mut store = flechtwerk::ConfigStore::new();
+    /// store.put_bytes("ada", b"{}")?;
+    /// store.put_bytes("ada", br#"{"plan":"pro"}"#)?; // the latest value per key
+    /// assert_eq!(store.len(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn len(&self) -> usize {
         self.table.len()
     }
 
     /// True when the store is empty.
+    ///
+    /// ```
+    /// let mut store = flechtwerk::ConfigStore::new();
+    /// store.put_bytes("ada", b"{}")?;
+    /// store.delete("ada");
+    /// assert!(store.is_empty());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.table.is_empty()
     }
 
     /// Every key, sorted (deterministic, whatever the table layout).
+    ///
+    /// ```
+    /// let mut store = flechtwerk::ConfigStore::new();
+    /// for key in ["carol", "ada", "bob"] {
+    ///     store.put_bytes(key, b"{}")?;
+    /// }
+    /// assert_eq!(store.keys(), ["ada", "bob", "carol"]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn keys(&self) -> Vec<String> {
         let mut keys: Vec<String> =
             self.table.iter().map(|&pos| String::from_utf8_lossy(self.arena.key(pos)).into_owned()).collect();
@@ -141,6 +230,14 @@ impl ConfigStore {
     }
 
     /// Heap bytes held by the store (arena chunks and index), for the size contract.
+    ///
+    /// ```
+    /// let mut store = flechtwerk::ConfigStore::new();
+    /// store.put_bytes("ada", br#"{"plan":"pro"}"#)?;
+    /// // What the process holds (arena and index) is at least the wire footprint.
+    /// assert!(store.memory_bytes() >= store.wire_bytes());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn memory_bytes(&self) -> usize {
         self.arena.memory_bytes() + self.table.allocation_size()
     }
@@ -171,6 +268,16 @@ impl ConfigStore {
 
     /// Stores `config` under `key`, re-encoded to canonical JSON (CFG-03). The config machinery
     /// calls this; a stage holds the store read-only.
+    ///
+    /// ```
+    /// use flechtwerk::attribute::{Attribute, STR};
+    /// use flechtwerk::{Config, ConfigStore};
+    /// const PLAN: Attribute<String> = Attribute::new("plan", &STR);
+    /// let mut store = ConfigStore::new();
+    /// store.put("ada", &Config::new().with(&PLAN, "pro".to_owned())?)?;
+    /// assert_eq!(store.get_bytes("ada"), Some(&br#"{"plan":"pro"}"#[..]));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn put(&mut self, key: &str, config: &Config) -> Result<(), EncodeError> {
         let mut bytes = Vec::with_capacity(128);
         json::write_object(config.raw(), &mut bytes)?;
@@ -186,6 +293,15 @@ impl ConfigStore {
 
     /// Stores a raw value: canonical bytes as they are (the fast path: nothing is parsed),
     /// anything else parsed and re-encoded. Errors when the bytes are not a JSON object.
+    ///
+    /// ```
+    /// let mut store = flechtwerk::ConfigStore::new();
+    /// store.put_bytes("ada", br#"{"b":1,"a":2}"#)?; // not canonical: parsed and re-encoded
+    /// assert_eq!(store.get_bytes("ada"), Some(&br#"{"a":2,"b":1}"#[..]));
+    /// assert!(store.put_bytes("bob", b"[1, 2]").is_err()); // not a JSON object
+    /// assert!(!store.contains_key("bob"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn put_bytes(&mut self, key: &str, value: &[u8]) -> Result<(), DecodeError> {
         match json::check_canonical_object(value) {
             Ok(true) => {
@@ -201,6 +317,14 @@ impl ConfigStore {
     }
 
     /// Removes `key`; removing a missing key is a no-op (CFG-03). Returns whether it was there.
+    ///
+    /// ```
+    /// let mut store = flechtwerk::ConfigStore::new();
+    /// store.put_bytes("ada", b"{}")?;
+    /// assert!(store.delete("ada"));
+    /// assert!(!store.delete("ada")); // already gone: a no-op
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn delete(&mut self, key: &str) -> bool {
         self.remove(key.as_bytes()).is_some()
     }

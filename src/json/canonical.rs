@@ -32,6 +32,12 @@ pub fn check_canonical_object(bytes: &[u8]) -> Result<bool, CanonicalScanError> 
 }
 
 /// Why [`check_canonical_object`] rejected its input.
+///
+/// ```
+/// use flechtwerk::json::{check_canonical_object, CanonicalScanError};
+/// assert!(matches!(check_canonical_object(b"\xff"), Err(CanonicalScanError::Utf8(_))));
+/// assert!(matches!(check_canonical_object(b"{oops"), Err(CanonicalScanError::Json(_))));
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum CanonicalScanError {
     /// The bytes are not UTF-8.

@@ -103,6 +103,32 @@ pub enum OffsetReset {
 /// share (`Assigned`). Partitions arrive **paused**: the engine resumes each one once the task
 /// that owns it is ready (producer fenced, state restored), so no record is fetched for a
 /// partition nobody can process yet.
+///
+/// ```
+/// use flechtwerk::kafka::{ConsumerConfig, Kafka, NewTopic, ProducerConfig, ProducerRecord, Rebalance};
+/// # use std::sync::Arc;
+/// # use std::time::Duration;
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), flechtwerk::kafka::KafkaError> {
+/// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+/// # kafka.admin()?.create_topic(&NewTopic::new("clicks", 1)).await?;
+/// # let feeder = kafka.producer(ProducerConfig::idempotent("feeder"))?;
+/// # for user in ["ada", "bob"] {
+/// #     feeder.send(ProducerRecord::new("clicks", user, "{}")).await?.await?;
+/// # }
+/// let mut consumer = kafka.consumer(ConsumerConfig::member("pod-0", "app"))?;
+/// consumer.subscribe(&["clicks".to_owned()]).await?;
+/// let assigned = loop {
+///     let polled = consumer.poll(100, Duration::from_millis(100)).await?;
+///     if let Some(Rebalance::Assigned { partitions, .. }) = polled.rebalances.into_iter().next() {
+///         break partitions;
+///     }
+/// };
+/// assert_eq!(assigned.len(), 1); // paused until resumed
+/// consumer.resume(&assigned)?;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Rebalance {
     /// These partitions are no longer ours. Records of them fetched earlier must not commit.
@@ -122,6 +148,28 @@ pub enum Rebalance {
 
 /// What one [`Consumer::poll`] returned: rebalance events first (they happened before any of
 /// the records were handed out), then records in fetch order (per partition, offset order).
+///
+/// ```
+/// use flechtwerk::kafka::{ConsumerConfig, Kafka, NewTopic, ProducerConfig, ProducerRecord, StartOffset, TopicPartition};
+/// # use std::sync::Arc;
+/// # use std::time::Duration;
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), flechtwerk::kafka::KafkaError> {
+/// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+/// # kafka.admin()?.create_topic(&NewTopic::new("clicks", 1)).await?;
+/// # let feeder = kafka.producer(ProducerConfig::idempotent("feeder"))?;
+/// # for user in ["ada", "bob"] {
+/// #     feeder.send(ProducerRecord::new("clicks", user, "{}")).await?.await?;
+/// # }
+/// let mut consumer = kafka.consumer(ConsumerConfig::groupless("reader"))?;
+/// let clicks = TopicPartition::new("clicks", 0);
+/// consumer.assign(&[(clicks.clone(), StartOffset::Beginning)]).await?;
+/// let polled = consumer.poll(100, Duration::from_secs(1)).await?;
+/// assert!(polled.rebalances.is_empty()); // group-less: no rebalances
+/// assert_eq!(polled.records[0].key.as_deref(), Some(&b"ada"[..]));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Polled {
     /// Assignment changes, in order.
@@ -134,6 +182,28 @@ pub struct Polled {
 ///
 /// Obtained from the member's [`Consumer::group_metadata`]; the producer sends it with the
 /// offsets so the group coordinator can refuse a member of an older generation.
+///
+/// ```
+/// use flechtwerk::kafka::{ConsumerConfig, Kafka, NewTopic, ProducerConfig, ProducerRecord, Rebalance};
+/// # use std::sync::Arc;
+/// # use std::time::Duration;
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), flechtwerk::kafka::KafkaError> {
+/// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+/// # kafka.admin()?.create_topic(&NewTopic::new("clicks", 1)).await?;
+/// # let feeder = kafka.producer(ProducerConfig::idempotent("feeder"))?;
+/// # for user in ["ada", "bob"] {
+/// #     feeder.send(ProducerRecord::new("clicks", user, "{}")).await?.await?;
+/// # }
+/// let mut consumer = kafka.consumer(ConsumerConfig::member("pod-0", "app"))?;
+/// assert!(consumer.group_metadata().is_none()); // not a member yet
+/// consumer.subscribe(&["clicks".to_owned()]).await?;
+/// while consumer.poll(100, Duration::from_millis(100)).await?.rebalances.is_empty() {}
+/// let metadata = consumer.group_metadata().expect("assigned");
+/// assert_eq!(metadata.group_id, "app");
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct GroupMetadata {
     /// Consumer group id.
@@ -190,6 +260,13 @@ pub struct ConsumerConfig {
 /// A bound is a target, not a hard limit: Kafka always returns at least one whole record batch
 /// per partition, so a batch larger than a bound still arrives. The simulated cluster ignores
 /// these bounds (they change memory and pacing, never which records a poll returns).
+///
+/// ```
+/// use flechtwerk::kafka::{ConsumerConfig, FetchLimits};
+/// let limits = FetchLimits { buffered_records: 1_000, ..FetchLimits::BOOTSTRAP };
+/// let config = ConsumerConfig::groupless("bootstrap").with_fetch_limits(limits);
+/// assert_eq!(config.fetch_limits.map(|l| l.buffered_records), Some(1_000));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FetchLimits {
     /// Most bytes one fetch response carries, all partitions together (librdkafka
@@ -239,6 +316,12 @@ impl ConsumerConfig {
     }
 
     /// This consumer with bounded fetching (see [`FetchLimits`]).
+    ///
+    /// ```
+    /// use flechtwerk::kafka::{ConsumerConfig, FetchLimits};
+    /// let config = ConsumerConfig::groupless("bootstrap").with_fetch_limits(FetchLimits::BOOTSTRAP);
+    /// assert_eq!(config.fetch_limits, Some(FetchLimits::BOOTSTRAP));
+    /// ```
     pub fn with_fetch_limits(mut self, limits: FetchLimits) -> Self {
         self.fetch_limits = Some(limits);
         self
@@ -460,56 +543,363 @@ pub type DeliveryFuture = BoxFuture<'static, KafkaResult<Delivered>>;
 pub trait Consumer: Send {
     /// Joins the configured group on `topics` (Range assignment, eager rebalancing). Assignment
     /// changes arrive as [`Rebalance`] events from [`poll`](Consumer::poll).
+    ///
+    /// ```
+    /// use flechtwerk::kafka::{ConsumerConfig, Kafka, NewTopic, ProducerConfig, ProducerRecord, Rebalance};
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), flechtwerk::kafka::KafkaError> {
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// # kafka.admin()?.create_topic(&NewTopic::new("clicks", 1)).await?;
+    /// # let feeder = kafka.producer(ProducerConfig::idempotent("feeder"))?;
+    /// # for user in ["ada", "bob"] {
+    /// #     feeder.send(ProducerRecord::new("clicks", user, "{}")).await?.await?;
+    /// # }
+    /// let mut consumer = kafka.consumer(ConsumerConfig::member("pod-0", "app"))?;
+    /// consumer.subscribe(&["clicks".to_owned()]).await?;
+    /// // The assignment arrives through poll, as a Rebalance event.
+    /// let polled = loop {
+    ///     let polled = consumer.poll(100, Duration::from_millis(100)).await?;
+    ///     if !polled.rebalances.is_empty() {
+    ///         break polled;
+    ///     }
+    /// };
+    /// assert!(matches!(polled.rebalances[0], Rebalance::Assigned { .. }));
+    /// # Ok(())
+    /// # }
+    /// ```
     async fn subscribe(&mut self, topics: &[String]) -> KafkaResult<()>;
 
     /// Assigns partitions manually (group-less), each from the given start.
+    ///
+    /// ```
+    /// use flechtwerk::kafka::{ConsumerConfig, Kafka, NewTopic, ProducerConfig, ProducerRecord, StartOffset, TopicPartition};
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), flechtwerk::kafka::KafkaError> {
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// # kafka.admin()?.create_topic(&NewTopic::new("clicks", 1)).await?;
+    /// # let feeder = kafka.producer(ProducerConfig::idempotent("feeder"))?;
+    /// # for user in ["ada", "bob"] {
+    /// #     feeder.send(ProducerRecord::new("clicks", user, "{}")).await?.await?;
+    /// # }
+    /// let mut consumer = kafka.consumer(ConsumerConfig::groupless("reader"))?;
+    /// let clicks = TopicPartition::new("clicks", 0);
+    /// consumer.assign(&[(clicks.clone(), StartOffset::At(1))]).await?; // skip the first record
+    /// assert_eq!(consumer.position(&clicks).await?, 1);
+    /// # Ok(())
+    /// # }
+    /// ```
     async fn assign(&mut self, partitions: &[(TopicPartition, StartOffset)]) -> KafkaResult<()>;
 
     /// Waits up to `timeout` for records or rebalance events, then returns what is available,
     /// at most `max_records` records. Returns early once anything is available; an empty result
     /// means nothing arrived, never "end of log".
+    ///
+    /// ```
+    /// use flechtwerk::kafka::{ConsumerConfig, Kafka, NewTopic, ProducerConfig, ProducerRecord, StartOffset, TopicPartition};
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), flechtwerk::kafka::KafkaError> {
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// # kafka.admin()?.create_topic(&NewTopic::new("clicks", 1)).await?;
+    /// # let feeder = kafka.producer(ProducerConfig::idempotent("feeder"))?;
+    /// # for user in ["ada", "bob"] {
+    /// #     feeder.send(ProducerRecord::new("clicks", user, "{}")).await?.await?;
+    /// # }
+    /// let mut consumer = kafka.consumer(ConsumerConfig::groupless("reader"))?;
+    /// let clicks = TopicPartition::new("clicks", 0);
+    /// consumer.assign(&[(clicks.clone(), StartOffset::Beginning)]).await?;
+    /// let mut keys = Vec::new();
+    /// while keys.len() < 2 {
+    ///     for record in consumer.poll(100, Duration::from_secs(1)).await?.records {
+    ///         keys.push(record.key.unwrap());
+    ///     }
+    /// }
+    /// assert_eq!(keys, ["ada", "bob"]);
+    /// # Ok(())
+    /// # }
+    /// ```
     async fn poll(&mut self, max_records: usize, timeout: Duration) -> KafkaResult<Polled>;
 
     /// Stops fetching these (assigned) partitions until resumed.
+    ///
+    /// ```
+    /// use flechtwerk::kafka::{ConsumerConfig, Kafka, NewTopic, ProducerConfig, ProducerRecord, StartOffset, TopicPartition};
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), flechtwerk::kafka::KafkaError> {
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// # kafka.admin()?.create_topic(&NewTopic::new("clicks", 1)).await?;
+    /// # let feeder = kafka.producer(ProducerConfig::idempotent("feeder"))?;
+    /// # for user in ["ada", "bob"] {
+    /// #     feeder.send(ProducerRecord::new("clicks", user, "{}")).await?.await?;
+    /// # }
+    /// let mut consumer = kafka.consumer(ConsumerConfig::groupless("reader"))?;
+    /// let clicks = TopicPartition::new("clicks", 0);
+    /// consumer.assign(&[(clicks.clone(), StartOffset::Beginning)]).await?;
+    /// consumer.pause(&[clicks.clone()])?;
+    /// assert!(consumer.poll(100, Duration::from_millis(50)).await?.records.is_empty());
+    /// consumer.resume(&[clicks])?;
+    /// # Ok(())
+    /// # }
+    /// ```
     fn pause(&mut self, partitions: &[TopicPartition]) -> KafkaResult<()>;
 
     /// Resumes fetching these partitions.
+    ///
+    /// ```
+    /// use flechtwerk::kafka::{ConsumerConfig, Kafka, NewTopic, ProducerConfig, ProducerRecord, StartOffset, TopicPartition};
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), flechtwerk::kafka::KafkaError> {
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// # kafka.admin()?.create_topic(&NewTopic::new("clicks", 1)).await?;
+    /// # let feeder = kafka.producer(ProducerConfig::idempotent("feeder"))?;
+    /// # for user in ["ada", "bob"] {
+    /// #     feeder.send(ProducerRecord::new("clicks", user, "{}")).await?.await?;
+    /// # }
+    /// let mut consumer = kafka.consumer(ConsumerConfig::groupless("reader"))?;
+    /// let clicks = TopicPartition::new("clicks", 0);
+    /// consumer.assign(&[(clicks.clone(), StartOffset::Beginning)]).await?;
+    /// consumer.pause(&[clicks.clone()])?;
+    /// consumer.resume(&[clicks])?;
+    /// assert_eq!(consumer.poll(100, Duration::from_secs(1)).await?.records[0].offset, 0);
+    /// # Ok(())
+    /// # }
+    /// ```
     fn resume(&mut self, partitions: &[TopicPartition]) -> KafkaResult<()>;
 
     /// Moves the fetch position of an assigned partition.
+    ///
+    /// ```
+    /// use flechtwerk::kafka::{ConsumerConfig, Kafka, NewTopic, ProducerConfig, ProducerRecord, StartOffset, TopicPartition};
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), flechtwerk::kafka::KafkaError> {
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// # kafka.admin()?.create_topic(&NewTopic::new("clicks", 1)).await?;
+    /// # let feeder = kafka.producer(ProducerConfig::idempotent("feeder"))?;
+    /// # for user in ["ada", "bob"] {
+    /// #     feeder.send(ProducerRecord::new("clicks", user, "{}")).await?.await?;
+    /// # }
+    /// let mut consumer = kafka.consumer(ConsumerConfig::groupless("reader"))?;
+    /// let clicks = TopicPartition::new("clicks", 0);
+    /// consumer.assign(&[(clicks.clone(), StartOffset::Beginning)]).await?;
+    /// consumer.seek(&clicks, 1).await?;
+    /// assert_eq!(consumer.poll(100, Duration::from_secs(1)).await?.records[0].key.as_deref(), Some(&b"bob"[..]));
+    /// # Ok(())
+    /// # }
+    /// ```
     async fn seek(&mut self, partition: &TopicPartition, offset: i64) -> KafkaResult<()>;
 
     /// The offset of the next record the consumer will return for an assigned partition.
+    ///
+    /// ```
+    /// use flechtwerk::kafka::{ConsumerConfig, Kafka, NewTopic, ProducerConfig, ProducerRecord, StartOffset, TopicPartition};
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), flechtwerk::kafka::KafkaError> {
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// # kafka.admin()?.create_topic(&NewTopic::new("clicks", 1)).await?;
+    /// # let feeder = kafka.producer(ProducerConfig::idempotent("feeder"))?;
+    /// # for user in ["ada", "bob"] {
+    /// #     feeder.send(ProducerRecord::new("clicks", user, "{}")).await?.await?;
+    /// # }
+    /// let mut consumer = kafka.consumer(ConsumerConfig::groupless("reader"))?;
+    /// let clicks = TopicPartition::new("clicks", 0);
+    /// consumer.assign(&[(clicks.clone(), StartOffset::Beginning)]).await?;
+    /// assert_eq!(consumer.position(&clicks).await?, 0);
+    /// let read = consumer.poll(1, Duration::from_secs(1)).await?.records.len();
+    /// assert_eq!(consumer.position(&clicks).await?, read as i64);
+    /// # Ok(())
+    /// # }
+    /// ```
     async fn position(&mut self, partition: &TopicPartition) -> KafkaResult<i64>;
 
     /// Commits offsets for the group outside any transaction (at-least-once processing only;
     /// exactly-once commits offsets through [`Producer::send_offsets_to_transaction`]).
+    ///
+    /// ```
+    /// use flechtwerk::kafka::{ConsumerConfig, Kafka, NewTopic, ProducerConfig, ProducerRecord, StartOffset, TopicPartition};
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), flechtwerk::kafka::KafkaError> {
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// # kafka.admin()?.create_topic(&NewTopic::new("clicks", 1)).await?;
+    /// # let feeder = kafka.producer(ProducerConfig::idempotent("feeder"))?;
+    /// # for user in ["ada", "bob"] {
+    /// #     feeder.send(ProducerRecord::new("clicks", user, "{}")).await?.await?;
+    /// # }
+    /// let mut consumer = kafka.consumer(ConsumerConfig::member("pod-0", "app"))?;
+    /// let clicks = TopicPartition::new("clicks", 0);
+    /// consumer.commit_offsets(&[(clicks.clone(), 2)]).await?; // at-least-once: both clicks done
+    /// assert_eq!(consumer.committed(&[clicks]).await?, [Some(2)]);
+    /// # Ok(())
+    /// # }
+    /// ```
     async fn commit_offsets(&mut self, offsets: &[(TopicPartition, i64)]) -> KafkaResult<()> {
         let _ = offsets;
         Err(KafkaError::new(KafkaErrorKind::Other, "commit_offsets", "not supported by this adapter"))
     }
 
     /// The group's committed offsets (`None`: nothing committed). Needs a group id.
+    ///
+    /// ```
+    /// use flechtwerk::kafka::{ConsumerConfig, Kafka, NewTopic, ProducerConfig, ProducerRecord, StartOffset, TopicPartition};
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), flechtwerk::kafka::KafkaError> {
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// # kafka.admin()?.create_topic(&NewTopic::new("clicks", 1)).await?;
+    /// # let feeder = kafka.producer(ProducerConfig::idempotent("feeder"))?;
+    /// # for user in ["ada", "bob"] {
+    /// #     feeder.send(ProducerRecord::new("clicks", user, "{}")).await?.await?;
+    /// # }
+    /// let mut consumer = kafka.consumer(ConsumerConfig::member("pod-0", "app"))?;
+    /// assert_eq!(consumer.committed(&[TopicPartition::new("clicks", 0)]).await?, [None]);
+    /// # Ok(())
+    /// # }
+    /// ```
     async fn committed(&mut self, partitions: &[TopicPartition]) -> KafkaResult<Vec<Option<i64>>>;
 
     /// The end of a partition as this consumer sees it: the last stable offset.
+    ///
+    /// ```
+    /// use flechtwerk::kafka::{ConsumerConfig, Kafka, NewTopic, ProducerConfig, ProducerRecord, StartOffset, TopicPartition};
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), flechtwerk::kafka::KafkaError> {
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// # kafka.admin()?.create_topic(&NewTopic::new("clicks", 1)).await?;
+    /// # let feeder = kafka.producer(ProducerConfig::idempotent("feeder"))?;
+    /// # for user in ["ada", "bob"] {
+    /// #     feeder.send(ProducerRecord::new("clicks", user, "{}")).await?.await?;
+    /// # }
+    /// let mut consumer = kafka.consumer(ConsumerConfig::groupless("reader"))?;
+    /// let clicks = TopicPartition::new("clicks", 0);
+    /// consumer.assign(&[(clicks.clone(), StartOffset::Beginning)]).await?;
+    /// assert_eq!(consumer.end_offset(&clicks).await?, 2); // two committed records
+    /// # Ok(())
+    /// # }
+    /// ```
     async fn end_offset(&mut self, partition: &TopicPartition) -> KafkaResult<i64>;
 
     /// The high watermark of a partition: the offset after its last record, whether that
     /// record's transaction is decided or not (`ListOffsets(latest)` under
     /// `read_uncommitted`). A `read_committed` position reaches it only once every transaction
     /// with records below it has committed or aborted.
+    ///
+    /// ```
+    /// use flechtwerk::kafka::{ConsumerConfig, Kafka, NewTopic, ProducerConfig, ProducerRecord, StartOffset, TopicPartition};
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), flechtwerk::kafka::KafkaError> {
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// # kafka.admin()?.create_topic(&NewTopic::new("clicks", 1)).await?;
+    /// # let feeder = kafka.producer(ProducerConfig::idempotent("feeder"))?;
+    /// # for user in ["ada", "bob"] {
+    /// #     feeder.send(ProducerRecord::new("clicks", user, "{}")).await?.await?;
+    /// # }
+    /// let mut consumer = kafka.consumer(ConsumerConfig::groupless("reader"))?;
+    /// let clicks = TopicPartition::new("clicks", 0);
+    /// consumer.assign(&[(clicks.clone(), StartOffset::Beginning)]).await?;
+    /// // A transaction left open: its record raises the high watermark, not the stable end.
+    /// let producer = kafka.producer(ProducerConfig::transactional("pod-0", "app-0"))?;
+    /// producer.init_transactions().await?;
+    /// producer.begin_transaction().await?;
+    /// producer.send(ProducerRecord::new("clicks", "carol", "{}")).await?.await?;
+    /// assert_eq!(consumer.log_end_offset(&clicks).await?, 3);
+    /// assert_eq!(consumer.end_offset(&clicks).await?, 2);
+    /// producer.abort_transaction().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
     async fn log_end_offset(&mut self, partition: &TopicPartition) -> KafkaResult<i64>;
 
     /// The partition count of `topic`, `None` when the topic does not exist. Fresh metadata: a
     /// topic created a moment ago is visible.
+    ///
+    /// ```
+    /// use flechtwerk::kafka::{ConsumerConfig, Kafka, NewTopic, ProducerConfig, ProducerRecord, StartOffset, TopicPartition};
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), flechtwerk::kafka::KafkaError> {
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// # kafka.admin()?.create_topic(&NewTopic::new("clicks", 1)).await?;
+    /// # let feeder = kafka.producer(ProducerConfig::idempotent("feeder"))?;
+    /// # for user in ["ada", "bob"] {
+    /// #     feeder.send(ProducerRecord::new("clicks", user, "{}")).await?.await?;
+    /// # }
+    /// let mut consumer = kafka.consumer(ConsumerConfig::groupless("reader"))?;
+    /// assert_eq!(consumer.partition_count("clicks").await?, Some(1));
+    /// assert_eq!(consumer.partition_count("nope").await?, None);
+    /// # Ok(())
+    /// # }
+    /// ```
     async fn partition_count(&mut self, topic: &str) -> KafkaResult<Option<u32>>;
 
     /// The member's identity for transactional offset commits (`None` outside a group, or before
     /// the first assignment).
+    ///
+    /// ```
+    /// use flechtwerk::kafka::{ConsumerConfig, Kafka, NewTopic, ProducerConfig, ProducerRecord, StartOffset, TopicPartition};
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), flechtwerk::kafka::KafkaError> {
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// # kafka.admin()?.create_topic(&NewTopic::new("clicks", 1)).await?;
+    /// # let feeder = kafka.producer(ProducerConfig::idempotent("feeder"))?;
+    /// # for user in ["ada", "bob"] {
+    /// #     feeder.send(ProducerRecord::new("clicks", user, "{}")).await?.await?;
+    /// # }
+    /// let consumer = kafka.consumer(ConsumerConfig::groupless("reader"))?;
+    /// assert!(consumer.group_metadata().is_none()); // no group, no transactional offset commits
+    /// # Ok(())
+    /// # }
+    /// ```
     fn group_metadata(&self) -> Option<GroupMetadata>;
 
     /// Leaves the group (if any) and releases the consumer.
+    ///
+    /// ```
+    /// use flechtwerk::kafka::{ConsumerConfig, Kafka, NewTopic, Rebalance, TopicPartition};
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), flechtwerk::kafka::KafkaError> {
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// # kafka.admin()?.create_topic(&NewTopic::new("clicks", 1)).await?;
+    /// let topics = ["clicks".to_owned()];
+    /// let mut first = kafka.consumer(ConsumerConfig::member("pod-0", "app"))?;
+    /// first.subscribe(&topics).await?;
+    /// while first.poll(100, Duration::from_millis(100)).await?.rebalances.is_empty() {}
+    /// first.close().await?; // leaves the group at once, no session timeout to wait for
+    /// let mut second = kafka.consumer(ConsumerConfig::member("pod-1", "app"))?;
+    /// second.subscribe(&topics).await?;
+    /// let partitions = loop {
+    ///     let polled = second.poll(100, Duration::from_millis(100)).await?;
+    ///     if let Some(Rebalance::Assigned { partitions, .. }) = polled.rebalances.into_iter().last() {
+    ///         break partitions;
+    ///     }
+    /// };
+    /// assert_eq!(partitions, [TopicPartition::new("clicks", 0)]);
+    /// # Ok(())
+    /// # }
+    /// ```
     async fn close(&mut self) -> KafkaResult<()>;
 }
 
@@ -537,21 +927,127 @@ pub trait Consumer: Send {
 #[async_trait]
 pub trait Producer: Send + Sync {
     /// The transactional id, if any.
+    ///
+    /// ```
+    /// use flechtwerk::kafka::{Kafka, ProducerConfig};
+    /// let kafka = flechtwerk_sim::cluster::LocalCluster::new();
+    /// let producer = kafka.producer(ProducerConfig::transactional("pod-0", "app-0"))?;
+    /// assert_eq!(producer.transactional_id(), Some("app-0"));
+    /// # Ok::<(), flechtwerk::kafka::KafkaError>(())
+    /// ```
     fn transactional_id(&self) -> Option<&str>;
 
     /// Registers the transactional id with the coordinator: bumps its epoch, which fences every
     /// earlier producer with this id (their later sends and commits fail with
     /// [`KafkaErrorKind::Fenced`]) and aborts the transaction it left open.
+    ///
+    /// ```
+    /// use flechtwerk::kafka::{KafkaErrorKind, NewTopic, ProducerConfig, ProducerRecord};
+    /// use flechtwerk::kafka::Kafka;
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), flechtwerk::kafka::KafkaError> {
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// # kafka.admin()?.create_topic(&NewTopic::new("clicks", 1)).await?;
+    /// # let feeder = kafka.producer(ProducerConfig::idempotent("feeder"))?;
+    /// # for user in ["ada", "bob"] {
+    /// #     feeder.send(ProducerRecord::new("clicks", user, "{}")).await?.await?;
+    /// # }
+    /// let zombie = kafka.producer(ProducerConfig::transactional("pod-0", "app-0"))?;
+    /// zombie.init_transactions().await?;
+    /// let successor = kafka.producer(ProducerConfig::transactional("pod-1", "app-0"))?;
+    /// successor.init_transactions().await?; // same id: the zombie is fenced
+    /// let fenced: Result<(), _> = async {
+    ///     zombie.begin_transaction().await?;
+    ///     zombie.send(ProducerRecord::new("clicks", "ada", "{}")).await?.await?;
+    ///     zombie.commit_transaction().await
+    /// }
+    /// .await;
+    /// assert_eq!(fenced.unwrap_err().kind(), KafkaErrorKind::Fenced);
+    /// # Ok(())
+    /// # }
+    /// ```
     async fn init_transactions(&self) -> KafkaResult<()>;
 
     /// Starts a transaction.
+    ///
+    /// ```
+    /// use flechtwerk::kafka::{Kafka, NewTopic, ProducerConfig, ProducerRecord};
+    /// use flechtwerk::testing::read_topic;
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), flechtwerk::kafka::KafkaError> {
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// # kafka.admin()?.create_topic(&NewTopic::new("clicks", 1)).await?;
+    /// # let feeder = kafka.producer(ProducerConfig::idempotent("feeder"))?;
+    /// # for user in ["ada", "bob"] {
+    /// #     feeder.send(ProducerRecord::new("clicks", user, "{}")).await?.await?;
+    /// # }
+    /// let producer = kafka.producer(ProducerConfig::transactional("pod-0", "app-0"))?;
+    /// producer.init_transactions().await?;
+    /// producer.begin_transaction().await?;
+    /// producer.send(ProducerRecord::new("clicks", "carol", "{}")).await?.await?;
+    /// producer.commit_transaction().await?;
+    /// assert_eq!(read_topic(&*kafka, "reader", "clicks").await?.len(), 3);
+    /// # Ok(())
+    /// # }
+    /// ```
     async fn begin_transaction(&self) -> KafkaResult<()>;
 
     /// Hands a record to the producer; the returned future resolves with its delivery.
+    ///
+    /// ```
+    /// use flechtwerk::kafka::{Kafka, NewTopic, ProducerConfig, ProducerRecord};
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), flechtwerk::kafka::KafkaError> {
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// # kafka.admin()?.create_topic(&NewTopic::new("clicks", 1)).await?;
+    /// # let feeder = kafka.producer(ProducerConfig::idempotent("feeder"))?;
+    /// # for user in ["ada", "bob"] {
+    /// #     feeder.send(ProducerRecord::new("clicks", user, "{}")).await?.await?;
+    /// # }
+    /// let producer = kafka.producer(ProducerConfig::idempotent("feeder-2"))?;
+    /// let delivery = producer.send(ProducerRecord::new("clicks", "carol", "{}")).await?; // queued
+    /// let delivered = delivery.await?; // on the broker
+    /// assert_eq!(delivered.offset, 2);
+    /// # Ok(())
+    /// # }
+    /// ```
     async fn send(&self, record: ProducerRecord) -> KafkaResult<DeliveryFuture>;
 
     /// Adds consumer offsets to the open transaction: they become the group's committed offsets
     /// exactly when the transaction commits.
+    ///
+    /// ```
+    /// use flechtwerk::kafka::{ConsumerConfig, Kafka, NewTopic, ProducerConfig, ProducerRecord, TopicPartition};
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), flechtwerk::kafka::KafkaError> {
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// # kafka.admin()?.create_topic(&NewTopic::new("clicks", 1)).await?;
+    /// # let feeder = kafka.producer(ProducerConfig::idempotent("feeder"))?;
+    /// # for user in ["ada", "bob"] {
+    /// #     feeder.send(ProducerRecord::new("clicks", user, "{}")).await?.await?;
+    /// # }
+    /// let mut consumer = kafka.consumer(ConsumerConfig::member("pod-0", "app"))?;
+    /// consumer.subscribe(&["clicks".to_owned()]).await?;
+    /// while consumer.poll(100, Duration::from_millis(100)).await?.rebalances.is_empty() {}
+    /// let group = consumer.group_metadata().expect("a member");
+    /// let clicks = TopicPartition::new("clicks", 0);
+    /// let producer = kafka.producer(ProducerConfig::transactional("pod-0", "app-0"))?;
+    /// producer.init_transactions().await?;
+    /// producer.begin_transaction().await?;
+    /// producer.send_offsets_to_transaction(&[(clicks.clone(), 2)], &group).await?;
+    /// producer.commit_transaction().await?;
+    /// assert_eq!(consumer.committed(&[clicks]).await?, [Some(2)]);
+    /// # Ok(())
+    /// # }
+    /// ```
     async fn send_offsets_to_transaction(
         &self,
         offsets: &[(TopicPartition, i64)],
@@ -559,17 +1055,105 @@ pub trait Producer: Send + Sync {
     ) -> KafkaResult<()>;
 
     /// Commits the open transaction (after flushing its records).
+    ///
+    /// ```
+    /// use flechtwerk::kafka::{Kafka, NewTopic, ProducerConfig, ProducerRecord};
+    /// use flechtwerk::testing::read_topic;
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), flechtwerk::kafka::KafkaError> {
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// # kafka.admin()?.create_topic(&NewTopic::new("clicks", 1)).await?;
+    /// # let feeder = kafka.producer(ProducerConfig::idempotent("feeder"))?;
+    /// # for user in ["ada", "bob"] {
+    /// #     feeder.send(ProducerRecord::new("clicks", user, "{}")).await?.await?;
+    /// # }
+    /// let producer = kafka.producer(ProducerConfig::transactional("pod-0", "app-0"))?;
+    /// producer.init_transactions().await?;
+    /// producer.begin_transaction().await?;
+    /// producer.send(ProducerRecord::new("clicks", "carol", "{}")).await?.await?;
+    /// assert_eq!(read_topic(&*kafka, "reader", "clicks").await?.len(), 2); // not visible yet
+    /// producer.commit_transaction().await?;
+    /// assert_eq!(read_topic(&*kafka, "reader", "clicks").await?.len(), 3);
+    /// # Ok(())
+    /// # }
+    /// ```
     async fn commit_transaction(&self) -> KafkaResult<()>;
 
     /// Aborts the open transaction: none of its records or offsets ever become visible to a
     /// `read_committed` reader.
+    ///
+    /// ```
+    /// use flechtwerk::kafka::{Kafka, NewTopic, ProducerConfig, ProducerRecord};
+    /// use flechtwerk::testing::read_topic;
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), flechtwerk::kafka::KafkaError> {
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// # kafka.admin()?.create_topic(&NewTopic::new("clicks", 1)).await?;
+    /// # let feeder = kafka.producer(ProducerConfig::idempotent("feeder"))?;
+    /// # for user in ["ada", "bob"] {
+    /// #     feeder.send(ProducerRecord::new("clicks", user, "{}")).await?.await?;
+    /// # }
+    /// let producer = kafka.producer(ProducerConfig::transactional("pod-0", "app-0"))?;
+    /// producer.init_transactions().await?;
+    /// producer.begin_transaction().await?;
+    /// producer.send(ProducerRecord::new("clicks", "carol", "{}")).await?.await?;
+    /// producer.abort_transaction().await?;
+    /// assert_eq!(read_topic(&*kafka, "reader", "clicks").await?.len(), 2); // carol never shows
+    /// # Ok(())
+    /// # }
+    /// ```
     async fn abort_transaction(&self) -> KafkaResult<()>;
 
     /// Flushes outstanding non-transactional sends.
+    ///
+    /// ```
+    /// use flechtwerk::kafka::{Kafka, NewTopic, ProducerConfig, ProducerRecord};
+    /// use flechtwerk::testing::read_topic;
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), flechtwerk::kafka::KafkaError> {
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// # kafka.admin()?.create_topic(&NewTopic::new("clicks", 1)).await?;
+    /// # let feeder = kafka.producer(ProducerConfig::idempotent("feeder"))?;
+    /// # for user in ["ada", "bob"] {
+    /// #     feeder.send(ProducerRecord::new("clicks", user, "{}")).await?.await?;
+    /// # }
+    /// let producer = kafka.producer(ProducerConfig::idempotent("feeder-2"))?;
+    /// let _delivery = producer.send(ProducerRecord::new("clicks", "carol", "{}")).await?;
+    /// producer.flush().await?; // without awaiting the delivery itself
+    /// assert_eq!(read_topic(&*kafka, "reader", "clicks").await?.len(), 3);
+    /// # Ok(())
+    /// # }
+    /// ```
     async fn flush(&self) -> KafkaResult<()>;
 
     /// Releases the producer. An open transaction is left to the coordinator (the next
     /// `init_transactions` of this id, or the transaction timeout, aborts it).
+    ///
+    /// ```
+    /// use flechtwerk::kafka::{Kafka, NewTopic, ProducerConfig, ProducerRecord};
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), flechtwerk::kafka::KafkaError> {
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// # kafka.admin()?.create_topic(&NewTopic::new("clicks", 1)).await?;
+    /// # let feeder = kafka.producer(ProducerConfig::idempotent("feeder"))?;
+    /// # for user in ["ada", "bob"] {
+    /// #     feeder.send(ProducerRecord::new("clicks", user, "{}")).await?.await?;
+    /// # }
+    /// feeder.close().await;
+    /// let producer = kafka.producer(ProducerConfig::idempotent("feeder"))?; // a new one may follow
+    /// let delivered = producer.send(ProducerRecord::new("clicks", "carol", "{}")).await?.await?;
+    /// assert_eq!(delivered.offset, 2); // after the two records the closed one had delivered
+    /// # Ok(())
+    /// # }
+    /// ```
     async fn close(&self);
 }
 
@@ -673,9 +1257,42 @@ pub enum TopicCreation {
 #[async_trait]
 pub trait Admin: Send + Sync {
     /// Creates a topic; an existing one is success ([`TopicCreation::AlreadyExists`]).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// use flechtwerk::kafka::{Kafka, NewTopic, TopicCreation};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), flechtwerk::kafka::KafkaError> {
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// let admin = kafka.admin()?;
+    /// let plans = NewTopic::new("plans", 1).compacted();
+    /// assert_eq!(admin.create_topic(&plans).await?, TopicCreation::Created);
+    /// assert_eq!(admin.create_topic(&plans).await?, TopicCreation::AlreadyExists);
+    /// # Ok(())
+    /// # }
+    /// ```
     async fn create_topic(&self, topic: &NewTopic) -> KafkaResult<TopicCreation>;
 
     /// The partition count of `topic`, `None` when it does not exist.
+    ///
+    /// ```
+    /// use flechtwerk::kafka::{Kafka, NewTopic, ProducerConfig, ProducerRecord};
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), flechtwerk::kafka::KafkaError> {
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// # kafka.admin()?.create_topic(&NewTopic::new("clicks", 1)).await?;
+    /// # let feeder = kafka.producer(ProducerConfig::idempotent("feeder"))?;
+    /// # for user in ["ada", "bob"] {
+    /// #     feeder.send(ProducerRecord::new("clicks", user, "{}")).await?.await?;
+    /// # }
+    /// let admin = kafka.admin()?;
+    /// assert_eq!(admin.partition_count("clicks").await?, Some(1));
+    /// assert_eq!(admin.partition_count("nope").await?, None);
+    /// # Ok(())
+    /// # }
+    /// ```
     async fn partition_count(&self, topic: &str) -> KafkaResult<Option<u32>>;
 }
 

@@ -41,6 +41,12 @@ use futures::future::BoxFuture;
 pub use topic::{matches, validate_filter};
 
 /// Quality of service of a subscription or a message (QoS 2 is not used by the bridge).
+///
+/// ```
+/// use flechtwerk::mqtt::QoS;
+/// assert_eq!(QoS::default(), QoS::AtLeastOnce); // what the bridge needs: redelivered until acked
+/// assert_eq!(QoS::AtMostOnce.to_string(), "QoS 0");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub enum QoS {
     /// At most once: no acknowledgement, no redelivery.
@@ -52,6 +58,11 @@ pub enum QoS {
 
 impl QoS {
     /// The wire value (0 or 1).
+    ///
+    /// ```
+    /// use flechtwerk::mqtt::QoS;
+    /// assert_eq!([QoS::AtMostOnce.level(), QoS::AtLeastOnce.level()], [0, 1]);
+    /// ```
     pub fn level(self) -> u8 {
         match self {
             QoS::AtMostOnce => 0,
@@ -62,6 +73,14 @@ impl QoS {
 
 /// The session a client opens: its identity and how long the broker keeps it while the client
 /// is away (MQ-02).
+///
+/// ```
+/// use std::time::Duration;
+/// use flechtwerk::mqtt::Session;
+/// // One per instance: the broker keeps its un-acknowledged messages for an hour while it is away.
+/// let session = Session { client_id: "bridge-pod-0".into(), session_expiry: Duration::from_secs(3600) };
+/// assert_eq!(session.session_expiry.as_secs(), 3600);
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Session {
     /// The client id: the session's identity, distinct per instance and stable across restarts.
@@ -71,6 +90,26 @@ pub struct Session {
 }
 
 /// One received PUBLISH.
+///
+/// ```
+/// use flechtwerk::mqtt::{Mqtt, MqttEvent, QoS, Session};
+/// # use std::sync::Arc;
+/// # use std::time::Duration;
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let broker = flechtwerk_sim::mqtt::MqttBroker::new(Default::default());
+/// # let mqtt = flechtwerk_sim::mqtt::SimMqtt::new(broker.clone(), Default::default(), Arc::new(|_| 0));
+/// let session = Session { client_id: "bridge-0".into(), session_expiry: Duration::from_secs(3600) };
+/// let (client, mut events) = mqtt.connect(&session)?;
+/// assert!(matches!(events.recv().await, Some(MqttEvent::Connected { connection: 1, .. })));
+/// client.subscribe("site/+/readings", QoS::AtLeastOnce)?;
+/// broker.publish("site/7/readings", r#"{"v":1}"#); // a device publishes
+/// let Some(MqttEvent::Publish(publish)) = events.recv().await else { panic!("a message") };
+/// assert_eq!((publish.topic.as_str(), publish.qos, publish.dup), ("site/7/readings", QoS::AtLeastOnce, false));
+/// assert_eq!(publish.connection, 1);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Publish {
     /// The concrete topic it was published to.
@@ -89,6 +128,25 @@ pub struct Publish {
 }
 
 /// What a client reports, in order.
+///
+/// ```
+/// use flechtwerk::mqtt::{Mqtt, MqttEvent, QoS, Session};
+/// # use std::sync::Arc;
+/// # use std::time::Duration;
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let broker = flechtwerk_sim::mqtt::MqttBroker::new(Default::default());
+/// # let mqtt = flechtwerk_sim::mqtt::SimMqtt::new(broker.clone(), Default::default(), Arc::new(|_| 0));
+/// let session = Session { client_id: "bridge-0".into(), session_expiry: Duration::from_secs(3600) };
+/// let (client, mut events) = mqtt.connect(&session)?;
+/// assert!(matches!(events.recv().await, Some(MqttEvent::Connected { connection: 1, .. })));
+/// client.subscribe("site/+/readings", QoS::AtLeastOnce)?;
+/// broker.publish("site/7/readings", r#"{"v":1}"#); // a device publishes
+/// let Some(MqttEvent::Publish(publish)) = events.recv().await else { panic!("a message") };
+/// assert_eq!(&publish.payload[..], br#"{"v":1}"#);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MqttEvent {
     /// A successful CONNACK: connection number `connection` (1, 2, … per client).
@@ -115,14 +173,43 @@ pub enum MqttEvent {
 }
 
 /// The receiving end of a client's events. [`recv`](Self::recv) is cancellation-safe.
+///
+/// ```
+/// use flechtwerk::mqtt::{event_channel, MqttEvent};
+/// # futures::executor::block_on(async {
+/// let (sender, mut receiver) = event_channel();
+/// sender.send(MqttEvent::Disconnected { reason: "keep-alive timeout".into() });
+/// drop(sender); // the client stopped
+/// assert!(matches!(receiver.recv().await, Some(MqttEvent::Disconnected { .. })));
+/// assert_eq!(receiver.recv().await, None);
+/// # });
+/// ```
 #[derive(Debug)]
 pub struct EventReceiver(tokio::sync::mpsc::UnboundedReceiver<MqttEvent>);
 
 /// The sending end of a client's events (for adapters).
+///
+/// ```
+/// use flechtwerk::mqtt::{event_channel, MqttEvent};
+/// let (sender, receiver) = event_channel();
+/// assert!(sender.send(MqttEvent::ConnectRefused { reason: 0x87 })); // an adapter reports a CONNACK
+/// drop(receiver);
+/// assert!(!sender.send(MqttEvent::ConnectRefused { reason: 0x87 })); // nobody listens any more
+/// ```
 #[derive(Clone, Debug)]
 pub struct EventSender(tokio::sync::mpsc::UnboundedSender<MqttEvent>);
 
 /// A new event channel (for adapters).
+///
+/// ```
+/// use flechtwerk::mqtt::{event_channel, MqttEvent};
+/// # futures::executor::block_on(async {
+/// // An adapter's connection loop keeps the sender; connect returns the receiver.
+/// let (events, mut receiver) = event_channel();
+/// events.send(MqttEvent::Connected { connection: 1, session_present: false });
+/// assert_eq!(receiver.recv().await, Some(MqttEvent::Connected { connection: 1, session_present: false }));
+/// # });
+/// ```
 pub fn event_channel() -> (EventSender, EventReceiver) {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     (EventSender(tx), EventReceiver(rx))
@@ -130,6 +217,25 @@ pub fn event_channel() -> (EventSender, EventReceiver) {
 
 impl EventReceiver {
     /// The next event; `None` once the client has stopped.
+    ///
+    /// ```
+    /// use flechtwerk::mqtt::{Mqtt, MqttEvent, QoS, Session};
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let broker = flechtwerk_sim::mqtt::MqttBroker::new(Default::default());
+    /// # let mqtt = flechtwerk_sim::mqtt::SimMqtt::new(broker.clone(), Default::default(), Arc::new(|_| 0));
+    /// let session = Session { client_id: "bridge-0".into(), session_expiry: Duration::from_secs(3600) };
+    /// let (client, mut events) = mqtt.connect(&session)?;
+    /// assert!(matches!(events.recv().await, Some(MqttEvent::Connected { connection: 1, .. })));
+    /// client.subscribe("site/+/readings", QoS::AtLeastOnce)?;
+    /// broker.publish("site/7/readings", r#"{"v":1}"#); // a device publishes
+    /// let Some(MqttEvent::Publish(publish)) = events.recv().await else { panic!("a message") };
+    /// assert_eq!(publish.packet_id, 1);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn recv(&mut self) -> Option<MqttEvent> {
         self.0.recv().await
     }
@@ -137,38 +243,192 @@ impl EventReceiver {
 
 impl EventSender {
     /// Sends an event; `false` when nobody listens any more.
+    ///
+    /// ```
+    /// use flechtwerk::mqtt::{event_channel, MqttEvent};
+    /// let (sender, _receiver) = event_channel();
+    /// assert!(sender.send(MqttEvent::Connected { connection: 2, session_present: true }));
+    /// ```
     pub fn send(&self, event: MqttEvent) -> bool {
         self.0.send(event).is_ok()
     }
 }
 
 /// A running client (see the [module](self) docs for the contract).
+///
+/// ```
+/// use flechtwerk::mqtt::{Mqtt, MqttEvent, QoS, Session};
+/// # use std::sync::Arc;
+/// # use std::time::Duration;
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let broker = flechtwerk_sim::mqtt::MqttBroker::new(Default::default());
+/// # let mqtt = flechtwerk_sim::mqtt::SimMqtt::new(broker.clone(), Default::default(), Arc::new(|_| 0));
+/// let session = Session { client_id: "bridge-0".into(), session_expiry: Duration::from_secs(3600) };
+/// let (client, mut events) = mqtt.connect(&session)?;
+/// assert!(matches!(events.recv().await, Some(MqttEvent::Connected { connection: 1, .. })));
+/// client.subscribe("site/+/readings", QoS::AtLeastOnce)?;
+/// broker.publish("site/7/readings", r#"{"v":1}"#); // a device publishes
+/// let Some(MqttEvent::Publish(publish)) = events.recv().await else { panic!("a message") };
+/// client.ack(&publish)?; // after Kafka has it
+/// client.disconnect().await?;
+/// # Ok(())
+/// # }
+/// ```
 pub trait MqttClient: Send + Sync {
     /// Queues a SUBSCRIBE of `filter` (the wire form: a shared subscription is
     /// `$share/{group}/{filter}`).
+    ///
+    /// ```
+    /// use flechtwerk::mqtt::{Mqtt, MqttEvent, QoS, Session};
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let broker = flechtwerk_sim::mqtt::MqttBroker::new(Default::default());
+    /// # let mqtt = flechtwerk_sim::mqtt::SimMqtt::new(broker.clone(), Default::default(), Arc::new(|_| 0));
+    /// let session = Session { client_id: "bridge-0".into(), session_expiry: Duration::from_secs(3600) };
+    /// let (client, mut events) = mqtt.connect(&session)?;
+    /// assert!(matches!(events.recv().await, Some(MqttEvent::Connected { connection: 1, .. })));
+    /// client.subscribe("$share/bridge/site/+/readings", QoS::AtLeastOnce)?; // a shared subscription
+    /// assert_eq!(broker.subscriptions("bridge-0").unwrap(), [(Some("bridge".into()), "site/+/readings".into())]);
+    /// # Ok(())
+    /// # }
+    /// ```
     fn subscribe(&self, filter: &str, qos: QoS) -> Result<(), MqttError>;
     /// Queues an UNSUBSCRIBE of `filter` (the wire form).
+    ///
+    /// ```
+    /// use flechtwerk::mqtt::{Mqtt, MqttEvent, QoS, Session};
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let broker = flechtwerk_sim::mqtt::MqttBroker::new(Default::default());
+    /// # let mqtt = flechtwerk_sim::mqtt::SimMqtt::new(broker.clone(), Default::default(), Arc::new(|_| 0));
+    /// let session = Session { client_id: "bridge-0".into(), session_expiry: Duration::from_secs(3600) };
+    /// let (client, mut events) = mqtt.connect(&session)?;
+    /// assert!(matches!(events.recv().await, Some(MqttEvent::Connected { connection: 1, .. })));
+    /// client.subscribe("site/+/readings", QoS::AtLeastOnce)?;
+    /// client.unsubscribe("site/+/readings")?;
+    /// assert_eq!(broker.subscriptions("bridge-0").unwrap(), []);
+    /// # Ok(())
+    /// # }
+    /// ```
     fn unsubscribe(&self, filter: &str) -> Result<(), MqttError>;
     /// Queues the PUBACK of `publish` (nothing for QoS 0). Discarded if the connection drops
     /// before it leaves: the broker then redelivers the message.
+    ///
+    /// ```
+    /// use flechtwerk::mqtt::{Mqtt, MqttEvent, QoS, Session};
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let broker = flechtwerk_sim::mqtt::MqttBroker::new(Default::default());
+    /// # let mqtt = flechtwerk_sim::mqtt::SimMqtt::new(broker.clone(), Default::default(), Arc::new(|_| 0));
+    /// let session = Session { client_id: "bridge-0".into(), session_expiry: Duration::from_secs(3600) };
+    /// let (client, mut events) = mqtt.connect(&session)?;
+    /// assert!(matches!(events.recv().await, Some(MqttEvent::Connected { connection: 1, .. })));
+    /// client.subscribe("site/+/readings", QoS::AtLeastOnce)?;
+    /// broker.publish("site/7/readings", r#"{"v":1}"#); // a device publishes
+    /// let Some(MqttEvent::Publish(publish)) = events.recv().await else { panic!("a message") };
+    /// assert_eq!(broker.held("bridge-0"), 1); // in flight until acknowledged
+    /// client.ack(&publish)?;
+    /// assert_eq!(broker.held("bridge-0"), 0);
+    /// # Ok(())
+    /// # }
+    /// ```
     fn ack(&self, publish: &Publish) -> Result<(), MqttError>;
     /// A plain DISCONNECT (never with a session expiry of 0: the session and its un-acknowledged
     /// messages stay for the next incarnation, MQ-03), then the client stops. The drop it causes
     /// is not reported as [`MqttEvent::Disconnected`].
+    ///
+    /// ```
+    /// use flechtwerk::mqtt::{Mqtt, MqttEvent, QoS, Session};
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let broker = flechtwerk_sim::mqtt::MqttBroker::new(Default::default());
+    /// # let mqtt = flechtwerk_sim::mqtt::SimMqtt::new(broker.clone(), Default::default(), Arc::new(|_| 0));
+    /// let session = Session { client_id: "bridge-0".into(), session_expiry: Duration::from_secs(3600) };
+    /// let (client, mut events) = mqtt.connect(&session)?;
+    /// assert!(matches!(events.recv().await, Some(MqttEvent::Connected { connection: 1, .. })));
+    /// client.subscribe("site/+/readings", QoS::AtLeastOnce)?;
+    /// broker.publish("site/7/readings", r#"{"v":1}"#); // a device publishes
+    /// let Some(MqttEvent::Publish(publish)) = events.recv().await else { panic!("a message") };
+    /// client.disconnect().await?; // without the ack: the session keeps the message
+    /// assert_eq!(broker.held("bridge-0"), 1);
+    /// assert!(client.disconnect().await.is_err()); // stopped already
+    /// # Ok(())
+    /// # }
+    /// ```
     fn disconnect(&self) -> BoxFuture<'_, Result<(), MqttError>>;
 }
 
 /// An MQTT broker to connect to: the adapter, configured with the broker's address.
+///
+/// ```
+/// use flechtwerk::mqtt::{Mqtt, MqttEvent, QoS, Session};
+/// # use std::sync::Arc;
+/// # use std::time::Duration;
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let broker = flechtwerk_sim::mqtt::MqttBroker::new(Default::default());
+/// # let mqtt = flechtwerk_sim::mqtt::SimMqtt::new(broker.clone(), Default::default(), Arc::new(|_| 0));
+/// // The bridge is given an `Mqtt` (here the simulated broker's adapter) and opens its session.
+/// let session = Session { client_id: "bridge-0".into(), session_expiry: Duration::from_secs(3600) };
+/// let (client, mut events) = mqtt.connect(&session)?;
+/// assert!(matches!(events.recv().await, Some(MqttEvent::Connected { connection: 1, .. })));
+/// client.disconnect().await?;
+/// # Ok(())
+/// # }
+/// ```
 pub trait Mqtt: Send + Sync {
     /// Starts a client of `session`: it connects in the background and reports through the
     /// returned events (the first is the outcome of the first connection attempt).
+    ///
+    /// ```
+    /// use flechtwerk::mqtt::{Mqtt, MqttEvent, QoS, Session};
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let broker = flechtwerk_sim::mqtt::MqttBroker::new(Default::default());
+    /// # let mqtt = flechtwerk_sim::mqtt::SimMqtt::new(broker.clone(), Default::default(), Arc::new(|_| 0));
+    /// let session = Session { client_id: "bridge-0".into(), session_expiry: Duration::from_secs(3600) };
+    /// let (client, mut events) = mqtt.connect(&session)?;
+    /// assert!(matches!(events.recv().await, Some(MqttEvent::Connected { connection: 1, .. })));
+    /// client.disconnect().await?;
+    /// // The next incarnation resumes the session.
+    /// let (_client, mut events) = mqtt.connect(&session)?;
+    /// assert!(matches!(events.recv().await, Some(MqttEvent::Connected { session_present: true, .. })));
+    /// # Ok(())
+    /// # }
+    /// ```
     fn connect(&self, session: &Session) -> Result<(Box<dyn MqttClient>, EventReceiver), MqttError>;
 
     /// The broker, for logs and errors (`host:port`).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// use flechtwerk::mqtt::Mqtt;
+    /// # let broker = flechtwerk_sim::mqtt::MqttBroker::new(Default::default());
+    /// # let mqtt = flechtwerk_sim::mqtt::SimMqtt::new(broker, Default::default(), Arc::new(|_| 0));
+    /// assert!(!mqtt.broker().is_empty()); // for logs: `host:port` for a real broker
+    /// ```
     fn broker(&self) -> String;
 }
 
 /// How an MQTT operation failed.
+///
+/// ```
+/// use flechtwerk::mqtt::{MqttError, MqttErrorKind};
+/// let error = MqttError::new(MqttErrorKind::Busy, "ack", "request queue full");
+/// // Busy is worth a retry; Closed and Invalid are not.
+/// assert!(matches!(error.kind(), MqttErrorKind::Busy));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum MqttErrorKind {
     /// The client is stopped or its request queue is closed.
@@ -182,6 +442,12 @@ pub enum MqttErrorKind {
 }
 
 /// A failed MQTT operation.
+///
+/// ```
+/// use flechtwerk::mqtt::{MqttError, MqttErrorKind};
+/// let error = MqttError::new(MqttErrorKind::Closed, "subscribe", "client stopped");
+/// assert_eq!(error.to_string(), "MQTT subscribe failed: client stopped");
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("MQTT {operation} failed: {message}")]
 pub struct MqttError {
@@ -192,16 +458,33 @@ pub struct MqttError {
 
 impl MqttError {
     /// An error of `kind` in `operation`.
+    ///
+    /// ```
+    /// use flechtwerk::mqtt::{MqttError, MqttErrorKind};
+    /// // An adapter maps its client library's failures onto the port's kinds.
+    /// let error = MqttError::new(MqttErrorKind::Invalid, "connect", "client id too long");
+    /// assert_eq!((error.kind(), error.operation()), (MqttErrorKind::Invalid, "connect"));
+    /// ```
     pub fn new(kind: MqttErrorKind, operation: &'static str, message: impl Into<String>) -> Self {
         MqttError { kind, operation, message: message.into() }
     }
 
     /// The classification.
+    ///
+    /// ```
+    /// use flechtwerk::mqtt::{MqttError, MqttErrorKind};
+    /// assert_eq!(MqttError::new(MqttErrorKind::Connection, "connect", "refused").kind(), MqttErrorKind::Connection);
+    /// ```
     pub fn kind(&self) -> MqttErrorKind {
         self.kind
     }
 
     /// The operation (`subscribe`, `ack`, `connect`, …).
+    ///
+    /// ```
+    /// use flechtwerk::mqtt::{MqttError, MqttErrorKind};
+    /// assert_eq!(MqttError::new(MqttErrorKind::Closed, "ack", "stopped").operation(), "ack");
+    /// ```
     pub fn operation(&self) -> &'static str {
         self.operation
     }

@@ -45,6 +45,23 @@ const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
 
 /// An MQTT 5 broker reached through `rumqttc`.
+///
+/// ```no_run
+/// // `no_run`: it needs an MQTT 5 broker (Mosquitto) listening on 127.0.0.1:1883.
+/// use std::time::Duration;
+/// use flechtwerk::mqtt::rumqttc::RumqttcBroker;
+/// use flechtwerk::mqtt::{Mqtt, MqttEvent, Session};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let broker = RumqttcBroker::new("127.0.0.1", 1883).credentials("bridge", "secret");
+/// assert_eq!(broker.broker(), "127.0.0.1:1883");
+/// let session = Session { client_id: "bridge-pod-0".into(), session_expiry: Duration::from_secs(3600) };
+/// let (client, mut events) = broker.connect(&session)?;
+/// assert!(matches!(events.recv().await, Some(MqttEvent::Connected { connection: 1, .. })));
+/// client.disconnect().await?;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct RumqttcBroker {
     host: String,
@@ -57,6 +74,12 @@ pub struct RumqttcBroker {
 
 impl RumqttcBroker {
     /// The broker at `host:port`, with a keepalive of 30 s and a receive maximum of 1000.
+    ///
+    /// ```
+    /// use flechtwerk::mqtt::Mqtt;
+    /// use flechtwerk::mqtt::rumqttc::RumqttcBroker;
+    /// assert_eq!(RumqttcBroker::new("127.0.0.1", 1883).broker(), "127.0.0.1:1883");
+    /// ```
     pub fn new(host: impl Into<String>, port: u16) -> Self {
         RumqttcBroker {
             host: host.into(),
@@ -69,6 +92,14 @@ impl RumqttcBroker {
     }
 
     /// Credentials (applied only when `username` is not empty, MQ-02).
+    ///
+    /// ```
+    /// use flechtwerk::mqtt::Mqtt;
+    /// use flechtwerk::mqtt::rumqttc::RumqttcBroker;
+    /// // An empty username means no credentials at all.
+    /// let broker = RumqttcBroker::new("127.0.0.1", 1883).credentials("bridge", "secret");
+    /// assert_eq!(broker.broker(), "127.0.0.1:1883"); // never shows the credentials
+    /// ```
     pub fn credentials(mut self, username: impl Into<String>, password: impl Into<String>) -> Self {
         let username = username.into();
         self.credentials = if username.is_empty() { None } else { Some((username, password.into())) };
@@ -76,6 +107,14 @@ impl RumqttcBroker {
     }
 
     /// The keepalive interval (default 30 s).
+    ///
+    /// ```
+    /// use flechtwerk::mqtt::Mqtt;
+    /// use flechtwerk::mqtt::rumqttc::RumqttcBroker;
+    /// use std::time::Duration;
+    /// let broker = RumqttcBroker::new("127.0.0.1", 1883).keep_alive(Duration::from_secs(10));
+    /// assert_eq!(broker.broker(), "127.0.0.1:1883");
+    /// ```
     pub fn keep_alive(mut self, keep_alive: Duration) -> Self {
         self.keep_alive = keep_alive;
         self
@@ -84,6 +123,14 @@ impl RumqttcBroker {
     /// How many QoS 1 messages the broker may have in flight to this client (the CONNECT's
     /// Receive Maximum, default 1000): at least the stage's `drain_limit`, or acknowledging after
     /// the commit stalls the stream.
+    ///
+    /// ```
+    /// use flechtwerk::mqtt::Mqtt;
+    /// use flechtwerk::mqtt::rumqttc::RumqttcBroker;
+    /// // At least the stage's drain limit, so a whole drain can be in flight before its commit.
+    /// let broker = RumqttcBroker::new("127.0.0.1", 1883).receive_maximum(2000);
+    /// assert_eq!(broker.broker(), "127.0.0.1:1883");
+    /// ```
     pub fn receive_maximum(mut self, maximum: u16) -> Self {
         self.receive_maximum = maximum.max(1);
         self

@@ -39,6 +39,14 @@ pub fn matches(filter: &str, topic: &str) -> bool {
 }
 
 /// Checks a topic filter: non-empty, no NUL, `+` and `#` only as whole levels, `#` only last.
+///
+/// ```
+/// use flechtwerk::mqtt::validate_filter;
+/// assert!(validate_filter("site/+/readings").is_ok());
+/// assert!(validate_filter("site/#").is_ok());
+/// assert!(validate_filter("site/#/readings").is_err()); // `#` only last
+/// assert!(validate_filter("site/a+").is_err()); // wildcards only as whole levels
+/// ```
 pub fn validate_filter(filter: &str) -> Result<(), String> {
     if filter.is_empty() {
         return Err("an MQTT topic filter must not be empty".into());

@@ -131,8 +131,23 @@ impl CodecError {
 /// ```
 pub trait Codec<V>: Send + Sync {
     /// Reads a JSON value.
+    ///
+    /// ```
+    /// use flechtwerk::attribute::{Codec, INT};
+    /// use flechtwerk::json::Value;
+    /// assert_eq!(INT.decode(&Value::Int(42))?, 42);
+    /// assert!(INT.decode(&Value::Str("42".into())).is_err()); // no coercion
+    /// # Ok::<(), flechtwerk::attribute::CodecError>(())
+    /// ```
     fn decode(&self, raw: &Value) -> Result<V, CodecError>;
     /// Writes a Rust value as JSON.
+    ///
+    /// ```
+    /// use flechtwerk::attribute::{Codec, STR};
+    /// use flechtwerk::json::Value;
+    /// assert_eq!(STR.encode(&"ada".to_owned())?, Value::Str("ada".into()));
+    /// # Ok::<(), flechtwerk::attribute::CodecError>(())
+    /// ```
     fn encode(&self, value: &V) -> Result<Value, CodecError>;
 }
 

@@ -34,6 +34,22 @@ use crate::record::Config;
 /// ```
 pub trait EnrichConfig: Send + Sync {
     /// The enriched config (the store keeps what this returns).
+    ///
+    /// ```
+    /// use flechtwerk::attribute::{Attribute, INT};
+    /// use flechtwerk::stage::{BoxError, EnrichConfig};
+    /// use flechtwerk::Config;
+    /// const LIMIT: Attribute<i64> = Attribute::new("limit", &INT);
+    /// const DOUBLED: Attribute<i64> = Attribute::new("doubled", &INT);
+    /// // A deterministic derivation: the store keeps the result.
+    /// let double = |config: Config| -> Result<Config, BoxError> {
+    ///     let limit = config.require(&LIMIT)?;
+    ///     Ok(config.with(&DOUBLED, limit * 2)?)
+    /// };
+    /// let enriched = futures::executor::block_on(double.enrich_config(Config::new().with(&LIMIT, 5)?))?;
+    /// assert_eq!(enriched.require(&DOUBLED)?, 10);
+    /// # Ok::<(), BoxError>(())
+    /// ```
     fn enrich_config(&self, config: Config) -> BoxFuture<'_, Result<Config, BoxError>>;
 }
 

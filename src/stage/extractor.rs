@@ -330,12 +330,64 @@ impl Wakeup {
 pub trait Extractor: Send + Sync + 'static {
     /// The config topics: one entry per thing to poll (a tenant, a feed, a device). They must
     /// share one partition count, the ownership-token space (EXT-31).
+    ///
+    /// ```
+    /// use flechtwerk::stage::{extractor, Extractor};
+    /// let stage = extractor(["feeds"]).poll(|_key, _config, _state| Ok(vec![]));
+    /// assert_eq!(stage.config_topics(), ["feeds"]);
+    /// ```
     fn config_topics(&self) -> Vec<String>;
 
     /// Polls one config: emits messages and commits cursors through `page` (see the
     /// [`Extractor`] docs). `config` is a private copy of the entry; `state` is its state as
     /// last committed, read when the poll starts (empty when there is none). Polls of configs
     /// on one ownership token run one after another; tokens run concurrently (EXT-04).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use flechtwerk::kafka::{Kafka, NewTopic, ProducerConfig, ProducerRecord};
+    /// use flechtwerk::stage::{BoxError, Extractor, Page};
+    /// use flechtwerk::testing::read_topic;
+    /// use flechtwerk::{Config, Event, Flechtwerk, Message, State};
+    ///
+    /// /// One heartbeat per configured feed and cycle.
+    /// struct Heartbeat;
+    /// impl Extractor for Heartbeat {
+    ///     fn config_topics(&self) -> Vec<String> {
+    ///         vec!["feeds".into()]
+    ///     }
+    ///     async fn poll(&self, _config: Config, state: State, page: &mut Page<'_>) -> Result<(), BoxError> {
+    ///         page.send(Message::new("beats", page.key(), Event::new())).await?;
+    ///         page.commit(state).await?;
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    /// let kafka: Arc<dyn Kafka> = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// kafka.admin()?.create_topic(&NewTopic::new("feeds", 1).compacted()).await?;
+    /// kafka.admin()?.create_topic(&NewTopic::new("beats", 1)).await?;
+    /// let producer = kafka.producer(ProducerConfig::idempotent("feeder"))?;
+    /// producer.send(ProducerRecord::new("feeds", "feed-1", r#"{"url":"https://a.example"}"#)).await?.await?;
+    /// let app = Flechtwerk::builder()
+    ///     .application_id("beats")
+    ///     .client_id("pod-0")
+    ///     .kafka(kafka.clone())
+    ///     .poll_interval(Duration::from_millis(10))
+    ///     .build(Heartbeat)?;
+    /// app.run_until(async {
+    ///     while read_topic(&*kafka, "reader", "beats").await.map_or(0, |r| r.len()) < 2 {
+    ///         tokio::time::sleep(Duration::from_millis(20)).await;
+    ///     }
+    /// })
+    /// .await?;
+    /// let beats = read_topic(&*kafka, "reader", "beats").await?;
+    /// assert!(beats.iter().all(|beat| beat.key.as_deref() == Some(&b"feed-1"[..])));
+    /// # Ok(())
+    /// # }
+    /// ```
     fn poll(
         &self,
         config: Config,
@@ -346,6 +398,21 @@ pub trait Extractor: Send + Sync + 'static {
     /// The state key of a config entry (default: its wire key, STG-04). Ownership follows it:
     /// the entry belongs to token `token_for(state_key, N)` (EXT-32). It sees the config as the
     /// store holds it (after enrichment).
+    ///
+    /// ```
+    /// use flechtwerk::attribute::{Attribute, STR};
+    /// use flechtwerk::stage::{extractor, Extractor};
+    /// use flechtwerk::Config;
+    /// const ACCOUNT: Attribute<String> = Attribute::new("account", &STR);
+    /// // Feeds of one account share a state, and so an owner.
+    /// let stage = extractor(["feeds"])
+    ///     .extract_state_key(|key, config| config.get(&ACCOUNT).ok().flatten().unwrap_or_else(|| key.to_owned()))
+    ///     .poll(|_key, _config, _state| Ok(vec![]));
+    /// let feed = Config::new().with(&ACCOUNT, "acme".to_owned())?;
+    /// assert_eq!(stage.extract_state_key("feed-1", &feed), "acme");
+    /// assert_eq!(stage.extract_state_key("feed-2", &Config::new()), "feed-2");
+    /// # Ok::<(), flechtwerk::stage::BoxError>(())
+    /// ```
     fn extract_state_key(&self, key: &str, config: &Config) -> String {
         let _ = config;
         key.to_owned()
@@ -353,11 +420,30 @@ pub trait Extractor: Send + Sync + 'static {
 
     /// The enricher of config records on their way into the store (default: none). See
     /// [`EnrichConfig`].
+    ///
+    /// ```
+    /// use flechtwerk::stage::{extractor, Extractor};
+    /// let stage = extractor(["feeds"]).poll(|_key, _config, _state| Ok(vec![]));
+    /// assert!(stage.config_enricher().is_none()); // no `enrich_config` given
+    /// ```
     fn config_enricher(&self) -> Option<&dyn EnrichConfig> {
         None
     }
 
     /// Decides about an undecodable config record (default: raise, STG-05).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// use flechtwerk::stage::{extractor, Extractor};
+    /// use flechtwerk::wire::{decode_value, InvalidMessageAction, InvalidMessageError, Part, RawRecord};
+    /// let stage = extractor(["feeds"]).poll(|_key, _config, _state| Ok(vec![]));
+    /// let record = RawRecord {
+    ///     topic: Arc::from("feeds"), partition: 0, offset: 3, timestamp_ms: None,
+    ///     key: Some("feed-1".into()), value: Some("{oops".into()), headers: vec![],
+    /// };
+    /// let error = InvalidMessageError::new(Part::Value, &record, decode_value(Some(&b"{oops"[..])).unwrap_err());
+    /// assert_eq!(stage.on_invalid_message(&error), InvalidMessageAction::Raise); // the default
+    /// ```
     fn on_invalid_message(&self, error: &InvalidMessageError) -> InvalidMessageAction {
         let _ = error;
         InvalidMessageAction::Raise
@@ -366,6 +452,34 @@ pub trait Extractor: Send + Sync + 'static {
     /// Reconciliation (STG-23, EXT-41): called at the top of every cycle with the complete set
     /// of active configs this replica owns (keyed by wire key), and once with an empty set when
     /// the replica becomes a standby. Must be idempotent: it may come without any change.
+    ///
+    /// ```
+    /// use std::collections::BTreeMap;
+    /// use std::sync::Mutex;
+    /// use flechtwerk::stage::{BoxError, Extractor, Page};
+    /// use flechtwerk::{Config, State};
+    /// /// Keeps one open subscription per active feed.
+    /// #[derive(Default)]
+    /// struct Feeds(Mutex<Vec<String>>);
+    /// impl Extractor for Feeds {
+    ///     fn config_topics(&self) -> Vec<String> {
+    ///         vec!["feeds".into()]
+    ///     }
+    ///     async fn poll(&self, _: Config, _: State, _: &mut Page<'_>) -> Result<(), BoxError> {
+    ///         Ok(())
+    ///     }
+    ///     async fn on_active_configs(&self, active: &BTreeMap<String, Config>) -> Result<(), BoxError> {
+    ///         *self.0.lock().unwrap() = active.keys().cloned().collect(); // reconcile: idempotent
+    ///         Ok(())
+    ///     }
+    /// }
+    /// let feeds = Feeds::default();
+    /// let active = BTreeMap::from([("feed-1".to_owned(), Config::new())]);
+    /// futures::executor::block_on(feeds.on_active_configs(&active))?;
+    /// futures::executor::block_on(feeds.on_active_configs(&BTreeMap::new()))?; // now a standby
+    /// assert!(feeds.0.lock().unwrap().is_empty());
+    /// # Ok::<(), BoxError>(())
+    /// ```
     fn on_active_configs(
         &self,
         active: &BTreeMap<String, Config>,
@@ -375,16 +489,54 @@ pub trait Extractor: Send + Sync + 'static {
     }
 
     /// The stage's wakeup, if it has one (STG-22).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use flechtwerk::stage::{extractor, Extractor, Wakeup};
+    /// let plain = extractor(["feeds"]).poll(|_key, _config, _state| Ok(vec![]));
+    /// assert!(plain.wakeup().is_none()); // polls on the interval only
+    /// let wakeup = Arc::new(Wakeup::new());
+    /// wakeup.set(); // what a webhook handler would do; the runner then polls at once
+    /// ```
     fn wakeup(&self) -> Option<&Wakeup> {
         None
     }
 
     /// Runs once before polling starts (STG-02).
+    ///
+    /// ```
+    /// use flechtwerk::stage::{extractor, Extractor};
+    /// let stage = extractor(["feeds"]).poll(|_key, _config, _state| Ok(vec![]));
+    /// assert!(futures::executor::block_on(stage.setup()).is_ok()); // the default does nothing
+    /// ```
     fn setup(&self) -> impl Future<Output = Result<(), BoxError>> + Send {
         async { Ok(()) }
     }
 
     /// Runs once on shutdown, including after an error (STG-02).
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// use flechtwerk::stage::{BoxError, Extractor, Page};
+    /// use flechtwerk::{Config, State};
+    /// struct Client(AtomicBool);
+    /// impl Extractor for Client {
+    ///     fn config_topics(&self) -> Vec<String> {
+    ///         vec!["feeds".into()]
+    ///     }
+    ///     async fn poll(&self, _: Config, _: State, _: &mut Page<'_>) -> Result<(), BoxError> {
+    ///         Ok(())
+    ///     }
+    ///     async fn teardown(&self) -> Result<(), BoxError> {
+    ///         self.0.store(false, Ordering::SeqCst); // e.g. log out of the source's API
+    ///         Ok(())
+    ///     }
+    /// }
+    /// let client = Client(AtomicBool::new(true));
+    /// futures::executor::block_on(client.teardown())?; // the runner calls it once on shutdown
+    /// assert!(!client.0.load(Ordering::SeqCst));
+    /// # Ok::<(), BoxError>(())
+    /// ```
     fn teardown(&self) -> impl Future<Output = Result<(), BoxError>> + Send {
         async { Ok(()) }
     }

@@ -196,9 +196,21 @@ impl<'a> Output<'a> {
 pub trait Transformer: Send + Sync + 'static {
     /// The partitioned input topics. They must share one partition count; the same partition
     /// number of every input topic forms one task.
+    ///
+    /// ```
+    /// use flechtwerk::stage::{transformer, Transformer};
+    /// let stage = transformer(["clicks", "views"]).transform(|_, _, _| Ok(()));
+    /// assert_eq!(stage.input_topics(), ["clicks", "views"]); // co-partitioned: one task per partition
+    /// ```
     fn input_topics(&self) -> Vec<String>;
 
     /// Config topics read in full into the config store (default: none).
+    ///
+    /// ```
+    /// use flechtwerk::stage::{transformer, Transformer};
+    /// let stage = transformer(["clicks"]).config_topics(["plans"]).transform(|_, _, _| Ok(()));
+    /// assert_eq!(stage.config_topics(), ["plans"]);
+    /// ```
     fn config_topics(&self) -> Vec<String> {
         Vec::new()
     }
@@ -206,6 +218,47 @@ pub trait Transformer: Send + Sync + 'static {
     /// Processes one record. `state` is a private copy of the key's current state (empty when
     /// there is none); records of one key run in order, each seeing the state the previous one
     /// set. An error crashes the stage: the batch's transaction never commits (TRX-15).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use flechtwerk::kafka::{Kafka, NewTopic, ProducerConfig, ProducerRecord};
+    /// use flechtwerk::stage::{BoxError, Output, Transformer};
+    /// use flechtwerk::testing::read_topic;
+    /// use flechtwerk::{Flechtwerk, IncomingMessage, Message, State};
+    ///
+    /// /// Forwards every record under an upper-cased key.
+    /// struct Shout;
+    /// impl Transformer for Shout {
+    ///     fn input_topics(&self) -> Vec<String> {
+    ///         vec!["names".into()]
+    ///     }
+    ///     async fn transform(&self, msg: IncomingMessage, _state: State, out: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         out.send(Message::new("shouted", msg.key.to_uppercase(), msg.value));
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    /// let kafka: Arc<dyn Kafka> = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// for topic in ["names", "shouted"] {
+    ///     kafka.admin()?.create_topic(&NewTopic::new(topic, 1)).await?;
+    /// }
+    /// let producer = kafka.producer(ProducerConfig::idempotent("feeder"))?;
+    /// producer.send(ProducerRecord::new("names", "ada", "{}")).await?.await?;
+    /// let app = Flechtwerk::builder().application_id("shout").client_id("pod-0").kafka(kafka.clone()).build(Shout)?;
+    /// app.run_until(async {
+    ///     while read_topic(&*kafka, "reader", "shouted").await.map_or(0, |r| r.len()) < 1 {
+    ///         tokio::time::sleep(Duration::from_millis(20)).await;
+    ///     }
+    /// })
+    /// .await?;
+    /// let out = read_topic(&*kafka, "reader", "shouted").await?;
+    /// assert_eq!(out[0].key.as_deref(), Some(&b"ADA"[..]));
+    /// # Ok(())
+    /// # }
+    /// ```
     fn transform(
         &self,
         msg: IncomingMessage,
@@ -214,6 +267,19 @@ pub trait Transformer: Send + Sync + 'static {
     ) -> impl Future<Output = Result<(), BoxError>> + Send;
 
     /// The state key of a record (default: the wire key, STG-04).
+    ///
+    /// ```
+    /// use flechtwerk::stage::{transformer, Transformer};
+    /// use flechtwerk::IncomingMessage;
+    /// // State per tenant: keys look like `tenant/user`.
+    /// let stage = transformer(["clicks"])
+    ///     .extract_state_key(|msg| msg.key.split('/').next().unwrap_or_default().to_owned())
+    ///     .transform(|_, _, _| Ok(()));
+    /// let msg = IncomingMessage {
+    ///     key: "acme/ada".into(), value: None, topic: "clicks".into(), partition: 0, offset: 0, timestamp: None,
+    /// };
+    /// assert_eq!(stage.extract_state_key(&msg), "acme");
+    /// ```
     fn extract_state_key(&self, msg: &IncomingMessage) -> String {
         msg.key.clone()
     }
@@ -221,23 +287,84 @@ pub trait Transformer: Send + Sync + 'static {
     /// The enricher of config records on their way into the store (default: none, the configs
     /// are stored as they are, STG-03). See [`EnrichConfig`]: returning one is the only way to
     /// enrich, so a stage cannot declare enrichment in one place and forget it in another.
+    ///
+    /// ```
+    /// use flechtwerk::attribute::{Attribute, STR};
+    /// use flechtwerk::stage::{transformer, Transformer};
+    /// use flechtwerk::Config;
+    /// const HOST: Attribute<String> = Attribute::new("host", &STR);
+    /// let plain = transformer(["in"]).transform(|_, _, _| Ok(()));
+    /// assert!(plain.config_enricher().is_none()); // configs stored as they are
+    /// let enriching = transformer(["in"])
+    ///     .config_topics(["hosts"])
+    ///     .enrich_config(|config: Config| Ok(config.with(&HOST, "a.example".to_owned())?))
+    ///     .transform(|_, _, _| Ok(()));
+    /// let enricher = enriching.config_enricher().expect("declared");
+    /// let enriched = futures::executor::block_on(enricher.enrich_config(Config::new()))?;
+    /// assert_eq!(enriched.get(&HOST)?.as_deref(), Some("a.example"));
+    /// # Ok::<(), flechtwerk::stage::BoxError>(())
+    /// ```
     fn config_enricher(&self) -> Option<&dyn EnrichConfig> {
         None
     }
 
     /// Decides about an undecodable record (default: raise, STG-05). Synchronous and
     /// deterministic (INV-43).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// use flechtwerk::stage::{transformer, Transformer};
+    /// use flechtwerk::wire::{decode_value, InvalidMessageAction, InvalidMessageError, Part, RawRecord};
+    /// let stage = transformer(["in"])
+    ///     .on_invalid_message(|_error| InvalidMessageAction::Skip)
+    ///     .transform(|_, _, _| Ok(()));
+    /// let record = RawRecord {
+    ///     topic: Arc::from("in"), partition: 0, offset: 7, timestamp_ms: None,
+    ///     key: Some("k".into()), value: Some("not json".into()), headers: vec![],
+    /// };
+    /// let error = InvalidMessageError::new(Part::Value, &record, decode_value(Some(&b"not json"[..])).unwrap_err());
+    /// assert_eq!(stage.on_invalid_message(&error), InvalidMessageAction::Skip);
+    /// ```
     fn on_invalid_message(&self, error: &InvalidMessageError) -> InvalidMessageAction {
         let _ = error;
         InvalidMessageAction::Raise
     }
 
     /// Runs once before processing starts (STG-02).
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// use flechtwerk::stage::{BoxError, Output, Transformer};
+    /// use flechtwerk::{IncomingMessage, State};
+    /// struct Warm(AtomicBool);
+    /// impl Transformer for Warm {
+    ///     fn input_topics(&self) -> Vec<String> {
+    ///         vec!["in".into()]
+    ///     }
+    ///     async fn transform(&self, _: IncomingMessage, _: State, _: &mut Output<'_>) -> Result<(), BoxError> {
+    ///         Ok(())
+    ///     }
+    ///     async fn setup(&self) -> Result<(), BoxError> {
+    ///         self.0.store(true, Ordering::SeqCst); // e.g. open a connection pool
+    ///         Ok(())
+    ///     }
+    /// }
+    /// let stage = Warm(AtomicBool::new(false));
+    /// futures::executor::block_on(stage.setup())?; // the runner calls it once, before the first record
+    /// assert!(stage.0.load(Ordering::SeqCst));
+    /// # Ok::<(), BoxError>(())
+    /// ```
     fn setup(&self) -> impl Future<Output = Result<(), BoxError>> + Send {
         async { Ok(()) }
     }
 
     /// Runs once on shutdown, including after an error (STG-02).
+    ///
+    /// ```
+    /// use flechtwerk::stage::{transformer, Transformer};
+    /// let stage = transformer(["in"]).transform(|_, _, _| Ok(()));
+    /// assert!(futures::executor::block_on(stage.teardown()).is_ok()); // the default does nothing
+    /// ```
     fn teardown(&self) -> impl Future<Output = Result<(), BoxError>> + Send {
         async { Ok(()) }
     }

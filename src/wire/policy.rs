@@ -9,6 +9,18 @@ use super::{DecodeError, RawRecord};
 use crate::record::Record;
 
 /// Which side of a record failed to decode.
+///
+/// ```
+/// # use std::sync::Arc;
+/// # let record = flechtwerk::wire::RawRecord {
+/// #     topic: Arc::from("in"), partition: 0, offset: 9, timestamp_ms: None,
+/// #     key: Some("k".into()), value: Some("{oops".into()), headers: vec![],
+/// # };
+/// use flechtwerk::wire::{decode_value, InvalidMessageError, Part};
+/// let error = InvalidMessageError::new(Part::Value, &record, decode_value(Some(&b"{oops"[..])).unwrap_err());
+/// assert_eq!(error.part(), Part::Value);
+/// assert_eq!(Part::Key.to_string(), "key");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Part {
     /// The key (state identity: it can be skipped, never substituted).
@@ -241,8 +253,43 @@ pub enum InvalidMessageAction {
 
 /// The decision hook, synchronous and deterministic (configs are re-read through it on every
 /// boot, INV-43). Closures implement it.
+///
+/// ```
+/// # use std::sync::Arc;
+/// # let record = flechtwerk::wire::RawRecord {
+/// #     topic: Arc::from("in"), partition: 0, offset: 9, timestamp_ms: None,
+/// #     key: Some("k".into()), value: Some("{oops".into()), headers: vec![],
+/// # };
+/// use flechtwerk::wire::{decode_value, InvalidMessageAction, InvalidMessageError, InvalidMessagePolicy, Part};
+/// /// Skips undecodable values of one topic, raises everywhere else.
+/// struct SkipLegacy;
+/// impl InvalidMessagePolicy for SkipLegacy {
+///     fn on_invalid_message(&self, error: &InvalidMessageError) -> InvalidMessageAction {
+///         if error.topic() == "in" && error.part() == Part::Value {
+///             InvalidMessageAction::Skip
+///         } else {
+///             InvalidMessageAction::Raise
+///         }
+///     }
+/// }
+/// let error = InvalidMessageError::new(Part::Value, &record, decode_value(Some(&b"{oops"[..])).unwrap_err());
+/// assert_eq!(SkipLegacy.on_invalid_message(&error), InvalidMessageAction::Skip);
+/// ```
 pub trait InvalidMessagePolicy: Send + Sync {
     /// Decides what happens to an undecodable record.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # let record = flechtwerk::wire::RawRecord {
+    /// #     topic: Arc::from("in"), partition: 0, offset: 9, timestamp_ms: None,
+    /// #     key: Some("k".into()), value: Some("{oops".into()), headers: vec![],
+    /// # };
+    /// use flechtwerk::wire::{decode_value, InvalidMessageAction, InvalidMessageError, InvalidMessagePolicy, Part};
+    /// // A closure is a policy.
+    /// let skip_all = |_: &InvalidMessageError| InvalidMessageAction::Skip;
+    /// let error = InvalidMessageError::new(Part::Value, &record, decode_value(Some(&b"{oops"[..])).unwrap_err());
+    /// assert_eq!(skip_all.on_invalid_message(&error), InvalidMessageAction::Skip);
+    /// ```
     fn on_invalid_message(&self, error: &InvalidMessageError) -> InvalidMessageAction;
 }
 
@@ -256,6 +303,17 @@ where
 }
 
 /// The default policy: raise every error.
+///
+/// ```
+/// # use std::sync::Arc;
+/// # let record = flechtwerk::wire::RawRecord {
+/// #     topic: Arc::from("in"), partition: 0, offset: 9, timestamp_ms: None,
+/// #     key: Some("k".into()), value: Some("{oops".into()), headers: vec![],
+/// # };
+/// use flechtwerk::wire::{decode_value, InvalidMessageAction, InvalidMessageError, InvalidMessagePolicy, Part, RaisePolicy};
+/// let error = InvalidMessageError::new(Part::Value, &record, decode_value(Some(&b"{oops"[..])).unwrap_err());
+/// assert_eq!(RaisePolicy.on_invalid_message(&error), InvalidMessageAction::Raise);
+/// ```
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RaisePolicy;
 
@@ -266,6 +324,21 @@ impl InvalidMessagePolicy for RaisePolicy {
 }
 
 /// A record the policy refused, or a decision that cannot be carried out.
+///
+/// ```
+/// # use std::sync::Arc;
+/// # let record = flechtwerk::wire::RawRecord {
+/// #     topic: Arc::from("in"), partition: 0, offset: 9, timestamp_ms: None,
+/// #     key: Some("k".into()), value: Some("{oops".into()), headers: vec![],
+/// # };
+/// use flechtwerk::testing::decode_value_with;
+/// use flechtwerk::testing::RecordingObserver;
+/// use flechtwerk::wire::{PolicyError, RaisePolicy};
+/// // The default policy raises: the error carries the record's position and bytes.
+/// let error = decode_value_with(&record, &RaisePolicy, &RecordingObserver::default()).unwrap_err();
+/// let PolicyError::Raised(raised) = error else { panic!("raised") };
+/// assert_eq!(raised.offset(), 9);
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum PolicyError {
     /// The policy raised (the default for every undecodable record).
@@ -299,6 +372,19 @@ pub enum PolicyError {
 
 impl PolicyError {
     /// The error for a substitute of `record` that does not encode.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # let record = flechtwerk::wire::RawRecord {
+    /// #     topic: Arc::from("in"), partition: 0, offset: 9, timestamp_ms: None,
+    /// #     key: Some("k".into()), value: Some("{oops".into()), headers: vec![],
+    /// # };
+    /// use flechtwerk::json::{to_canonical_bytes, Value};
+    /// use flechtwerk::wire::PolicyError;
+    /// let not_json = to_canonical_bytes(&Value::Float(f64::NAN)).unwrap_err();
+    /// let error = PolicyError::substitute_not_encodable(&record, not_json);
+    /// assert!(error.to_string().contains("in/0/9"));
+    /// ```
     pub fn substitute_not_encodable(record: &RawRecord, source: crate::json::EncodeError) -> Self {
         PolicyError::SubstituteNotEncodable {
             topic: Arc::clone(&record.topic),

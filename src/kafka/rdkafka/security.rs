@@ -11,16 +11,35 @@ use super::*;
 
 /// A password or private key. Its `Debug` and `Display` print `[redacted]`, so it can sit in
 /// configuration structs that get logged; only [`expose`](Secret::expose) gives the text.
+///
+/// ```
+/// use flechtwerk::kafka::rdkafka::Secret;
+/// let password = Secret::new("hunter2");
+/// assert_eq!(format!("{password} {password:?}"), "[redacted] [redacted]"); // safe to log
+/// assert_eq!(password.expose(), "hunter2");
+/// ```
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
 
 impl Secret {
     /// Wraps a secret value.
+    ///
+    /// ```
+    /// use flechtwerk::kafka::rdkafka::Secret;
+    /// // Typically read from a secret store or a mounted file by the application.
+    /// let password = Secret::new(String::from("hunter2"));
+    /// assert_eq!(password, Secret::from("hunter2"));
+    /// ```
     pub fn new(value: impl Into<String>) -> Self {
         Secret(value.into())
     }
 
     /// The secret text (handed to librdkafka; never logged by this crate).
+    ///
+    /// ```
+    /// use flechtwerk::kafka::rdkafka::Secret;
+    /// assert_eq!(Secret::new("hunter2").expose().len(), 7);
+    /// ```
     pub fn expose(&self) -> &str {
         &self.0
     }
@@ -51,6 +70,12 @@ impl From<&str> for Secret {
 }
 
 /// A SASL mechanism with username and password.
+///
+/// ```
+/// use flechtwerk::kafka::rdkafka::{RdKafka, SaslMechanism, Secret, Security};
+/// let security = Security::sasl_ssl(SaslMechanism::ScramSha256, "orders-app", Secret::new("pw"));
+/// assert!(security.uses_tls());
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SaslMechanism {
     /// `PLAIN`: the password goes to the broker as is, so only ever over TLS
@@ -64,6 +89,11 @@ pub enum SaslMechanism {
 
 impl SaslMechanism {
     /// The name librdkafka and the broker use (`sasl.mechanism`).
+    ///
+    /// ```
+    /// use flechtwerk::kafka::rdkafka::SaslMechanism;
+    /// assert_eq!(SaslMechanism::ScramSha512.as_str(), "SCRAM-SHA-512");
+    /// ```
     pub fn as_str(self) -> &'static str {
         match self {
             SaslMechanism::Plain => "PLAIN",
@@ -136,17 +166,38 @@ impl Default for Security {
 
 impl Security {
     /// No TLS, no authentication (`security.protocol=PLAINTEXT`).
+    ///
+    /// ```
+    /// use flechtwerk::kafka::rdkafka::{RdKafka, SaslMechanism, Secret, Security};
+    /// assert_eq!(Security::plaintext(), Security::default());
+    /// assert!(!Security::plaintext().uses_tls());
+    /// // CA certificates make no sense without TLS: refused when given to the adapter.
+    /// assert!(RdKafka::new("127.0.0.1:9092").with_security(Security::plaintext().with_ca_file("/etc/ca.pem")).is_err());
+    /// ```
     pub fn plaintext() -> Self {
         Security { protocol: Protocol::Plaintext, sasl: None, trust: Trust::System, client_key: None }
     }
 
     /// TLS without SASL (`SSL`): the broker is verified against the trusted CAs; add
     /// [`with_client_certificate`](Self::with_client_certificate) for mutual TLS.
+    ///
+    /// ```
+    /// use flechtwerk::kafka::rdkafka::{RdKafka, SaslMechanism, Secret, Security};
+    /// let security = Security::ssl().with_ca_file("/etc/kafka/ca.pem");
+    /// assert!(security.uses_tls());
+    /// ```
     pub fn ssl() -> Self {
         Security { protocol: Protocol::Ssl, ..Security::plaintext() }
     }
 
     /// SASL over TLS (`SASL_SSL`), the production setting.
+    ///
+    /// ```
+    /// use flechtwerk::kafka::rdkafka::{RdKafka, SaslMechanism, Secret, Security};
+    /// let security = Security::sasl_ssl(SaslMechanism::Plain, "orders-app", Secret::new("pw"));
+    /// assert!(security.uses_tls());
+    /// assert!(!format!("{security:?}").contains("pw")); // the password stays redacted
+    /// ```
     pub fn sasl_ssl(mechanism: SaslMechanism, username: impl Into<String>, password: Secret) -> Self {
         Security {
             protocol: Protocol::SaslSsl,
@@ -158,6 +209,15 @@ impl Security {
     /// SASL without TLS (`SASL_PLAINTEXT`): the records travel in the clear. SCRAM only: PLAIN
     /// would send the password in the clear, so it is refused here (use
     /// [`sasl_ssl`](Self::sasl_ssl)).
+    ///
+    /// ```
+    /// use flechtwerk::kafka::rdkafka::{RdKafka, SaslMechanism, Secret, Security};
+    /// let scram = Security::sasl_plaintext(SaslMechanism::ScramSha512, "orders-app", Secret::new("pw"));
+    /// assert!(!scram.uses_tls());
+    /// // PLAIN without TLS would send the password in the clear: refused.
+    /// let plain = Security::sasl_plaintext(SaslMechanism::Plain, "orders-app", Secret::new("pw"));
+    /// assert!(RdKafka::new("127.0.0.1:9092").with_security(plain).is_err());
+    /// ```
     pub fn sasl_plaintext(mechanism: SaslMechanism, username: impl Into<String>, password: Secret) -> Self {
         Security {
             protocol: Protocol::SaslPlaintext,
@@ -168,12 +228,25 @@ impl Security {
 
     /// Trusts the CA certificates in this PEM file instead of the system's trust store
     /// (`ssl.ca.location`).
+    ///
+    /// ```
+    /// use flechtwerk::kafka::rdkafka::{RdKafka, SaslMechanism, Secret, Security};
+    /// let private_ca = Security::ssl().with_ca_file("/etc/kafka/ca.pem");
+    /// assert_ne!(private_ca, Security::ssl()); // instead of the system's trust store
+    /// ```
     pub fn with_ca_file(mut self, path: impl Into<PathBuf>) -> Self {
         self.trust = Trust::File(path.into());
         self
     }
 
     /// Trusts the CA certificates in this PEM text (`ssl.ca.pem`).
+    ///
+    /// ```
+    /// use flechtwerk::kafka::rdkafka::{RdKafka, SaslMechanism, Secret, Security};
+    /// let pem = "-----BEGIN CERTIFICATE-----\n...\n-----END CERTIFICATE-----\n";
+    /// let security = Security::ssl().with_ca_pem(pem);
+    /// assert_ne!(security, Security::ssl().with_ca_file("/etc/kafka/ca.pem"));
+    /// ```
     pub fn with_ca_pem(mut self, pem: impl Into<String>) -> Self {
         self.trust = Trust::Pem(pem.into());
         self
@@ -182,6 +255,15 @@ impl Security {
     /// Presents a client certificate (mutual TLS): PEM files of the certificate and its private
     /// key, the key optionally encrypted with `key_password` (`ssl.certificate.location`,
     /// `ssl.key.location`, `ssl.key.password`).
+    ///
+    /// ```
+    /// use flechtwerk::kafka::rdkafka::{RdKafka, SaslMechanism, Secret, Security};
+    /// // Mutual TLS, the key encrypted with a password.
+    /// let security = Security::ssl()
+    ///     .with_ca_file("/etc/kafka/ca.pem")
+    ///     .with_client_certificate("/etc/kafka/client.pem", "/etc/kafka/client.key", Some(Secret::new("key-pw")));
+    /// assert!(!format!("{security:?}").contains("key-pw"));
+    /// ```
     pub fn with_client_certificate(
         mut self,
         certificate: impl Into<PathBuf>,
@@ -195,6 +277,16 @@ impl Security {
 
     /// Like [`with_client_certificate`](Self::with_client_certificate), from PEM text
     /// (`ssl.certificate.pem`, `ssl.key.pem`).
+    ///
+    /// ```
+    /// use flechtwerk::kafka::rdkafka::{RdKafka, SaslMechanism, Secret, Security};
+    /// let security = Security::ssl().with_client_certificate_pem(
+    ///     "-----BEGIN CERTIFICATE-----\n...",
+    ///     Secret::new("-----BEGIN PRIVATE KEY-----\n..."),
+    ///     None,
+    /// );
+    /// assert!(!format!("{security:?}").contains("PRIVATE KEY")); // the key is a secret
+    /// ```
     pub fn with_client_certificate_pem(
         mut self,
         certificate: impl Into<String>,
@@ -210,6 +302,12 @@ impl Security {
     }
 
     /// Whether clients connect over TLS.
+    ///
+    /// ```
+    /// use flechtwerk::kafka::rdkafka::{RdKafka, SaslMechanism, Secret, Security};
+    /// assert!(Security::ssl().uses_tls());
+    /// assert!(!Security::sasl_plaintext(SaslMechanism::ScramSha256, "app", Secret::new("pw")).uses_tls());
+    /// ```
     pub fn uses_tls(&self) -> bool {
         self.tls()
     }
@@ -304,6 +402,15 @@ pub(super) fn is_secret_setting(key: &str) -> bool {
 
 /// librdkafka's `builtin.features` of this build (`ssl`, `sasl_plain`, `sasl_scram`,
 /// `sasl_oauthbearer`, `sasl_gssapi`, `zstd`, ...).
+///
+/// ```
+/// use flechtwerk::kafka::rdkafka::builtin_features;
+/// let features = builtin_features();
+/// assert!(features.iter().any(|f| f == "zstd")); // always built in (the default compression)
+/// // With the `rdkafka` feature (not `rdkafka-plaintext`) TLS and SCRAM are there too.
+/// # #[cfg(feature = "rdkafka")]
+/// assert!(features.iter().any(|f| f == "ssl") && features.iter().any(|f| f == "sasl_scram"));
+/// ```
 pub fn builtin_features() -> Vec<String> {
     use std::ffi::CString;
     // SAFETY: a fresh configuration object we own and destroy; the value is copied out of a

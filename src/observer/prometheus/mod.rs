@@ -82,6 +82,16 @@ pub const RESERVED_LABELS: [&str; 7] = ["topic", "outcome", "partition", "reason
 /// The address is bound when the application's run starts: a port taken is a startup error
 /// (LIFE-17), and the endpoint stops, freeing the port, when the run ends. Port 0 binds a free
 /// port ([`Flechtwerk::metrics_address`](crate::Flechtwerk::metrics_address) tells which).
+///
+/// ```
+/// use flechtwerk::observer::prometheus::Metrics;
+/// use flechtwerk::observer::MetricsConfig;
+/// let labels = [("pod".to_owned(), "pod-0".to_owned())];
+/// let metrics = Metrics::unserved().instance(&labels, 500)?;
+/// metrics.observer().tokens_assigned(2);
+/// assert!(metrics.render().contains(r#"flechtwerk_tokens_assigned{pod="pod-0"} 2"#));
+/// # Ok::<(), String>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct Metrics {
     address: Option<String>,
@@ -89,6 +99,21 @@ pub struct Metrics {
 
 impl Metrics {
     /// Metrics served at `address` while the application runs.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use flechtwerk::observer::prometheus::Metrics;
+    /// use flechtwerk::{stage::transformer, Flechtwerk};
+    /// let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// let app = Flechtwerk::builder()
+    ///     .application_id("counter")
+    ///     .client_id("pod-0")
+    ///     .kafka(kafka)
+    ///     .metrics(Metrics::serve("127.0.0.1:0")) // bound when the run starts
+    ///     .build(transformer(["in"]).transform(|_, _, _| Ok(())))?;
+    /// assert!(app.render_metrics().is_some());
+    /// # Ok::<(), flechtwerk::Error>(())
+    /// ```
     pub fn serve(address: impl Into<String>) -> Self {
         Metrics { address: Some(address.into()) }
     }
@@ -96,6 +121,22 @@ impl Metrics {
     /// Metrics kept but not served: read them with
     /// [`Flechtwerk::render_metrics`](crate::Flechtwerk::render_metrics) (tests, or an
     /// application that serves them itself).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use flechtwerk::observer::prometheus::Metrics;
+    /// use flechtwerk::{stage::transformer, Flechtwerk};
+    /// let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// let app = Flechtwerk::builder()
+    ///     .application_id("counter")
+    ///     .client_id("pod-0")
+    ///     .kafka(kafka)
+    ///     .metrics(Metrics::unserved())
+    ///     .build(transformer(["in"]).transform(|_, _, _| Ok(())))?;
+    /// assert!(app.render_metrics().is_some()); // read them while it runs
+    /// assert_eq!(app.metrics_address(), None); // nothing served
+    /// # Ok::<(), flechtwerk::Error>(())
+    /// ```
     pub fn unserved() -> Self {
         Metrics { address: None }
     }
@@ -147,6 +188,15 @@ impl MetricsInstance for Instance {
 
 /// Checks `metrics_labels`: Prometheus label names (`[a-zA-Z_][a-zA-Z0-9_]*`, no leading `__`),
 /// each once, none of the families' own ([`RESERVED_LABELS`]).
+///
+/// ```
+/// use flechtwerk::observer::prometheus::validate_labels;
+/// let label = |name: &str| vec![(name.to_owned(), "x".to_owned())];
+/// assert!(validate_labels(&label("pod")).is_ok());
+/// assert!(validate_labels(&label("2pod")).is_err()); // not a Prometheus label name
+/// assert!(validate_labels(&label("__pod")).is_err()); // reserved by Prometheus
+/// assert!(validate_labels(&label("topic")).is_err()); // the metrics' own label
+/// ```
 pub fn validate_labels(labels: &[(String, String)]) -> Result<(), String> {
     for (i, (name, _)) in labels.iter().enumerate() {
         let mut chars = name.chars();
@@ -501,6 +551,16 @@ impl PrometheusObserver {
     /// An observer whose metrics carry `labels` (name, value) first, in this order, then their
     /// own labels; `max_poll_records` tops the `batch_size` ladder (MET-03). Fails on labels
     /// [`validate_labels`] refuses, or a `max_poll_records` outside `1..=2^53`.
+    ///
+    /// ```
+    /// use flechtwerk::observer::prometheus::PrometheusObserver;
+    /// use flechtwerk::observer::Observer;
+    /// let observer = PrometheusObserver::new(&[("app".into(), "counter".into())], 500)?;
+    /// observer.message_out("click-counts");
+    /// assert!(observer.render().contains(r#"flechtwerk_messages_out_total{app="counter",topic="click-counts"} 1"#));
+    /// assert!(PrometheusObserver::new(&[], 0).is_err()); // a batch ladder needs a top
+    /// # Ok::<(), String>(())
+    /// ```
     pub fn new(labels: &[(String, String)], max_poll_records: usize) -> Result<Self, String> {
         validate_labels(labels)?;
         if !(1..=BATCH_CAP_MAX).contains(&max_poll_records) {
@@ -539,11 +599,30 @@ impl PrometheusObserver {
 
     /// The registry holding this observer's families (to gather them, or to register more
     /// collectors beside them).
+    ///
+    /// ```
+    /// use flechtwerk::observer::prometheus::PrometheusObserver;
+    /// use flechtwerk::observer::Observer;
+    /// let observer = PrometheusObserver::new(&[], 500)?;
+    /// observer.transaction_committed();
+    /// let names: Vec<String> = observer.registry().gather().iter().map(|f| f.get_name().to_owned()).collect();
+    /// assert!(names.contains(&"flechtwerk_transactions_committed_total".to_owned()));
+    /// # Ok::<(), String>(())
+    /// ```
     pub fn registry(&self) -> &Registry {
         &self.registry
     }
 
     /// The exposition, text format 0.0.4 ([`text::CONTENT_TYPE`]), as a scrape sees it.
+    ///
+    /// ```
+    /// use flechtwerk::observer::prometheus::PrometheusObserver;
+    /// use flechtwerk::observer::Observer;
+    /// let observer = PrometheusObserver::new(&[], 500)?;
+    /// observer.config_store_entries(1000);
+    /// assert!(observer.render().contains("flechtwerk_config_store_entries 1000.0"));
+    /// # Ok::<(), String>(())
+    /// ```
     pub fn render(&self) -> String {
         text::encode(&self.registry.gather())
     }

@@ -12,6 +12,16 @@ pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Writes `families` (as [`prometheus::Registry::gather`] returns them: sorted by name, empty
 /// families left out) in the text format.
+///
+/// ```
+/// use flechtwerk::observer::prometheus::{text, PrometheusObserver};
+/// use flechtwerk::observer::Observer;
+/// let observer = PrometheusObserver::new(&[], 500)?;
+/// observer.tasks_assigned(2);
+/// let exposition = text::encode(&observer.registry().gather());
+/// assert_eq!(exposition, observer.render());
+/// # Ok::<(), String>(())
+/// ```
 pub fn encode(families: &[MetricFamily]) -> String {
     let mut out = String::with_capacity(4096);
     for family in families {
@@ -103,6 +113,12 @@ fn escape_label_value(out: &mut String, value: &str) {
 /// positive value with more than six integer digits switches to an exponent (`1.048576e+06`,
 /// `5e+06`), as Go's formatting does. Kept quirk for quirk (from 1e10 on it writes `1e+010`,
 /// which every Prometheus parser reads as 1e10).
+///
+/// ```
+/// use flechtwerk::observer::prometheus::text::go_float;
+/// assert_eq!(go_float(4.0), "4.0");
+/// assert_eq!(go_float(1_048_576.0), "1.048576e+06"); // more than six integer digits
+/// ```
 pub fn go_float(value: f64) -> String {
     if value.is_nan() {
         return "NaN".to_owned();
@@ -124,6 +140,13 @@ pub fn go_float(value: f64) -> String {
 /// Python's `repr(float)`: the shortest digits that read back as the same value, in fixed
 /// notation (with at least one decimal, `4.0`) for decimal exponents −4..=15, else as
 /// `d.ddde±XX`.
+///
+/// ```
+/// use flechtwerk::observer::prometheus::text::python_repr;
+/// assert_eq!(python_repr(4.0), "4.0");
+/// assert_eq!(python_repr(0.1), "0.1");
+/// assert_eq!(python_repr(1e16), "1e+16");
+/// ```
 pub fn python_repr(value: f64) -> String {
     if value == 0.0 {
         return if value.is_sign_negative() { "-0.0" } else { "0.0" }.to_owned();
