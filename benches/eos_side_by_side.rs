@@ -137,9 +137,15 @@ fn stage_child(argv: &[String]) {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     let result = runtime.block_on(async {
         // BENCH_RDKAFKA_DEBUG=fetch,cgrp: librdkafka's debug contexts (with RUST_LOG=librdkafka=debug).
-        let settings = std::env::var("BENCH_RDKAFKA_DEBUG")
+        let mut settings: BTreeMap<String, String> = std::env::var("BENCH_RDKAFKA_DEBUG")
             .map(|contexts| BTreeMap::from([("debug".to_owned(), contexts)]))
             .unwrap_or_default();
+        // BENCH_RDKAFKA_SETTINGS=linger.ms=1,compression.level=1: librdkafka settings of every
+        // client of the stage (for trying settings before they become defaults).
+        for pair in std::env::var("BENCH_RDKAFKA_SETTINGS").unwrap_or_default().split(',').filter(|p| !p.is_empty()) {
+            let (key, value) = pair.split_once('=').expect("BENCH_RDKAFKA_SETTINGS: key=value,...");
+            settings.insert(key.to_owned(), value.to_owned());
+        }
         let kafka: Arc<dyn Kafka> = Arc::new(RdKafka::with_settings(get("--bootstrap"), settings).expect("settings"));
         let app = Flechtwerk::builder()
             .application_id(get("--app"))

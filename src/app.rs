@@ -34,7 +34,7 @@ use crate::engine::settings::{Guarantee, Settings};
 use crate::engine::stop::Stop;
 use crate::engine::{tasks, tokens};
 use crate::error::Error;
-use crate::kafka::{Compression, Kafka};
+use crate::kafka::{Compression, FetchLimits, Kafka};
 use crate::observer::{FanOut, MetricsConfig, MetricsInstance, NoopObserver, Observer};
 use crate::stage::mqtt::Bridge;
 use crate::stage::{Extractor, MqttBrokerConfig, MqttExtractor, Transformer};
@@ -221,6 +221,8 @@ pub struct FlechtwerkBuilder {
     replication_factor: i16,
     session_timeout: Duration,
     guarantee: Guarantee,
+    /// `None`: not set, [`FetchLimits::stage`] of `max_poll_records`.
+    fetch_limits: Option<Option<FetchLimits>>,
     poll_interval: Option<Duration>,
     observer: Option<Arc<dyn Observer>>,
     metrics: Option<Arc<dyn MetricsConfig>>,
@@ -247,6 +249,7 @@ impl Flechtwerk {
             replication_factor: -1,
             session_timeout: SESSION_TIMEOUT_DEFAULT,
             guarantee: Guarantee::ExactlyOnce,
+            fetch_limits: None,
             poll_interval: None,
             observer: None,
             metrics: None,
@@ -409,6 +412,30 @@ impl FlechtwerkBuilder {
     /// ```
     pub fn guarantee(mut self, guarantee: Guarantee) -> Self {
         self.guarantee = guarantee;
+        self
+    }
+
+    /// Bounds on what a transformer's consumer fetches and buffers ahead of its polls (default
+    /// [`FetchLimits::stage`] of `max_poll_records`: a few batches ahead, not a whole backlog);
+    /// `None` leaves the Kafka adapter's own defaults (librdkafka buffers up to 64 MiB ahead).
+    /// Memory and pacing only: which records a poll returns does not change.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use flechtwerk::{stage::transformer, Flechtwerk};
+    /// # let stage = transformer(["in"]).transform(|_, _, _| Ok(()));
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// use flechtwerk::kafka::FetchLimits;
+    /// let app = Flechtwerk::builder()
+    ///     .application_id("counter")
+    ///     .client_id("pod-0")
+    ///     .kafka(kafka)
+    ///     .fetch_limits(Some(FetchLimits { partition_bytes: 1 << 20, ..FetchLimits::stage(500) }))
+    ///     .build(stage)?;
+    /// # Ok::<(), flechtwerk::Error>(())
+    /// ```
+    pub fn fetch_limits(mut self, limits: Option<FetchLimits>) -> Self {
+        self.fetch_limits = Some(limits);
         self
     }
 
@@ -620,6 +647,7 @@ impl FlechtwerkBuilder {
                 replication_factor: self.replication_factor,
                 session_timeout: self.session_timeout,
                 guarantee: self.guarantee,
+                fetch_limits: self.fetch_limits.unwrap_or(Some(FetchLimits::stage(self.max_poll_records))),
                 poll_interval: self.poll_interval,
             },
             kafka,

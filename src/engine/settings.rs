@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::kafka::Compression;
+use crate::kafka::{Compression, FetchLimits};
 
 /// Everything a runner is configured with.
 #[derive(Clone, Debug)]
@@ -14,6 +14,8 @@ pub(crate) struct Settings {
     pub(crate) replication_factor: i16,
     pub(crate) session_timeout: Duration,
     pub(crate) guarantee: Guarantee,
+    /// Bounds of a transformer's member consumer (`None`: the adapter's defaults).
+    pub(crate) fetch_limits: Option<FetchLimits>,
     /// Extractors: the wait between poll cycles, from the end of one to the start of the next
     /// (EXT-03). Transformers ignore it.
     pub(crate) poll_interval: Option<Duration>,

@@ -253,9 +253,11 @@ pub struct ConsumerConfig {
     pub fetch_limits: Option<FetchLimits>,
 }
 
-/// Bounds on what a consumer fetches and buffers ahead of the application, for a one-shot read
+/// Bounds on what a consumer fetches and buffers ahead of the application: for a one-shot read
 /// whose memory matters more than its last few percent of throughput (the config bootstrap:
-/// every record it reads is kept, so whatever the client buffers besides is pure overhead).
+/// every record it reads is kept, so whatever the client buffers besides is pure overhead), and
+/// for a transformer's member consumer, which needs a few batches ahead, not the whole backlog
+/// (see [`FetchLimits::stage`]).
 ///
 /// A bound is a target, not a hard limit: Kafka always returns at least one whole record batch
 /// per partition, so a batch larger than a bound still arrives. The simulated cluster ignores
@@ -295,6 +297,28 @@ impl FetchLimits {
         buffered_bytes: 2 << 20,
         buffered_records: 5_000,
     };
+
+    /// A transformer's member consumer, polled `max_poll_records` at a time: 64 KiB per
+    /// partition per response (compressed; with zstd about 1 000 records of ~130 bytes) and
+    /// at most 2 MiB or two polls' worth of records buffered per partition. At librdkafka's
+    /// defaults (1 MiB per partition per response, 100 000 records or 64 MiB ahead) the
+    /// consumer fetched a whole backlog at once: a stage reading 100 000 records of ~130 bytes
+    /// peaked at 76 MiB of RSS, 42 MiB with these bounds, at the same records per second
+    /// (docs/performance.md, issue #14).
+    ///
+    /// ```
+    /// use flechtwerk::kafka::FetchLimits;
+    /// assert_eq!(FetchLimits::stage(500).buffered_records, 1_000);
+    /// assert_eq!(FetchLimits::stage(1).buffered_records, 100);
+    /// ```
+    pub fn stage(max_poll_records: usize) -> FetchLimits {
+        FetchLimits {
+            response_bytes: 1_000_000,
+            partition_bytes: 64 << 10,
+            buffered_bytes: 2 << 20,
+            buffered_records: max_poll_records.saturating_mul(2).max(100),
+        }
+    }
 }
 
 impl ConsumerConfig {

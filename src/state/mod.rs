@@ -115,6 +115,29 @@ pub trait StateStore: Send {
     /// # Ok::<(), flechtwerk::state::StateError>(())
     /// ```
     fn delete(&mut self, key: &str) -> Result<(), StateError>;
+    /// Applies `changes` in order: `Some(value)` stores the value under the key, `None` removes
+    /// the key. The default is one [`put`](StateStore::put) or [`delete`](StateStore::delete)
+    /// per change; a store that can write many at once overrides it (RocksDB: one write
+    /// batch). The engine stores a batch's state changes with one call.
+    ///
+    /// ```
+    /// # use flechtwerk::state::{InMemoryStores, StateStores};
+    /// # let mut store = InMemoryStores::for_instance().open("app", 0)?;
+    /// store.put("grace", b"{}")?;
+    /// store.apply(&[("ada", Some(br#"{"count":2}"#.as_slice())), ("grace", None)])?;
+    /// assert_eq!(store.get("ada")?.as_deref(), Some(br#"{"count":2}"#.as_slice()));
+    /// assert_eq!(store.get("grace")?, None);
+    /// # Ok::<(), flechtwerk::state::StateError>(())
+    /// ```
+    fn apply(&mut self, changes: &[(&str, Option<&[u8]>)]) -> Result<(), StateError> {
+        for (key, value) in changes {
+            match value {
+                Some(value) => self.put(key, value)?,
+                None => self.delete(key)?,
+            }
+        }
+        Ok(())
+    }
     /// Drops everything (and any files): the store is empty afterwards and can be reused.
     ///
     /// ```

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use flechtwerk::attribute::{Attribute, INT, STR};
-use flechtwerk::kafka::{ConsumerConfig, Kafka, NewTopic, ProducerConfig, ProducerRecord, TopicPartition};
+use flechtwerk::kafka::{ConsumerConfig, FetchLimits, Kafka, NewTopic, ProducerConfig, ProducerRecord, TopicPartition};
 use flechtwerk::observer::{InvalidOutcome, Observer};
 use flechtwerk::stage::transformer;
 use flechtwerk::testing::read_topic;
@@ -878,11 +878,17 @@ pub async fn identities_and_state_per_partition(h: &Harness) {
     let config_consumers: Vec<_> = clients.consumers.iter().filter(|c| c.client_id == "pod-0-config").collect();
     assert_eq!(config_consumers.len(), 2, "the bootstrap's and the drain's: {consumers:?}");
     assert!(config_consumers.iter().all(|c| c.group_id.is_none()), "{consumers:?}");
-    // The bootstrap's bounded fetching is its own (the first config consumer): the drain and
-    // the main consumer keep the adapter's defaults.
-    assert!(config_consumers[0].fetch_limits.is_some(), "{:?}", config_consumers[0]);
-    let bounded = clients.consumers.iter().filter(|c| c.fetch_limits.is_some()).count();
-    assert_eq!(bounded, 1, "only the bootstrap's consumer is bounded: {:?}", clients.consumers);
+    // The bootstrap's bounded fetching is its own (the first config consumer; the drain keeps
+    // the adapter's defaults), and the member consumer has the stage's bounds (issue #14: a
+    // few batches ahead, not the whole backlog).
+    assert_eq!(config_consumers[0].fetch_limits, Some(FetchLimits::BOOTSTRAP), "{:?}", config_consumers[0]);
+    assert_eq!(config_consumers[1].fetch_limits, None, "{:?}", config_consumers[1]);
+    let members: Vec<_> = clients.consumers.iter().filter(|c| c.group_id.as_deref() == Some(&*app)).collect();
+    assert!(!members.is_empty(), "{consumers:?}");
+    assert!(
+        members.iter().all(|c| c.fetch_limits == Some(FetchLimits::stage(500))),
+        "the member consumer has the stage's bounds at the default max_poll_records (500): {members:?}"
+    );
     assert_eq!(h.committed(&app, &[TopicPartition::new(&configs, 0)]).await, vec![None], "CFG-17");
     // LIFE-14, USR-08: the changelog was created, and (fresh) never described afterwards.
     let changelog = format!("{app}-changelog");

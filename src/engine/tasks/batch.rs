@@ -147,13 +147,10 @@ impl<S: Transformer> Runner<S> {
         let outputs = outputs.iter().map(output_record).collect::<Result<Vec<_>, Error>>()?;
         self.commit(task, outputs, &changes, &offsets, metadata).await?;
         // The local store follows the changelog only once the transaction committed: a store
-        // never holds a state that no reader can see.
-        for change in changes {
-            match change.value {
-                Some(bytes) => task.store.put(&change.key, &bytes)?,
-                None => task.store.delete(&change.key)?,
-            }
-        }
+        // never holds a state that no reader can see. All of the batch's changes in one write.
+        let writes: Vec<(&str, Option<&[u8]>)> =
+            changes.iter().map(|change| (change.key.as_str(), change.value.as_deref())).collect();
+        task.store.apply(&writes)?;
         task.committed(&offsets);
         Ok(offsets)
     }

@@ -130,6 +130,7 @@ impl<S: Transformer> Runner<S> {
         };
         let mut consumer = self.kafka.consumer(ConsumerConfig {
             session_timeout: self.settings.session_timeout,
+            fetch_limits: self.settings.fetch_limits,
             ..ConsumerConfig::member(&self.settings.client_id, &self.settings.application_id)
         })?;
         let mut tasks = Tasks::default();

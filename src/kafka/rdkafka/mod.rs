@@ -42,8 +42,9 @@ use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer as _, ConsumerContext, ConsumerGroupMetadata};
 use rdkafka::error::{KafkaError as RdError, RDKafkaErrorCode as Code};
 use rdkafka::message::{BorrowedMessage, Header as RdHeader, Headers as _, Message as _, OwnedHeaders};
-use rdkafka::producer::{FutureProducer, FutureRecord, Producer as _};
+use rdkafka::producer::{BaseProducer, Producer as _};
 use rdkafka::types::RDKafkaRespErr;
+use rdkafka::IntoOpaque;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
 use super::{
@@ -331,9 +332,13 @@ impl Kafka for RdKafka {
         };
         let log = LogContext::new(&config.client_id, self.tls());
         let refusal = log.refusal.clone();
-        let producer: FutureProducer<LogContext> = rd
-            .create_with_context(log)
+        let producer: BaseProducer<DeliveryContext> = rd
+            .create_with_context(DeliveryContext { log })
             .map_err(|e| rd_error("create producer", &e, None).with_context(context_label.clone()))?;
+        let producer = RdFutureProducer::new(producer, &config.client_id).map_err(|e| {
+            KafkaError::new(KafkaErrorKind::Fatal, "create producer", format!("starting its delivery thread: {e}"))
+                .with_context(context_label.clone())
+        })?;
         let (closed, _) = tokio::sync::watch::channel(false);
         Ok(Box::new(RdProducer {
             producer: Mutex::new(Some(Arc::new(producer))),

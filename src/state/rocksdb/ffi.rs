@@ -33,7 +33,14 @@ macro_rules! opaque {
     )*};
 }
 
-opaque!(rocksdb_t, rocksdb_options_t, rocksdb_readoptions_t, rocksdb_writeoptions_t, rocksdb_pinnableslice_t);
+opaque!(
+    rocksdb_t,
+    rocksdb_options_t,
+    rocksdb_readoptions_t,
+    rocksdb_writeoptions_t,
+    rocksdb_pinnableslice_t,
+    rocksdb_writebatch_t
+);
 
 // The library itself is linked by build.rs (`cargo:rustc-link-lib=dylib=rocksdb`), which finds it
 // without any environment variable.
@@ -89,6 +96,24 @@ unsafe extern "C" {
     fn rocksdb_pinnableslice_destroy(slice: *mut rocksdb_pinnableslice_t);
 
     fn rocksdb_free(ptr: *mut c_void);
+
+    fn rocksdb_writebatch_create() -> *mut rocksdb_writebatch_t;
+    fn rocksdb_writebatch_destroy(batch: *mut rocksdb_writebatch_t);
+    fn rocksdb_writebatch_clear(batch: *mut rocksdb_writebatch_t);
+    fn rocksdb_writebatch_put(
+        batch: *mut rocksdb_writebatch_t,
+        key: *const c_char,
+        klen: usize,
+        val: *const c_char,
+        vlen: usize,
+    );
+    fn rocksdb_writebatch_delete(batch: *mut rocksdb_writebatch_t, key: *const c_char, klen: usize);
+    fn rocksdb_write(
+        db: *mut rocksdb_t,
+        options: *const rocksdb_writeoptions_t,
+        batch: *mut rocksdb_writebatch_t,
+        errptr: *mut *mut c_char,
+    );
 }
 
 /// An error reported by RocksDB (its status message), or a path it cannot be given.
@@ -248,6 +273,47 @@ impl Drop for WriteOptions {
     }
 }
 
+/// A batch of writes applied at once by [`Db::write`] (`rocksdb_writebatch_t`), destroyed on
+/// drop. The batch copies every key and value it is given; it is reused after a `clear`.
+pub(super) struct WriteBatch(NonNull<rocksdb_writebatch_t>);
+
+impl WriteBatch {
+    pub(super) fn new() -> Self {
+        // SAFETY: no arguments; the returned object is ours until destroyed in `drop`.
+        WriteBatch(created(unsafe { rocksdb_writebatch_create() }, "rocksdb_writebatch_create"))
+    }
+
+    pub(super) fn clear(&mut self) {
+        // SAFETY: a live batch we own exclusively (`&mut self`).
+        unsafe { rocksdb_writebatch_clear(self.0.as_ptr()) }
+    }
+
+    pub(super) fn put(&mut self, key: &[u8], value: &[u8]) {
+        // SAFETY: a live batch we own exclusively; key and value are valid for their lengths
+        // during the call (the batch copies them).
+        unsafe {
+            rocksdb_writebatch_put(self.0.as_ptr(), key.as_ptr().cast(), key.len(), value.as_ptr().cast(), value.len())
+        }
+    }
+
+    pub(super) fn delete(&mut self, key: &[u8]) {
+        // SAFETY: as in `put`.
+        unsafe { rocksdb_writebatch_delete(self.0.as_ptr(), key.as_ptr().cast(), key.len()) }
+    }
+}
+
+impl Drop for WriteBatch {
+    fn drop(&mut self) {
+        // SAFETY: created by rocksdb_writebatch_create, destroyed exactly once, here.
+        unsafe { rocksdb_writebatch_destroy(self.0.as_ptr()) }
+    }
+}
+
+// SAFETY: a write batch is a plain C++ object (a string of encoded operations) with no thread
+// affinity: it may move to another thread and be used or destroyed there. Not `Sync`: every
+// use takes `&mut self` or is a `Db::write` by its single owner.
+unsafe impl Send for WriteBatch {}
+
 // SAFETY: the options objects are plain C++ structs (settings, and shared_ptrs to thread-safe
 // RocksDB objects such as the default Env) with no thread affinity, so the owning pointer may
 // move to another thread and be destroyed there. Not `Sync`: setters take `&mut self`, and
@@ -332,6 +398,15 @@ impl Db {
                 &mut err,
             )
         };
+        check(err)
+    }
+
+    /// Applies every write of `batch` at once (atomically, in one pass through the write path).
+    pub(super) fn write(&self, options: &WriteOptions, batch: &mut WriteBatch) -> Result<(), Error> {
+        let mut err = ptr::null_mut();
+        // SAFETY: an open database, live options only read, a live batch we own exclusively
+        // (RocksDB reads it during the call and keeps nothing of it), a null out-pointer.
+        unsafe { rocksdb_write(self.0.as_ptr(), options.0.as_ptr(), batch.0.as_ptr(), &mut err) };
         check(err)
     }
 
