@@ -30,7 +30,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 
 use crate::engine::bounds::{MAX_POLL_RECORDS_DEFAULT, SESSION_TIMEOUT_DEFAULT, SESSION_TIMEOUT_MIN};
-use crate::engine::settings::{Guarantee, Settings};
+use crate::engine::settings::{Guarantee, Producers, Settings};
 use crate::engine::stop::Stop;
 use crate::engine::{tasks, tokens};
 use crate::error::Error;
@@ -221,6 +221,7 @@ pub struct FlechtwerkBuilder {
     replication_factor: i16,
     session_timeout: Duration,
     guarantee: Guarantee,
+    producers: Producers,
     poll_interval: Option<Duration>,
     observer: Option<Arc<dyn Observer>>,
     metrics: Option<Arc<dyn MetricsConfig>>,
@@ -247,6 +248,7 @@ impl Flechtwerk {
             replication_factor: -1,
             session_timeout: SESSION_TIMEOUT_DEFAULT,
             guarantee: Guarantee::ExactlyOnce,
+            producers: Producers::PerTask,
             poll_interval: None,
             observer: None,
             metrics: None,
@@ -409,6 +411,32 @@ impl FlechtwerkBuilder {
     /// ```
     pub fn guarantee(mut self, guarantee: Guarantee) -> Self {
         self.guarantee = guarantee;
+        self
+    }
+
+    /// Who owns a transformer's transactional producers (default: [`Producers::PerTask`], one
+    /// per task, as Python flechtwerk). [`Producers::PerInstance`] is Kafka Streams'
+    /// exactly-once v2 shape: one producer and one transaction per batch for all the instance's
+    /// tasks, fenced by the group generation (not wire-compatible with Python; every instance
+    /// of the application must use it, each with its own stable `client_id`). Ignored by
+    /// extractors and in at-least-once mode.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use flechtwerk::{stage::transformer, Flechtwerk};
+    /// # let stage = transformer(["in"]).transform(|_, _, _| Ok(()));
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// use flechtwerk::Producers;
+    /// let app = Flechtwerk::builder()
+    ///     .application_id("counter")
+    ///     .client_id("pod-0")
+    ///     .kafka(kafka)
+    ///     .producers(Producers::PerInstance)
+    ///     .build(stage)?;
+    /// # Ok::<(), flechtwerk::Error>(())
+    /// ```
+    pub fn producers(mut self, producers: Producers) -> Self {
+        self.producers = producers;
         self
     }
 
@@ -600,6 +628,7 @@ impl FlechtwerkBuilder {
                 replication_factor: self.replication_factor,
                 session_timeout: self.session_timeout,
                 guarantee: self.guarantee,
+                producers: self.producers,
                 poll_interval: self.poll_interval,
             },
             kafka,
