@@ -36,7 +36,7 @@ impl Settings {
     /// The transactional id of the instance's one producer in the [`Producers::PerInstance`]
     /// shape (KIP-447): `{application_id}-instance-{client_id}`. Never one of the per-task ids
     /// (`instance-…` is not a partition number), so the two shapes never fence each other by
-    /// id; the client id is the instance's stable identity (EOS2-02).
+    /// id; the client id is the instance's stable identity (TRX-41).
     pub(crate) fn instance_transactional_id(&self) -> String {
         format!("{}-instance-{}", self.application_id, self.client_id)
     }

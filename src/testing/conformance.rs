@@ -241,7 +241,7 @@ pub fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "generation-fencing",
             pins:
-                "offsets sent with a stale generation are refused and the transaction cannot commit (KIP-447, EOS2-03)",
+                "offsets sent with a stale generation are refused and the transaction cannot commit (KIP-447, TRX-42)",
             run: |k, e| Box::pin(generation_fencing(k, e)),
         },
         Scenario {
@@ -596,7 +596,7 @@ async fn group_handover(kafka: &dyn Kafka, env: &Env) -> Result<(), Failure> {
     Ok(())
 }
 
-/// KIP-447's fencing (EOS2-03): a transactional producer sends offsets with the group
+/// KIP-447's fencing (TRX-42): a transactional producer sends offsets with the group
 /// metadata of member A. Accepted while A's generation is current; once B's join completed a
 /// new generation, the same metadata is refused (ILLEGAL_GENERATION), the transaction can
 /// no longer commit, and after its abort none of its records are visible and the group's

@@ -30,7 +30,7 @@
 //! - every live replica's config store equals the compaction of the config topic;
 //! - same seed, same trace hash (checked by the runner with `--check-determinism`).
 //!
-//! Scenario `counter-eos2` runs the same with `Producers::PerInstance` (KIP-447, EOS2-01..06):
+//! Scenario `counter-eos2` runs the same with `Producers::PerInstance` (KIP-447, TRX-40..44):
 //! one transactional producer per replica, one transaction per batch for all its tasks, zombies
 //! fenced by the group generation of the offsets instead of by per-task transactional ids.
 

@@ -1,6 +1,6 @@
 //! One fetched batch: decoded before any transaction, run per state key, committed in one
 //! transaction per task (TRX-03..23), or in one transaction for all tasks through the
-//! instance's producer (per-instance shape, EOS2-05).
+//! instance's producer (per-instance shape, TRX-44).
 
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
@@ -137,10 +137,10 @@ impl<S: Transformer> Runner<S> {
         Ok(offsets)
     }
 
-    /// The per-instance shape (EOS2-05): every task's share is processed (concurrently, as in
+    /// The per-instance shape (TRX-44): every task's share is processed (concurrently, as in
     /// the per-task shape), then one transaction of the instance's producer carries all their
     /// outputs, changelog records and input offsets — the offsets in one call, with the
-    /// consumer's group metadata, so the coordinator accepts all or none (EOS2-03). Only once
+    /// consumer's group metadata, so the coordinator accepts all or none (TRX-42). Only once
     /// it committed do the tasks' stores follow. Returns the offsets committed.
     async fn run_shared_batch(
         &self,
@@ -316,7 +316,7 @@ impl<S: Transformer> Runner<S> {
         Ok(())
     }
 
-    /// The per-instance shape's one transaction (EOS2-05): every task's outputs and state
+    /// The per-instance shape's one transaction (TRX-44): every task's outputs and state
     /// changes (changelog partition = the task's), then the input offsets of all of them, sent
     /// with the group metadata.
     #[tracing::instrument(

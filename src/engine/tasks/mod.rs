@@ -11,7 +11,7 @@
 //! a record's effects become visible exactly once, or — after a crash, a fence or a revocation —
 //! not at all and the next owner redoes them.
 //!
-//! With [`Producers::PerInstance`] (KIP-447, EOS2-01..06, docs/concepts/exactly-once-v2.md) the
+//! With [`Producers::PerInstance`] (KIP-447, TRX-40..44, docs/concepts/exactly-once-v2.md) the
 //! instance has one transactional producer instead, `{application_id}-instance-{client_id}`,
 //! started before it joins the group and kept across rebalances; a batch commits one
 //! transaction for all its tasks, whose offsets carry the consumer's group metadata so that the
@@ -311,7 +311,7 @@ impl<S: Transformer> Runner<S> {
         self.settings.guarantee == Guarantee::ExactlyOnce && self.settings.producers == Producers::PerInstance
     }
 
-    /// The instance's producer (EOS2-01, EOS2-02): `init_transactions` on the instance's id
+    /// The instance's producer (TRX-40, TRX-41): `init_transactions` on the instance's id
     /// fences an earlier incarnation of this instance (a crash-restart) and aborts the
     /// transaction it left open, so its restart is not held up by its own zombie.
     #[tracing::instrument(name = "instance.fence", skip_all, fields(transactional_id = tracing::field::Empty))]
@@ -331,12 +331,12 @@ impl<S: Transformer> Runner<S> {
         Ok(SharedProducer { producer, txn: Default::default() })
     }
 
-    /// Starts tasks of the per-instance shape (EOS2-04): the group's offsets of every pending
+    /// Starts tasks of the per-instance shape (TRX-43): the group's offsets of every pending
     /// partition first — read as stable, which waits while a previous owner's transaction
     /// holds offsets of them — then the restores, concurrently, then the seeks and resumes.
     /// After the offsets read stable, no previous owner's transaction can commit: any it
     /// still sends offsets with carries a generation older than this assignment's, which the
-    /// coordinator refuses, and a transaction without offsets never commits (EOS2-03).
+    /// coordinator refuses, and a transaction without offsets never commits (TRX-42).
     async fn start_shared_tasks(
         &self,
         consumer: &mut dyn Consumer,

@@ -1,5 +1,5 @@
 //! One transformer task: an input partition number with its producer and its store (TRX-30,
-//! TRX-31, TRX-33). In the per-instance shape (KIP-447, EOS2-01) a task has no producer of its
+//! TRX-31, TRX-33). In the per-instance shape (KIP-447, TRX-40) a task has no producer of its
 //! own: the instance's one producer ([`SharedProducer`]) writes every task's transaction.
 
 use std::collections::BTreeMap;
@@ -102,7 +102,7 @@ impl<S: Transformer> Runner<S> {
         Ok(Task { partition, producer: Some(producer), store, txn: TxnState::default(), committed: BTreeMap::new() })
     }
 
-    /// Starts task `partition` of the per-instance shape (EOS2-04): no producer to fence (the
+    /// Starts task `partition` of the per-instance shape (TRX-43): no producer to fence (the
     /// previous owner's transactions are fenced by the group generation), and the caller has
     /// already read the group's offsets as stable, so no transaction of a previous owner can
     /// commit any more. Its changelog partition is read to the high watermark seen now: that
@@ -122,7 +122,7 @@ impl<S: Transformer> Runner<S> {
     }
 
     /// Replays changelog partition `partition` to its LSO into `store` (STO-11, STO-13), or to
-    /// its high watermark with `to_high_watermark` (EOS2-04); returns the records replayed.
+    /// its high watermark with `to_high_watermark` (TRX-43); returns the records replayed.
     /// Values go in as bytes, decoded on first read.
     async fn restore(
         &self,
@@ -167,7 +167,7 @@ impl<S: Transformer> Runner<S> {
     }
 }
 
-/// The instance's one transactional producer in the per-instance shape (KIP-447, EOS2-01): it
+/// The instance's one transactional producer in the per-instance shape (KIP-447, TRX-40): it
 /// outlives rebalances and writes one transaction per batch for all the live tasks.
 pub(super) struct SharedProducer {
     pub(super) producer: Box<dyn Producer>,
