@@ -226,6 +226,10 @@ struct Run {
     tasks_started_s: Option<f64>,
     threads: u64,
     sockets: u64,
+    /// Threads and sockets when the last output arrived (the steady state: the task starts'
+    /// restore consumers are gone).
+    threads_end: u64,
+    sockets_end: u64,
 }
 
 /// Lines the child prints (`RUN <ns>`, `TASKS <n> <ns>`), by first word.
@@ -362,6 +366,8 @@ async fn measure(kafka: &Arc<dyn Kafka>, args: &Args, bootstrap: &str, input: &s
         tasks_started_s: events.get("TASKS").map(|t| (t - run_ns) as f64 / 1e9),
         threads: peak.threads.max(last.threads),
         sockets: peak.sockets.max(last.sockets),
+        threads_end: last.threads,
+        sockets_end: last.sockets,
     }
 }
 
@@ -423,8 +429,19 @@ async fn side_by_side(args: Args) {
         load()
     );
     println!(
-        "{:<9} {:>5} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8}  load",
-        "impl", "round", "records/s", "cpu us/r", "steady", "peak MiB", "1st out s", "tasks s", "threads", "sockets"
+        "{:<9} {:>5} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8}  load",
+        "impl",
+        "round",
+        "records/s",
+        "cpu us/r",
+        "steady",
+        "peak MiB",
+        "1st out s",
+        "tasks s",
+        "threads",
+        "sockets",
+        "thr end",
+        "sock end"
     );
     let mut results: BTreeMap<&str, Vec<Run>> = BTreeMap::new();
     for round in 0..args.rounds {
@@ -436,7 +453,7 @@ async fn side_by_side(args: Args) {
             let tag = format!("{prefix}-{name}-{round}");
             let r = measure(&kafka, &args, &bootstrap, &input, &tag, name).await;
             println!(
-                "{:<9} {:>5} {:>10.0} {:>9.1} {:>9.1} {:>9.1} {:>9.2} {:>9} {:>8} {:>8}  {}",
+                "{:<9} {:>5} {:>10.0} {:>9.1} {:>9.1} {:>9.1} {:>9.2} {:>9} {:>8} {:>8} {:>8} {:>8}  {}",
                 name,
                 round,
                 r.records_per_s,
@@ -447,6 +464,8 @@ async fn side_by_side(args: Args) {
                 r.tasks_started_s.map_or("-".into(), |t| format!("{t:.2}")),
                 r.threads,
                 r.sockets,
+                r.threads_end,
+                r.sockets_end,
                 load()
             );
             results.entry(name).or_default().push(r);
