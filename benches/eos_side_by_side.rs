@@ -4,7 +4,7 @@
 //! eval "$(scripts/kafka start | grep '^KAFKA_BOOTSTRAP=')"
 //! eval "$(scripts/python-ref | grep '^PYTHON_REF=')"
 //! cargo bench --features rdkafka --bench eos_side_by_side -- [--records 100000] [--keys 1000] \
-//!     [--partitions 4] [--rounds 3] [--only rust|python] [--guarantee eos|alos]
+//!     [--partitions 4] [--rounds 3] [--only rust|python|rust-eos2[,...]] [--guarantee eos|alos]
 //! cargo bench --features rdkafka --bench eos_side_by_side -- --in-process 20000   # callgrind
 //! ```
 //!
@@ -25,6 +25,10 @@
 //! Python/Rust ratios close the report. The broker and the parent share the machine with the
 //! child: the ratios are the figures to trust, not the absolute ones.
 //!
+//! `rust-eos2` is the Rust stage with `Producers::PerInstance` (KIP-447: one transactional
+//! producer per instance, one transaction per batch); `--only rust,rust-eos2` runs both shapes
+//! side by side, alternating, and closes with their ratios.
+//!
 //! `--in-process N` runs the same stage on the in-process cluster over N inputs and exits: a
 //! fixed workload for `valgrind --tool=callgrind` (the difference of two N gives instructions per
 //! record without start-up).
@@ -41,7 +45,7 @@ use flechtwerk::attribute::{Attribute, INT};
 use flechtwerk::kafka::rdkafka::RdKafka;
 use flechtwerk::kafka::{ConsumerConfig, Kafka, NewTopic, ProducerConfig, ProducerRecord, StartOffset, TopicPartition};
 use flechtwerk::stage::{transformer, FnTransformer};
-use flechtwerk::{Event, Flechtwerk, Guarantee, Message};
+use flechtwerk::{Event, Flechtwerk, Guarantee, Message, Producers};
 
 /// The per-key count, in the state and added to every output value (as in counter_app.py).
 const SEEN: Attribute<i64> = Attribute::new("seen", &INT);
@@ -74,6 +78,7 @@ struct Args {
     rounds: usize,
     only: Option<String>,
     guarantee: Guarantee,
+    producers: Producers,
     max_poll_records: usize,
 }
 
@@ -95,6 +100,11 @@ fn parse(args: &[String]) -> Args {
             None | Some("eos") => Guarantee::ExactlyOnce,
             Some("alos") => Guarantee::AtLeastOnce,
             Some(other) => panic!("--guarantee eos|alos, not {other}"),
+        },
+        producers: match flag_value(args, "--producers").as_deref() {
+            None | Some("task") => Producers::PerTask,
+            Some("instance") => Producers::PerInstance,
+            Some(other) => panic!("--producers task|instance, not {other}"),
         },
         max_poll_records: num("--max-poll-records", 500),
     }
@@ -153,6 +163,7 @@ fn stage_child(argv: &[String]) {
             .kafka(kafka)
             .replication_factor(1)
             .guarantee(args.guarantee)
+            .producers(args.producers)
             .max_poll_records(args.max_poll_records)
             .observer(Arc::new(Announce { partitions: args.partitions as usize }))
             .build(seen_counter(&get("--input"), &get("--output")))
@@ -221,6 +232,10 @@ struct Run {
     tasks_started_s: Option<f64>,
     threads: u64,
     sockets: u64,
+    /// Threads and sockets when the last output arrived (the steady state: the task starts'
+    /// restore consumers are gone).
+    threads_end: u64,
+    sockets_end: u64,
 }
 
 /// Lines the child prints (`RUN <ns>`, `TASKS <n> <ns>`), by first word.
@@ -275,7 +290,7 @@ async fn measure(kafka: &Arc<dyn Kafka>, args: &Args, bootstrap: &str, input: &s
     }
 
     let mut command = match which {
-        "rust" => {
+        "rust" | "rust-eos2" => {
             let mut c = Command::new(std::env::current_exe().expect("this binary"));
             c.arg("--stage-child");
             c
@@ -293,7 +308,10 @@ async fn measure(kafka: &Arc<dyn Kafka>, args: &Args, bootstrap: &str, input: &s
         .args(["--max-poll-records", &args.max_poll_records.to_string()])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped());
-    if which == "rust" {
+    if which == "rust-eos2" {
+        command.args(["--producers", "instance"]);
+    }
+    if which.starts_with("rust") {
         command.args(["--partitions", &args.partitions.to_string()]);
         if args.guarantee == Guarantee::AtLeastOnce {
             command.args(["--guarantee", "alos"]);
@@ -354,6 +372,8 @@ async fn measure(kafka: &Arc<dyn Kafka>, args: &Args, bootstrap: &str, input: &s
         tasks_started_s: events.get("TASKS").map(|t| (t - run_ns) as f64 / 1e9),
         threads: peak.threads.max(last.threads),
         sockets: peak.sockets.max(last.sockets),
+        threads_end: last.threads,
+        sockets_end: last.sockets,
     }
 }
 
@@ -400,7 +420,7 @@ async fn side_by_side(args: Args) {
     producer.close().await;
 
     let which: Vec<&str> = match args.only.as_deref() {
-        Some(one) => vec![one],
+        Some(names) => names.split(',').collect(),
         None => vec!["rust", "python"],
     };
     println!(
@@ -415,8 +435,19 @@ async fn side_by_side(args: Args) {
         load()
     );
     println!(
-        "{:<7} {:>5} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8}  load",
-        "impl", "round", "records/s", "cpu us/r", "steady", "peak MiB", "1st out s", "tasks s", "threads", "sockets"
+        "{:<9} {:>5} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8}  load",
+        "impl",
+        "round",
+        "records/s",
+        "cpu us/r",
+        "steady",
+        "peak MiB",
+        "1st out s",
+        "tasks s",
+        "threads",
+        "sockets",
+        "thr end",
+        "sock end"
     );
     let mut results: BTreeMap<&str, Vec<Run>> = BTreeMap::new();
     for round in 0..args.rounds {
@@ -428,7 +459,7 @@ async fn side_by_side(args: Args) {
             let tag = format!("{prefix}-{name}-{round}");
             let r = measure(&kafka, &args, &bootstrap, &input, &tag, name).await;
             println!(
-                "{:<7} {:>5} {:>10.0} {:>9.1} {:>9.1} {:>9.1} {:>9.2} {:>9} {:>8} {:>8}  {}",
+                "{:<9} {:>5} {:>10.0} {:>9.1} {:>9.1} {:>9.1} {:>9.2} {:>9} {:>8} {:>8} {:>8} {:>8}  {}",
                 name,
                 round,
                 r.records_per_s,
@@ -439,6 +470,8 @@ async fn side_by_side(args: Args) {
                 r.tasks_started_s.map_or("-".into(), |t| format!("{t:.2}")),
                 r.threads,
                 r.sockets,
+                r.threads_end,
+                r.sockets_end,
                 load()
             );
             results.entry(name).or_default().push(r);
@@ -453,9 +486,10 @@ async fn side_by_side(args: Args) {
         ("peak RSS MiB", |r| r.peak_mib, false),
         ("run() -> first committed output s", |r| r.first_output_s, false),
     ];
-    println!("{:<36} {:>10} {:>10} {:>14}", "", "python", "rust", "ratio (rust better by)");
+    let (base, other) = if results.contains_key("python") { ("python", "rust") } else { ("rust", "rust-eos2") };
+    println!("{:<36} {:>10} {:>10} {:>14}", "", base, other, format!("ratio ({other} better by)"));
     for (label, f, higher_better) in rows {
-        let (p, r) = (med("python", f), med("rust", f));
+        let (p, r) = (med(base, f), med(other, f));
         let ratio = match (p, r) {
             (Some(p), Some(r)) if higher_better => format!("{:.1}x", r / p),
             (Some(p), Some(r)) => format!("{:.1}x", p / r),

@@ -30,7 +30,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 
 use crate::engine::bounds::{MAX_POLL_RECORDS_DEFAULT, SESSION_TIMEOUT_DEFAULT, SESSION_TIMEOUT_MIN};
-use crate::engine::settings::{Guarantee, Settings};
+use crate::engine::settings::{Guarantee, Producers, Settings};
 use crate::engine::stop::Stop;
 use crate::engine::{tasks, tokens};
 use crate::error::Error;
@@ -223,6 +223,7 @@ pub struct FlechtwerkBuilder {
     guarantee: Guarantee,
     /// `None`: not set, [`FetchLimits::stage`] of `max_poll_records`.
     fetch_limits: Option<Option<FetchLimits>>,
+    producers: Producers,
     poll_interval: Option<Duration>,
     observer: Option<Arc<dyn Observer>>,
     metrics: Option<Arc<dyn MetricsConfig>>,
@@ -250,6 +251,7 @@ impl Flechtwerk {
             session_timeout: SESSION_TIMEOUT_DEFAULT,
             guarantee: Guarantee::ExactlyOnce,
             fetch_limits: None,
+            producers: Producers::PerTask,
             poll_interval: None,
             observer: None,
             metrics: None,
@@ -436,6 +438,32 @@ impl FlechtwerkBuilder {
     /// ```
     pub fn fetch_limits(mut self, limits: Option<FetchLimits>) -> Self {
         self.fetch_limits = Some(limits);
+        self
+    }
+
+    /// Who owns a transformer's transactional producers (default: [`Producers::PerTask`], one
+    /// per task, as Python flechtwerk). [`Producers::PerInstance`] is Kafka Streams'
+    /// exactly-once v2 shape: one producer and one transaction per batch for all the instance's
+    /// tasks, fenced by the group generation (not wire-compatible with Python; every instance
+    /// of the application must use it, each with its own stable `client_id`). Ignored by
+    /// extractors and in at-least-once mode.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use flechtwerk::{stage::transformer, Flechtwerk};
+    /// # let stage = transformer(["in"]).transform(|_, _, _| Ok(()));
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// use flechtwerk::Producers;
+    /// let app = Flechtwerk::builder()
+    ///     .application_id("counter")
+    ///     .client_id("pod-0")
+    ///     .kafka(kafka)
+    ///     .producers(Producers::PerInstance)
+    ///     .build(stage)?;
+    /// # Ok::<(), flechtwerk::Error>(())
+    /// ```
+    pub fn producers(mut self, producers: Producers) -> Self {
+        self.producers = producers;
         self
     }
 
@@ -648,6 +676,7 @@ impl FlechtwerkBuilder {
                 session_timeout: self.session_timeout,
                 guarantee: self.guarantee,
                 fetch_limits: self.fetch_limits.unwrap_or(Some(FetchLimits::stage(self.max_poll_records))),
+                producers: self.producers,
                 poll_interval: self.poll_interval,
             },
             kafka,

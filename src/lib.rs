@@ -190,7 +190,7 @@ pub mod testing;
 pub use app::{Flechtwerk, FlechtwerkBuilder, IntoRunner};
 pub use configs::{ConfigStore, ConfigStoreError};
 pub use engine::bounds::MAX_POLL_RECORDS_DEFAULT;
-pub use engine::Guarantee;
+pub use engine::{Guarantee, Producers};
 pub use error::Error;
 pub use message::{IncomingMessage, IntoPayload, IntoValue, Message, Payload};
 pub use record::attribute;

@@ -6,6 +6,7 @@ mod common;
 use std::sync::Arc;
 
 use common::Harness;
+use flechtwerk::Producers;
 use std::time::Duration;
 
 use flechtwerk_sim::cluster::{BrokerConfig, FaultPlan, LocalCluster, MarkerFaults};
@@ -250,4 +251,51 @@ async fn ext_43_a_misaligned_changelog_restores_past_other_tokens_open_pages() {
 #[tokio::test]
 async fn ext_38_ext_43_a_waiting_restore_lets_the_rebalance_fence_what_it_waits_for() {
     common::extractor::a_waiting_restore_lets_the_rebalance_fence_what_it_waits_for(&harness("ext38")).await;
+}
+
+/// TRX-40, TRX-44: the per-instance shape (one producer, one transaction per batch) commits
+/// outputs, changelog and offsets together.
+#[tokio::test]
+async fn trx_44_per_instance_commit_makes_all_three_sides_visible() {
+    common::eos_commit_makes_all_three_sides_visible(&harness("eos2-eos1").with_producers(Producers::PerInstance))
+        .await;
+}
+
+/// TRX-42, TRX-43: tasks handed between two per-instance producers (different transactional
+/// ids: nothing fences by id) continue every count from the restored changelog.
+#[tokio::test]
+async fn trx_42_trx_43_per_instance_two_instances_hand_over_state() {
+    common::two_instances_hand_over_state(&harness("eos2-lb3").with_producers(Producers::PerInstance)).await;
+}
+
+/// TRX-43: the per-instance restore (to the high watermark) replays the changelog.
+#[tokio::test]
+async fn trx_43_per_instance_restore_replays_the_changelog() {
+    common::restore_replays_the_changelog(&harness("eos2-rst").with_producers(Producers::PerInstance)).await;
+}
+
+/// TRX-43: in the per-instance shape nothing fences the previous owner's producer by id; the
+/// new owner's restore reads to the changelog's high watermark, so it waits for the late marker
+/// of the previous owner's last commit instead of stopping in front of it.
+#[tokio::test]
+async fn trx_43_per_instance_handover_while_the_changelog_marker_is_late() {
+    let plan = FaultPlan::new();
+    let cluster = LocalCluster::with_config(BrokerConfig::default(), Some(plan.clone()));
+    let h = Harness::new(Arc::new(cluster), "local-eos2-trx31", 1).with_producers(Producers::PerInstance);
+    common::handover_while_the_changelog_marker_is_late(&h, |late| {
+        plan.update(|f| {
+            f.markers = if late {
+                MarkerFaults {
+                    delay: 1.0,
+                    delay_min: Duration::from_secs(8),
+                    delay_max: Duration::from_secs(9),
+                    only_targets_containing: Some("-changelog/".to_owned()),
+                    ..MarkerFaults::default()
+                }
+            } else {
+                MarkerFaults::default()
+            }
+        })
+    })
+    .await;
 }

@@ -11,6 +11,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use common::Harness;
 use flechtwerk::kafka::rdkafka::RdKafka;
+use flechtwerk::Producers;
 
 fn harness(test: &str) -> Harness {
     // RUST_LOG=info (or flechtwerk=debug,librdkafka=debug) shows the engine's and librdkafka's logs.
@@ -175,4 +176,25 @@ async fn ext_43_a_misaligned_changelog_restores_past_other_tokens_open_pages() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ext_38_ext_43_a_waiting_restore_lets_the_rebalance_fence_what_it_waits_for() {
     common::extractor::a_waiting_restore_lets_the_rebalance_fence_what_it_waits_for(&harness("ext38")).await;
+}
+
+/// TRX-40, TRX-44: the per-instance shape (one producer, one transaction per batch) commits
+/// outputs, changelog and offsets together.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trx_44_per_instance_commit_makes_all_three_sides_visible() {
+    common::eos_commit_makes_all_three_sides_visible(&harness("eos2-eos1").with_producers(Producers::PerInstance))
+        .await;
+}
+
+/// TRX-42, TRX-43: tasks handed between two per-instance producers (different transactional
+/// ids: nothing fences by id) continue every count from the restored changelog.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trx_42_trx_43_per_instance_two_instances_hand_over_state() {
+    common::two_instances_hand_over_state(&harness("eos2-lb3").with_producers(Producers::PerInstance)).await;
+}
+
+/// TRX-43: the per-instance restore (to the high watermark) replays the changelog.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trx_43_per_instance_restore_replays_the_changelog() {
+    common::restore_replays_the_changelog(&harness("eos2-rst").with_producers(Producers::PerInstance)).await;
 }

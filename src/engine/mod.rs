@@ -26,4 +26,4 @@ pub(crate) mod tasks;
 pub(crate) mod tokens;
 pub(crate) mod txn;
 
-pub use settings::Guarantee;
+pub use settings::{Guarantee, Producers};

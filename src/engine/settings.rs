@@ -16,6 +16,8 @@ pub(crate) struct Settings {
     pub(crate) guarantee: Guarantee,
     /// Bounds of a transformer's member consumer (`None`: the adapter's defaults).
     pub(crate) fetch_limits: Option<FetchLimits>,
+    /// Who owns the transactional producers of a transformer (exactly-once only).
+    pub(crate) producers: Producers,
     /// Extractors: the wait between poll cycles, from the end of one to the start of the next
     /// (EXT-03). Transformers ignore it.
     pub(crate) poll_interval: Option<Duration>,
@@ -31,6 +33,14 @@ impl Settings {
     /// `{application_id}-{partition}`, the fencing identity Python instances share.
     pub(crate) fn task_transactional_id(&self, partition: i32) -> String {
         format!("{}-{partition}", self.application_id)
+    }
+
+    /// The transactional id of the instance's one producer in the [`Producers::PerInstance`]
+    /// shape (KIP-447): `{application_id}-instance-{client_id}`. Never one of the per-task ids
+    /// (`instance-…` is not a partition number), so the two shapes never fence each other by
+    /// id; the client id is the instance's stable identity (TRX-41).
+    pub(crate) fn instance_transactional_id(&self) -> String {
+        format!("{}-instance-{}", self.application_id, self.client_id)
     }
 
     /// The client id of task `partition`'s producer (LIFE-04): `{client_id}-{partition}`.
@@ -78,4 +88,42 @@ pub enum Guarantee {
     /// application: an at-least-once member commits offsets outside transactions, which an
     /// exactly-once member's restore cannot tell apart (docs/compatibility.md).
     AtLeastOnce,
+}
+
+/// Who owns the transactional producers of an exactly-once transformer.
+///
+/// ```
+/// use std::sync::Arc;
+/// use flechtwerk::{stage::transformer, Flechtwerk, Producers};
+///
+/// assert_eq!(Producers::default(), Producers::PerTask);
+/// let app = Flechtwerk::builder()
+///     .application_id("counter")
+///     .client_id("pod-0") // the instance's stable identity: its transactional id derives from it
+///     .kafka(Arc::new(flechtwerk_sim::cluster::LocalCluster::new()))
+///     .producers(Producers::PerInstance)
+///     .build(transformer(["in"]).transform(|_, _, _| Ok(())))?;
+/// # let _ = app;
+/// # Ok::<(), flechtwerk::Error>(())
+/// ```
+///
+/// The trade-off, in docs/concepts/exactly-once-v2.md: the per-instance shape saves a client
+/// (threads, sockets, memory) and a transaction per task, but its transactional ids are not
+/// Python's, so a fleet that mixes Python and Rust instances, or migrates between them, must
+/// keep the default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Producers {
+    /// One transactional producer per task, with the static id `{application_id}-{partition}`:
+    /// a task's new owner fences the previous one by that id. One transaction per task per
+    /// batch. Wire-compatible with Python flechtwerk (the default).
+    #[default]
+    PerTask,
+    /// Kafka Streams' "exactly-once v2" (KIP-447): one transactional producer per instance, with
+    /// the id `{application_id}-instance-{client_id}`, and one transaction per batch across all
+    /// of the instance's tasks (outputs, changelog records and input offsets). Zombies are
+    /// fenced by the consumer group generation the offsets are sent with, instead of by a
+    /// per-task id; a task's new owner waits until no transaction of a previous owner can
+    /// still commit before it restores. Every instance of an application must use it, with a
+    /// distinct, stable `client_id`. Not wire-compatible with Python flechtwerk.
+    PerInstance,
 }

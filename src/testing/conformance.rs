@@ -19,8 +19,8 @@ use bytes::Bytes;
 
 use super::read_topic;
 use crate::kafka::{
-    ConsumerConfig, Kafka, KafkaError, NewTopic, ProducerConfig, ProducerRecord, Rebalance, TopicCreation,
-    TopicPartition,
+    ConsumerConfig, Kafka, KafkaError, KafkaErrorKind, NewTopic, ProducerConfig, ProducerRecord, Rebalance,
+    TopicCreation, TopicPartition,
 };
 use crate::wire::{Header, RawRecord};
 
@@ -169,7 +169,7 @@ pub struct Scenario {
 /// ```
 /// let names: Vec<&str> = flechtwerk::testing::conformance::scenarios().iter().map(|s| s.name).collect();
 /// assert!(names.contains(&"zombie-races-init"));
-/// assert_eq!(names.len(), 15);
+/// assert_eq!(names.len(), 16);
 /// ```
 pub fn scenarios() -> Vec<Scenario> {
     vec![
@@ -237,6 +237,12 @@ pub fn scenarios() -> Vec<Scenario> {
             name: "silent-member-open-transaction",
             pins: "a member gone silent with an open transaction: its successor fences and aborts it (TRX-31, TRX-33)",
             run: |k, e| Box::pin(silent_member_open_transaction(k, e)),
+        },
+        Scenario {
+            name: "generation-fencing",
+            pins:
+                "offsets sent with a stale generation are refused and the transaction cannot commit (KIP-447, TRX-42)",
+            run: |k, e| Box::pin(generation_fencing(k, e)),
         },
         Scenario {
             name: "compaction",
@@ -586,6 +592,89 @@ async fn group_handover(kafka: &dyn Kafka, env: &Env) -> Result<(), Failure> {
     b.close().await?;
     let after = await_assignment(a.as_mut(), env, |held| held == &all).await?;
     check(after == all, || format!("after the leave a holds {after:?}"))?;
+    a.close().await?;
+    Ok(())
+}
+
+/// KIP-447's fencing (TRX-42): a transactional producer sends offsets with the group
+/// metadata of member A. Accepted while A's generation is current; once B's join completed a
+/// new generation, the same metadata is refused (ILLEGAL_GENERATION), the transaction can
+/// no longer commit, and after its abort none of its records are visible and the group's
+/// offsets are unchanged. A's fresh metadata is accepted again. The producer's transactional
+/// id plays no part: nothing fences it by id.
+async fn generation_fencing(kafka: &dyn Kafka, env: &Env) -> Result<(), Failure> {
+    let input = env.name("input");
+    let output = env.name("output");
+    create(kafka, env, &input, 1, false).await?;
+    create(kafka, env, &output, 1, false).await?;
+    let group = env.name("group");
+    let tp = TopicPartition::new(&input, 0);
+    let mut a = kafka.consumer(ConsumerConfig::member(env.name("a"), &group))?;
+    a.subscribe(std::slice::from_ref(&input)).await?;
+    await_assignment(a.as_mut(), env, |held| held.contains(&tp)).await?;
+    let stale = a
+        .group_metadata()
+        .ok_or_else(|| Failure::Verdict("a member with an assignment has no group metadata".into()))?;
+    let producer = kafka.producer(ProducerConfig::transactional(env.name("p"), env.name("instance")))?;
+    producer.init_transactions().await?;
+    producer.begin_transaction().await?;
+    producer.send(ProducerRecord::new(&output, "k", "committed")).await?.await?;
+    producer.send_offsets_to_transaction(&[(tp.clone(), 3)], &stale).await?;
+    producer.commit_transaction().await?;
+
+    // The zombie's transaction opens under generation g…
+    producer.begin_transaction().await?;
+    let zombie = producer.send(ProducerRecord::new(&output, "k", "zombie")).await?;
+    // …then B joins and the group moves to a new generation (both members poll through it).
+    let mut b = kafka.consumer(ConsumerConfig::member(env.name("b"), &group))?;
+    b.subscribe(std::slice::from_ref(&input)).await?;
+    let deadline = tokio::time::Instant::now() + env.group_settle_max;
+    let fresh = loop {
+        for consumer in [&mut a, &mut b] {
+            consumer.poll(100, Duration::from_millis(100)).await?;
+        }
+        let (ma, mb) = (a.group_metadata(), b.group_metadata());
+        if let (Some(ma), Some(mb)) = (ma, mb) {
+            if ma.generation > stale.generation && ma.generation == mb.generation {
+                break ma;
+            }
+        }
+        check(tokio::time::Instant::now() < deadline, || {
+            format!("no new generation after {:?} (a at {:?})", env.group_settle_max, a.group_metadata())
+        })?;
+    };
+    let _ = zombie.await;
+    let refused = producer.send_offsets_to_transaction(&[(tp.clone(), 7)], &stale).await;
+    let error = match refused {
+        Ok(()) => {
+            return Err(Failure::Verdict(format!(
+                "offsets with generation {} accepted while the group is at {}",
+                stale.generation, fresh.generation
+            )))
+        }
+        Err(error) => error,
+    };
+    check(error.kind() == KafkaErrorKind::Abortable, || {
+        format!("a stale generation's refusal is not abortable: {error}")
+    })?;
+    let commit = producer.commit_transaction().await;
+    check(commit.is_err(), || "the transaction committed after its offsets were refused".into())?;
+    producer.abort_transaction().await?;
+    let values = values(&read_all(kafka, env, &output).await?);
+    check(values == vec![Some(Bytes::from_static(b"committed"))], || {
+        format!("the zombie's record is visible: {values:?}")
+    })?;
+    let committed = a.committed(std::slice::from_ref(&tp)).await?;
+    check(committed == vec![Some(3)], || format!("the refused offsets moved the group's: {committed:?}"))?;
+
+    // The current generation's metadata is accepted, by the same producer.
+    producer.begin_transaction().await?;
+    producer.send_offsets_to_transaction(&[(tp.clone(), 5)], &fresh).await?;
+    producer.commit_transaction().await?;
+    let committed = a.committed(std::slice::from_ref(&tp)).await?;
+    check(committed == vec![Some(5)], || format!("offsets of the current generation: {committed:?}"))?;
+    producer.close().await;
+    b.close().await?;
     a.close().await?;
     Ok(())
 }

@@ -33,6 +33,8 @@ pub struct Harness {
     pub kafka: Arc<dyn Kafka>,
     pub prefix: String,
     pub replication: i16,
+    /// The producer shape of every application the harness starts.
+    pub producers: flechtwerk::Producers,
 }
 
 /// A record to seed a topic with: explicit partition (or by key), key, value (or a tombstone).
@@ -102,7 +104,15 @@ impl Observer for Probe {
 
 impl Harness {
     pub fn new(kafka: Arc<dyn Kafka>, prefix: impl Into<String>, replication: i16) -> Self {
-        Harness { kafka, prefix: prefix.into(), replication }
+        Harness { kafka, prefix: prefix.into(), replication, producers: flechtwerk::Producers::PerTask }
+    }
+
+    /// The same harness starting applications with `producers` (TRX-40: the per-instance
+    /// shape runs the same scenarios).
+    #[allow(dead_code)]
+    pub fn with_producers(mut self, producers: flechtwerk::Producers) -> Harness {
+        self.producers = producers;
+        self
     }
 
     pub fn name(&self, what: &str) -> String {
@@ -145,7 +155,7 @@ impl Harness {
     /// A harness whose applications use `kafka` (a wrapper of this harness's cluster), with the
     /// same names.
     pub fn with_kafka(&self, kafka: Arc<dyn Kafka>) -> Harness {
-        Harness { kafka, prefix: self.prefix.clone(), replication: self.replication }
+        Harness { kafka, prefix: self.prefix.clone(), replication: self.replication, producers: self.producers }
     }
 
     /// Reads `topic` until `done` holds, or fails after [`SETTLE_MAX`].
@@ -195,6 +205,7 @@ impl Harness {
             .replication_factor(self.replication)
             .session_timeout(Duration::from_secs(6))
             .poll_interval(Duration::from_millis(200))
+            .producers(self.producers)
             .observer(observer)
             .build(stage)
             .unwrap();

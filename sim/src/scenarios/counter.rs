@@ -29,6 +29,10 @@
 //!   after the config topic settled carry its final label;
 //! - every live replica's config store equals the compaction of the config topic;
 //! - same seed, same trace hash (checked by the runner with `--check-determinism`).
+//!
+//! Scenario `counter-eos2` runs the same with `Producers::PerInstance` (KIP-447, TRX-40..44):
+//! one transactional producer per replica, one transaction per batch for all its tasks, zombies
+//! fenced by the group generation of the offsets instead of by per-task transactional ids.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::pin::Pin;
@@ -41,7 +45,7 @@ use flechtwerk::attribute::{Attribute, INT, STR};
 use flechtwerk::kafka::{Kafka, NewTopic, ProducerConfig, ProducerRecord};
 use flechtwerk::stage::{transformer, FnTransformer};
 use flechtwerk::wire::{InvalidMessageAction, RawRecord};
-use flechtwerk::{Event, Flechtwerk, Message, State};
+use flechtwerk::{Event, Flechtwerk, Message, Producers, State};
 use madsim::rand::{thread_rng, Rng};
 use madsim::runtime::Handle;
 use madsim::time::sleep;
@@ -53,30 +57,41 @@ use crate::harness::replicas::{Launch, ReplicaEnv, Replicas};
 use crate::harness::truth;
 use crate::runner::{Ctx, Scenario};
 
+/// The fault kinds both counter scenarios inject.
+const FAULTS: &[&str] = &[
+    "crash-restart",
+    "add-replica",
+    "remove-replica",
+    "pause",
+    "network-partition",
+    "broker-restart",
+    "request-chaos",
+    "fail-transactions",
+    "late-markers",
+    "kafka-drop-request",
+    "kafka-hold-request",
+    "kafka-delay-request",
+    "kafka-error",
+    "kafka-drop-response",
+    "kafka-delay-response",
+    "kafka-marker-delay",
+    "buggify",
+];
+
 /// The scenario.
 pub static SCENARIO: Scenario = Scenario {
     name: "counter",
     about: "exactly-once counting transformer + config join, varied per seed, under every fault kind",
-    faults: &[
-        "crash-restart",
-        "add-replica",
-        "remove-replica",
-        "pause",
-        "network-partition",
-        "broker-restart",
-        "request-chaos",
-        "fail-transactions",
-        "late-markers",
-        "kafka-drop-request",
-        "kafka-hold-request",
-        "kafka-delay-request",
-        "kafka-error",
-        "kafka-drop-response",
-        "kafka-delay-response",
-        "kafka-marker-delay",
-        "buggify",
-    ],
-    run: |ctx| Box::pin(run(ctx)) as Pin<Box<dyn std::future::Future<Output = ()>>>,
+    faults: FAULTS,
+    run: |ctx| Box::pin(run(ctx, Producers::PerTask)) as Pin<Box<dyn std::future::Future<Output = ()>>>,
+};
+
+/// The same with one producer per instance (KIP-447's exactly-once v2 shape).
+pub static SCENARIO_EOS2: Scenario = Scenario {
+    name: "counter-eos2",
+    about: "the counter scenario with one transactional producer per instance (KIP-447, generation fencing)",
+    faults: FAULTS,
+    run: |ctx| Box::pin(run(ctx, Producers::PerInstance)) as Pin<Box<dyn std::future::Future<Output = ()>>>,
 };
 
 const APP: &str = "counter";
@@ -317,7 +332,7 @@ fn quiescent(cluster: &Cluster, variant: &Variant) -> bool {
         && truth::no_open_transactions(cluster, &format!("{APP}-changelog"))
 }
 
-async fn run(ctx: Ctx) {
+async fn run(ctx: Ctx, producers: Producers) {
     let profile = FaultProfile {
         session_timeout: SESSION_TIMEOUT,
         transaction_timeout: TRANSACTION_TIMEOUT,
@@ -391,6 +406,7 @@ async fn run(ctx: Ctx) {
                     .kafka(Arc::new(env.kafka.clone()))
                     .max_poll_records(max_poll_records)
                     .session_timeout(SESSION_TIMEOUT)
+                    .producers(producers)
                     .replication_factor(1)
                     .observer(Arc::new(env.observer()))
                     .state_stores(Arc::new(env.stores.clone()))

@@ -13,6 +13,7 @@ use crate::runner::Scenario;
 /// Every scenario, by CLI name.
 pub static ALL: &[&Scenario] = &[
     &counter::SCENARIO,
+    &counter::SCENARIO_EOS2,
     &extractor::SCENARIO,
     &config_topics::SCENARIO,
     &conformance::SCENARIO,

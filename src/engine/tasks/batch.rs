@@ -1,5 +1,6 @@
 //! One fetched batch: decoded before any transaction, run per state key, committed in one
-//! transaction per task (TRX-03..23).
+//! transaction per task (TRX-03..23), or in one transaction for all tasks through the
+//! instance's producer (per-instance shape, TRX-44).
 
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
@@ -8,7 +9,7 @@ use bytes::Bytes;
 use futures::future::try_join_all;
 use futures::FutureExt as _;
 
-use super::task::{Task, Tasks};
+use super::task::{SharedProducer, Task, Tasks};
 use super::Runner;
 use crate::configs::ConfigStore;
 use crate::engine::buggify;
@@ -35,6 +36,12 @@ struct BucketResult {
     outputs: Vec<Message>,
     /// The final state, when it differs from the baseline (TRX-20).
     changed: Option<State>,
+}
+
+/// One task's share of a batch, processed and encoded, not yet written.
+struct Prepared {
+    outputs: Vec<ProducerRecord>,
+    changes: Vec<StateChange>,
 }
 
 /// A state change ready for the changelog: the key, and the value bytes (`None` deletes). The
@@ -64,6 +71,11 @@ impl<S: Transformer> Runner<S> {
         let mut batch = self.parse(records, inputs)?;
         let size = batch.values().map(|b| b.messages.len()).sum();
         tracing::Span::current().record("processed", size);
+        if let Some(shared) = &mut tasks.shared {
+            let committed = self.run_shared_batch(&mut tasks.live, shared, batch, configs, metadata, inputs).await?;
+            self.observer.batch_processed(size, started.elapsed());
+            return Ok(committed);
+        }
         // Each task's share is handed over (moved, not cloned): the transform receives the
         // decoded messages themselves.
         let work = tasks.live.iter_mut().filter_map(|(p, task)| batch.remove(p).map(|b| (task, b))).map(
@@ -118,6 +130,60 @@ impl<S: Transformer> Runner<S> {
         metadata: &GroupMetadata,
         inputs: &[String],
     ) -> Result<Vec<(TopicPartition, i64)>, Error> {
+        let Prepared { outputs, changes } = self.prepare_task_batch(task, batch, configs, inputs).await?;
+        self.commit(task, outputs, &changes, &offsets, metadata).await?;
+        apply_changes(task, changes)?;
+        task.committed(&offsets);
+        Ok(offsets)
+    }
+
+    /// The per-instance shape (TRX-44): every task's share is processed (concurrently, as in
+    /// the per-task shape), then one transaction of the instance's producer carries all their
+    /// outputs, changelog records and input offsets — the offsets in one call, with the
+    /// consumer's group metadata, so the coordinator accepts all or none (TRX-42). Only once
+    /// it committed do the tasks' stores follow. Returns the offsets committed.
+    async fn run_shared_batch(
+        &self,
+        live: &mut BTreeMap<i32, Task>,
+        shared: &mut SharedProducer,
+        mut batch: BTreeMap<i32, TaskBatch>,
+        configs: &ConfigStore,
+        metadata: &GroupMetadata,
+        inputs: &[String],
+    ) -> Result<Vec<(TopicPartition, i64)>, Error> {
+        let work = live.iter_mut().filter_map(|(p, task)| batch.remove(p).map(|b| (task, b))).map(
+            |(task, task_batch)| async move {
+                let offsets = task_offsets(inputs, task.partition, &task_batch);
+                let prepared = self.prepare_task_batch(task, task_batch, configs, inputs).await?;
+                Ok::<_, Error>((task, prepared, offsets))
+            },
+        );
+        let mut prepared = try_join_all(work).await?;
+        let offsets: Vec<(TopicPartition, i64)> =
+            prepared.iter().flat_map(|(_, _, offsets)| offsets.iter().cloned()).collect();
+        // The outputs move into the transaction; the changes stay for the stores.
+        let writes: Vec<(i32, Vec<ProducerRecord>, &[StateChange])> = prepared
+            .iter_mut()
+            .map(|(task, p, _)| (task.partition, std::mem::take(&mut p.outputs), &p.changes[..]))
+            .collect();
+        self.commit_shared(shared, writes, &offsets, metadata).await?;
+        for (task, Prepared { changes, .. }, task_offsets) in prepared {
+            apply_changes(task, changes)?;
+            task.committed(&task_offsets);
+        }
+        Ok(offsets)
+    }
+
+    /// Processes one task's share of a batch: runs its buckets and encodes everything it
+    /// writes, before any transaction begins (an unencodable output or state, NaN say, fails the
+    /// batch without opening one).
+    async fn prepare_task_batch(
+        &self,
+        task: &mut Task,
+        batch: TaskBatch,
+        configs: &ConfigStore,
+        inputs: &[String],
+    ) -> Result<Prepared, Error> {
         // Bucket by state key; within a bucket, input_topics order, then offset order (TRX-03).
         let mut buckets: BTreeMap<String, Vec<(usize, IncomingMessage)>> = BTreeMap::new();
         for entry in batch.messages {
@@ -142,17 +208,8 @@ impl<S: Transformer> Runner<S> {
                 changes.push(self.encode_change(task.partition, key, state)?);
             }
         }
-        // Everything is encoded before the transaction begins: an unencodable output or state
-        // (NaN, say) fails the batch without opening one.
         let outputs = outputs.iter().map(output_record).collect::<Result<Vec<_>, Error>>()?;
-        self.commit(task, outputs, &changes, &offsets, metadata).await?;
-        // The local store follows the changelog only once the transaction committed: a store
-        // never holds a state that no reader can see. All of the batch's changes in one write.
-        let writes: Vec<(&str, Option<&[u8]>)> =
-            changes.iter().map(|change| (change.key.as_str(), change.value.as_deref())).collect();
-        task.store.apply(&writes)?;
-        task.committed(&offsets);
-        Ok(offsets)
+        Ok(Prepared { outputs, changes })
     }
 
     fn encode_change(&self, partition: i32, key: String, state: State) -> Result<StateChange, Error> {
@@ -213,7 +270,7 @@ impl<S: Transformer> Runner<S> {
         skip_all,
         fields(
             partition = task.partition,
-            transactional_id = task.producer.transactional_id().unwrap_or_default(),
+            transactional_id = task.producer.as_ref().and_then(|p| p.transactional_id()).unwrap_or_default(),
             outputs = outputs.len(),
             state_changes = changes.len(),
         )
@@ -227,7 +284,8 @@ impl<S: Transformer> Runner<S> {
         metadata: &GroupMetadata,
     ) -> Result<(), Error> {
         let changelog = self.settings.changelog_topic();
-        let mut txn = Txn::new(&*task.producer, &mut task.txn, &*self.observer);
+        let producer = &**task.producer.as_ref().expect("the per-task shape: every task has its producer");
+        let mut txn = Txn::new(producer, &mut task.txn, &*self.observer);
         let filled = async {
             for record in outputs {
                 self.observer.message_out_bytes(&record.topic, record_bytes(&record));
@@ -247,7 +305,7 @@ impl<S: Transformer> Runner<S> {
                 };
                 txn.send(record).await?;
             }
-            if task.producer.transactional_id().is_some() {
+            if producer.transactional_id().is_some() {
                 txn.send_offsets(offsets, metadata).await?;
             }
             buggify::point("task.before_commit").await;
@@ -257,6 +315,64 @@ impl<S: Transformer> Runner<S> {
         txn.finish(filled).await?;
         Ok(())
     }
+
+    /// The per-instance shape's one transaction (TRX-44): every task's outputs and state
+    /// changes (changelog partition = the task's), then the input offsets of all of them, sent
+    /// with the group metadata.
+    #[tracing::instrument(
+        name = "transaction",
+        skip_all,
+        fields(transactional_id = shared.producer.transactional_id().unwrap_or_default(), offsets = offsets.len())
+    )]
+    async fn commit_shared(
+        &self,
+        shared: &mut SharedProducer,
+        writes: Vec<(i32, Vec<ProducerRecord>, &[StateChange])>,
+        offsets: &[(TopicPartition, i64)],
+        metadata: &GroupMetadata,
+    ) -> Result<(), Error> {
+        let changelog = self.settings.changelog_topic();
+        let mut txn = Txn::new(&*shared.producer, &mut shared.txn, &*self.observer);
+        let filled = async {
+            for (partition, outputs, changes) in writes {
+                for record in outputs {
+                    self.observer.message_out_bytes(&record.topic, record_bytes(&record));
+                    txn.send(record).await?;
+                }
+                for change in changes {
+                    if let Some(bytes) = &change.value {
+                        self.observer.state_record_bytes(bytes.len());
+                    }
+                    let record = ProducerRecord {
+                        topic: changelog.clone(),
+                        partition: Some(partition),
+                        key: Some(Bytes::copy_from_slice(change.key.as_bytes())),
+                        value: change.value.clone(),
+                        headers: Vec::new(),
+                        timestamp_ms: None,
+                    };
+                    txn.send(record).await?;
+                }
+            }
+            if !offsets.is_empty() {
+                txn.send_offsets(offsets, metadata).await?;
+            }
+            buggify::point("task.before_commit").await;
+            Ok(())
+        }
+        .await;
+        txn.finish(filled).await?;
+        Ok(())
+    }
+}
+
+/// The local store follows the changelog only once the transaction committed: a store never
+/// holds a state that no reader can see. All of the batch's changes in one write.
+fn apply_changes(task: &mut Task, changes: Vec<StateChange>) -> Result<(), Error> {
+    let writes: Vec<(&str, Option<&[u8]>)> =
+        changes.iter().map(|change| (change.key.as_str(), change.value.as_deref())).collect();
+    task.store.apply(&writes)?;
+    Ok(())
 }
 
 /// The next offsets of one task's batch, as the group commits them.

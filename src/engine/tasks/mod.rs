@@ -11,6 +11,14 @@
 //! a record's effects become visible exactly once, or — after a crash, a fence or a revocation —
 //! not at all and the next owner redoes them.
 //!
+//! With [`Producers::PerInstance`] (KIP-447, TRX-40..44, docs/concepts/exactly-once-v2.md) the
+//! instance has one transactional producer instead, `{application_id}-instance-{client_id}`,
+//! started before it joins the group and kept across rebalances; a batch commits one
+//! transaction for all its tasks, whose offsets carry the consumer's group metadata so that the
+//! coordinator refuses them from a stale generation. A task's start then reads the group's
+//! offsets first (stable: no transaction of a previous owner still pending), and only then
+//! restores, to the changelog's high watermark.
+//!
 //! Invariants this module asserts where it relies on them: partitions are revoked before new
 //! ones are assigned (eager rebalancing), so an assignment never finds live tasks; a task's
 //! batch commits (or aborts) before its revocation is handled, because the loop handles
@@ -24,16 +32,17 @@ use std::sync::Arc;
 
 use futures::future::try_join_all;
 
-use self::task::Tasks;
-use crate::engine::bounds::{CLOSE_TIMEOUT, POLL_TIMEOUT};
+use self::task::{SharedProducer, Tasks};
+use crate::engine::bounds::{CLOSE_TIMEOUT, POLL_TIMEOUT, TASK_TRANSACTION_TIMEOUT};
 use crate::engine::buggify;
 use crate::engine::config_topics::ConfigTopics;
 use crate::engine::hooks::Hooks;
-use crate::engine::settings::{Guarantee, Settings};
+use crate::engine::settings::{Guarantee, Producers, Settings};
 use crate::engine::stop::Stop;
 use crate::error::Error;
 use crate::kafka::{
-    Consumer, ConsumerConfig, Kafka, KafkaError, KafkaErrorKind, NewTopic, Rebalance, TopicCreation, TopicPartition,
+    Consumer, ConsumerConfig, Kafka, KafkaError, KafkaErrorKind, NewTopic, ProducerConfig, Rebalance, TopicCreation,
+    TopicPartition,
 };
 use crate::observer::Observer;
 use crate::stage::Transformer;
@@ -128,12 +137,29 @@ impl<S: Transformer> Runner<S> {
             () = stop.raised() => return Ok(()),
             configs = bootstrap => configs?,
         };
+        let mut tasks = Tasks::default();
+        if self.per_instance() {
+            let start = self.start_shared_producer();
+            tasks.shared = tokio::select! {
+                biased;
+                () = stop.raised() => {
+                    let closed = configs.close().await;
+                    return closed;
+                }
+                shared = start => match shared {
+                    Ok(shared) => Some(shared),
+                    Err(error) => {
+                        let _ = configs.close().await;
+                        return Err(error);
+                    }
+                },
+            };
+        }
         let mut consumer = self.kafka.consumer(ConsumerConfig {
             session_timeout: self.settings.session_timeout,
             fetch_limits: self.settings.fetch_limits,
             ..ConsumerConfig::member(&self.settings.client_id, &self.settings.application_id)
         })?;
-        let mut tasks = Tasks::default();
         let result = match consumer.subscribe(&inputs).await {
             Ok(()) => self.main_loop(consumer.as_mut(), &mut configs, &mut tasks, &inputs, hooks, stop).await,
             Err(error) => Err(error.into()),
@@ -145,6 +171,9 @@ impl<S: Transformer> Runner<S> {
             Err(error) => error.to_string(),
         };
         let stopped = tasks.stop_all(&*self.observer, &cause).await;
+        if let Some(shared) = tasks.shared.take() {
+            shared.close(&cause).await;
+        }
         let closed = match tokio::time::timeout(CLOSE_TIMEOUT, consumer.close()).await {
             Ok(closed) => closed.map_err(Error::from),
             Err(_) => {
@@ -191,7 +220,8 @@ impl<S: Transformer> Runner<S> {
                         tracing::info!(revoked = partitions.len(), "partitions revoked: stopping every task");
                         // Between batches: no task has a transaction open (TRX-33).
                         assert!(
-                            tasks.live.values().all(|t| !t.txn.is_open()),
+                            tasks.live.values().all(|t| !t.txn.is_open())
+                                && tasks.shared.as_ref().is_none_or(|s| !s.txn.is_open()),
                             "a task's batch commits before its revocation is handled"
                         );
                         tasks.stop_all(&*self.observer, "partitions revoked").await?;
@@ -253,6 +283,9 @@ impl<S: Transformer> Runner<S> {
         if let Some(metadata) = consumer.group_metadata() {
             tracing::Span::current().record("generation", metadata.generation);
         }
+        if self.per_instance() {
+            return self.start_shared_tasks(consumer, pending, tasks, inputs).await;
+        }
         let started = try_join_all(pending.iter().map(|&p| self.start_task(p))).await?;
         for task in started {
             let partitions: Vec<TopicPartition> =
@@ -272,6 +305,85 @@ impl<S: Transformer> Runner<S> {
         }
         self.observer.tasks_assigned(tasks.live.len());
         Ok(())
+    }
+
+    /// Whether this runner writes through one producer per instance (KIP-447).
+    fn per_instance(&self) -> bool {
+        self.settings.guarantee == Guarantee::ExactlyOnce && self.settings.producers == Producers::PerInstance
+    }
+
+    /// The instance's producer (TRX-40, TRX-41): `init_transactions` on the instance's id
+    /// fences an earlier incarnation of this instance (a crash-restart) and aborts the
+    /// transaction it left open, so its restart is not held up by its own zombie.
+    #[tracing::instrument(name = "instance.fence", skip_all, fields(transactional_id = tracing::field::Empty))]
+    async fn start_shared_producer(&self) -> Result<SharedProducer, Error> {
+        let id = self.settings.instance_transactional_id();
+        tracing::Span::current().record("transactional_id", id.as_str());
+        let mut config = ProducerConfig::transactional(&self.settings.client_id, id);
+        config.compression = self.settings.compression;
+        config.transaction_timeout = TASK_TRANSACTION_TIMEOUT;
+        let producer = self.kafka.producer(config)?;
+        if let Err(error) = producer.init_transactions().await {
+            if tokio::time::timeout(CLOSE_TIMEOUT, producer.close()).await.is_err() {
+                tracing::warn!("closing the instance producer timed out");
+            }
+            return Err(error.into());
+        }
+        Ok(SharedProducer { producer, txn: Default::default() })
+    }
+
+    /// Starts tasks of the per-instance shape (TRX-43): the group's offsets of every pending
+    /// partition first — read as stable, which waits while a previous owner's transaction
+    /// holds offsets of them — then the restores, concurrently, then the seeks and resumes.
+    /// After the offsets read stable, no previous owner's transaction can commit: any it
+    /// still sends offsets with carries a generation older than this assignment's, which the
+    /// coordinator refuses, and a transaction without offsets never commits (TRX-42).
+    async fn start_shared_tasks(
+        &self,
+        consumer: &mut dyn Consumer,
+        pending: &BTreeSet<i32>,
+        tasks: &mut Tasks,
+        inputs: &[String],
+    ) -> Result<(), Error> {
+        let partitions: Vec<TopicPartition> =
+            pending.iter().flat_map(|&p| inputs.iter().map(move |t| TopicPartition::new(t, p))).collect();
+        let committed = stable_committed(consumer, &partitions).await?;
+        buggify::point("tasks.after_offsets").await;
+        let started = try_join_all(pending.iter().map(|&p| self.start_task(p))).await?;
+        let offsets: BTreeMap<&TopicPartition, Option<i64>> = partitions.iter().zip(committed).collect();
+        for task in started {
+            let partitions: Vec<TopicPartition> =
+                inputs.iter().map(|t| TopicPartition::new(t, task.partition)).collect();
+            for partition in &partitions {
+                if let Some(offset) = offsets[partition] {
+                    consumer.seek(partition, offset).await?;
+                }
+            }
+            tasks.live.insert(task.partition, task);
+            consumer.resume(&partitions)?;
+        }
+        self.observer.tasks_assigned(tasks.live.len());
+        Ok(())
+    }
+}
+
+/// The group's committed offsets of `partitions`, read as stable: a read that stays unstable
+/// (a previous owner's transaction holds offsets of them) is retried until that transaction
+/// must have been decided — the coordinator aborts it at its transaction timeout at the latest.
+async fn stable_committed(
+    consumer: &mut dyn Consumer,
+    partitions: &[TopicPartition],
+) -> Result<Vec<Option<i64>>, Error> {
+    let deadline = tokio::time::Instant::now() + TASK_TRANSACTION_TIMEOUT + POLL_TIMEOUT;
+    loop {
+        match consumer.committed(partitions).await {
+            Ok(committed) => return Ok(committed),
+            Err(error) if error.is_retriable() && tokio::time::Instant::now() < deadline => {
+                tracing::info!(%error, "the group's offsets are not stable yet: retrying");
+                tokio::time::sleep(POLL_TIMEOUT).await;
+            }
+            Err(error) => return Err(error.into()),
+        }
     }
 }
 

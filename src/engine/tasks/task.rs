@@ -1,5 +1,6 @@
 //! One transformer task: an input partition number with its producer and its store (TRX-30,
-//! TRX-31, TRX-33).
+//! TRX-31, TRX-33). In the per-instance shape (KIP-447, TRX-40) a task has no producer of its
+//! own: the instance's one producer ([`SharedProducer`]) writes every task's transaction.
 
 use std::collections::BTreeMap;
 
@@ -9,9 +10,10 @@ use super::Runner;
 use crate::engine::bounds::{CLOSE_TIMEOUT, TASK_TRANSACTION_TIMEOUT};
 use crate::engine::buggify;
 use crate::engine::settings::Guarantee;
+use crate::engine::settings::Producers;
 use crate::engine::txn::{abort_open, TxnState};
 use crate::error::Error;
-use crate::kafka::read::{read_to_end, ReadError};
+use crate::kafka::read::{read_to, read_to_end, ReadError, READ_STALL_MAX};
 use crate::kafka::{ConsumerConfig, Producer, ProducerConfig, TopicPartition};
 use crate::observer::Observer;
 use crate::stage::Transformer;
@@ -21,7 +23,9 @@ use crate::wire;
 /// A started task: its producer fenced every earlier owner, its store holds the changelog.
 pub(super) struct Task {
     pub(super) partition: i32,
-    pub(super) producer: Box<dyn Producer>,
+    /// The task's own producer; `None` in the per-instance shape, where the instance's
+    /// [`SharedProducer`] writes for every task.
+    pub(super) producer: Option<Box<dyn Producer>>,
     pub(super) store: Box<dyn StateStore>,
     /// Whether `producer` has a transaction open (an abandoned batch leaves it open).
     pub(super) txn: TxnState,
@@ -45,9 +49,11 @@ impl Task {
     /// Stops the task: aborts a transaction an abandoned batch left open, closes the producer,
     /// wipes the store (TRX-33). `cause` says why, for the abort's log line.
     pub(super) async fn stop(mut self, cause: &str) -> Result<(), Error> {
-        abort_open(&*self.producer, &mut self.txn, &cause).await;
-        if tokio::time::timeout(CLOSE_TIMEOUT, self.producer.close()).await.is_err() {
-            tracing::warn!(partition = self.partition, "closing the task producer timed out");
+        if let Some(producer) = &self.producer {
+            abort_open(&**producer, &mut self.txn, &cause).await;
+            if tokio::time::timeout(CLOSE_TIMEOUT, producer.close()).await.is_err() {
+                tracing::warn!(partition = self.partition, "closing the task producer timed out");
+            }
         }
         self.store.wipe()?;
         Ok(())
@@ -66,6 +72,9 @@ impl<S: Transformer> Runner<S> {
     )]
     pub(super) async fn start_task(&self, partition: i32) -> Result<Task, Error> {
         let settings = &self.settings;
+        if settings.guarantee == Guarantee::ExactlyOnce && settings.producers == Producers::PerInstance {
+            return self.start_shared_task(partition).await;
+        }
         let client_id = settings.task_client_id(partition);
         let mut config = match settings.guarantee {
             Guarantee::ExactlyOnce => {
@@ -85,21 +94,46 @@ impl<S: Transformer> Runner<S> {
         buggify::point("task.before_restore").await;
         let mut store = self.stores.open(&settings.application_id, partition)?;
         let restore_span = tracing::info_span!("task.restore", partition, records = tracing::field::Empty);
-        let restored = self.restore(partition, store.as_mut()).instrument(restore_span.clone()).await?;
+        let restored = self.restore(partition, store.as_mut(), false).instrument(restore_span.clone()).await?;
         restore_span.record("records", restored);
         tracing::Span::current().record("restored", restored);
         self.observer.state_restored(partition, restored);
         tracing::debug!(partition, restored, "task started");
-        Ok(Task { partition, producer, store, txn: TxnState::default(), committed: BTreeMap::new() })
+        Ok(Task { partition, producer: Some(producer), store, txn: TxnState::default(), committed: BTreeMap::new() })
     }
 
-    /// Replays changelog partition `partition` to its LSO into `store` (STO-11, STO-13); returns
-    /// the records replayed. Values go in as bytes, decoded on first read.
-    async fn restore(&self, partition: i32, store: &mut dyn StateStore) -> Result<usize, Error> {
+    /// Starts task `partition` of the per-instance shape (TRX-43): no producer to fence (the
+    /// previous owner's transactions are fenced by the group generation), and the caller has
+    /// already read the group's offsets as stable, so no transaction of a previous owner can
+    /// commit any more. Its changelog partition is read to the high watermark seen now: that
+    /// waits until every transaction open below it is decided (a zombie's is aborted at the
+    /// latest by its transaction timeout), so no committed change is missed behind a
+    /// zombie's open transaction — reading to the LSO would stop in front of it.
+    async fn start_shared_task(&self, partition: i32) -> Result<Task, Error> {
+        buggify::point("task.before_restore").await;
+        let mut store = self.stores.open(&self.settings.application_id, partition)?;
+        let restore_span = tracing::info_span!("task.restore", partition, records = tracing::field::Empty);
+        let restored = self.restore(partition, store.as_mut(), true).instrument(restore_span.clone()).await?;
+        restore_span.record("records", restored);
+        tracing::Span::current().record("restored", restored);
+        self.observer.state_restored(partition, restored);
+        tracing::debug!(partition, restored, "task started (per-instance producer)");
+        Ok(Task { partition, producer: None, store, txn: TxnState::default(), committed: BTreeMap::new() })
+    }
+
+    /// Replays changelog partition `partition` to its LSO into `store` (STO-11, STO-13), or to
+    /// its high watermark with `to_high_watermark` (TRX-43); returns the records replayed.
+    /// Values go in as bytes, decoded on first read.
+    async fn restore(
+        &self,
+        partition: i32,
+        store: &mut dyn StateStore,
+        to_high_watermark: bool,
+    ) -> Result<usize, Error> {
         // The process identity itself, as Python's restore consumers have it (LIFE-04).
         let mut consumer = self.kafka.consumer(ConsumerConfig::groupless(self.settings.client_id.clone()))?;
         let changelog = TopicPartition::new(self.settings.changelog_topic(), partition);
-        let read = read_to_end(consumer.as_mut(), &[changelog], |record| -> Result<(), Error> {
+        let on_record = |record: crate::wire::RawRecord| -> Result<(), Error> {
             let key = wire::decode_key(record.key.as_deref()).map_err(|source| Error::CorruptState {
                 partition,
                 key: String::from_utf8_lossy(record.key.as_deref().unwrap_or_default()).into_owned(),
@@ -111,8 +145,17 @@ impl<S: Transformer> Runner<S> {
                 None => unreachable!("an absent value is a tombstone"),
             }
             Ok(())
-        })
-        .await;
+        };
+        let read = if to_high_watermark {
+            match consumer.log_end_offset(&changelog).await {
+                Ok(end) => {
+                    read_to(consumer.as_mut(), BTreeMap::from([(changelog, end)]), READ_STALL_MAX, on_record).await
+                }
+                Err(error) => Err(ReadError::Kafka(error)),
+            }
+        } else {
+            read_to_end(consumer.as_mut(), &[changelog], on_record).await
+        };
         if tokio::time::timeout(CLOSE_TIMEOUT, consumer.close()).await.is_err() {
             tracing::warn!(partition, "closing the restore consumer timed out");
         }
@@ -124,16 +167,41 @@ impl<S: Transformer> Runner<S> {
     }
 }
 
-/// The live tasks of a runner, by partition.
+/// The instance's one transactional producer in the per-instance shape (KIP-447, TRX-40): it
+/// outlives rebalances and writes one transaction per batch for all the live tasks.
+pub(super) struct SharedProducer {
+    pub(super) producer: Box<dyn Producer>,
+    /// Whether `producer` has a transaction open (an abandoned batch leaves it open).
+    pub(super) txn: TxnState,
+}
+
+impl SharedProducer {
+    /// Aborts a transaction an abandoned batch left open, then closes the producer.
+    pub(super) async fn close(mut self, cause: &str) {
+        abort_open(&*self.producer, &mut self.txn, &cause).await;
+        if tokio::time::timeout(CLOSE_TIMEOUT, self.producer.close()).await.is_err() {
+            tracing::warn!("closing the instance producer timed out");
+        }
+    }
+}
+
+/// The live tasks of a runner, by partition, and the instance's producer in the per-instance
+/// shape.
 #[derive(Default)]
 pub(super) struct Tasks {
     pub(super) live: BTreeMap<i32, Task>,
+    pub(super) shared: Option<SharedProducer>,
 }
 
 impl Tasks {
     /// Stops every task (TRX-33, TRX-36): never retained across a rebalance. Reports
     /// `tasks_assigned(0)` when there were any.
     pub(super) async fn stop_all(&mut self, observer: &dyn Observer, cause: &str) -> Result<(), Error> {
+        // The instance's transaction spans the tasks: aborted with them (kept open, it would
+        // commit nothing of theirs, and hold the LSO of what it wrote).
+        if let Some(shared) = &mut self.shared {
+            abort_open(&*shared.producer, &mut shared.txn, &cause).await;
+        }
         if self.live.is_empty() {
             return Ok(());
         }

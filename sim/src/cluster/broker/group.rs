@@ -322,25 +322,47 @@ impl Broker {
         Ok(())
     }
 
-    /// Validates a member's generation for an offset commit (plain or transactional):
-    /// generation `-1` and an empty member id skip the checks, as for a group-less commit.
+    /// Validates the committing member of an offset commit, plain or transactional (KIP-447),
+    /// in the order and with the errors of Apache Kafka's classic group coordinator
+    /// (`ClassicGroup.validateOffsetCommit`):
+    /// - generation `-1` on a group without members: accepted (a group-less commit);
+    /// - a generation, or a member id: the member must be in the group (UNKNOWN_MEMBER_ID), and
+    ///   the generation must be the group's current one (ILLEGAL_GENERATION) — so a member id
+    ///   with generation `-1`, or a generation without a member id, is refused;
+    /// - neither: accepted for a transactional commit (the pre-KIP-447 call, which fences
+    ///   nothing), UNKNOWN_MEMBER_ID for a plain commit while the group has members.
+    ///
+    /// An unknown group with a generation is ILLEGAL_GENERATION (Kafka's answer to
+    /// TxnOffsetCommit and to OffsetCommit before version 9). FENCED_INSTANCE_ID needs static
+    /// membership (`group.instance.id`), which no client of the port uses; Kafka's
+    /// REBALANCE_IN_PROGRESS for a plain commit during CompletingRebalance has no counterpart,
+    /// because this coordinator completes a rebalance with the assignment in one step.
     pub(super) fn check_group_member(
         &self,
         group_id: &str,
         generation: i32,
         member_id: &str,
+        transactional: bool,
     ) -> Result<(), BrokerError> {
-        if generation < 0 && member_id.is_empty() {
+        let group = self.groups.groups.get(group_id);
+        let has_members = group.is_some_and(|g| !g.members.is_empty());
+        if generation < 0 && !has_members && member_id.is_empty() {
             return Ok(());
         }
-        let Some(group) = self.groups.groups.get(group_id) else {
-            return Err(illegal_generation(group_id, generation, -1));
-        };
-        if !member_id.is_empty() && !group.members.contains_key(member_id) {
-            return Err(unknown_member(group_id, member_id));
+        if generation >= 0 || !member_id.is_empty() {
+            let Some(group) = group else {
+                return Err(illegal_generation(group_id, generation, -1));
+            };
+            if !group.members.contains_key(member_id) {
+                return Err(unknown_member(group_id, member_id));
+            }
+            if generation != group.generation {
+                return Err(illegal_generation(group_id, generation, group.generation));
+            }
+            return Ok(());
         }
-        if generation >= 0 && generation != group.generation {
-            return Err(illegal_generation(group_id, generation, group.generation));
+        if !transactional && has_members {
+            return Err(unknown_member(group_id, member_id));
         }
         Ok(())
     }
@@ -372,7 +394,7 @@ impl Broker {
         member_id: &str,
         offsets: &[(TopicPartition, i64)],
     ) -> Result<(), BrokerError> {
-        self.check_group_member(group_id, generation, member_id)?;
+        self.check_group_member(group_id, generation, member_id, false)?;
         let offsets: BTreeMap<TopicPartition, i64> = offsets.iter().cloned().collect();
         self.commit_group_offsets(group_id, &offsets);
         let listed: Vec<String> = offsets.iter().map(|(tp, o)| format!("{tp}={o}")).collect();

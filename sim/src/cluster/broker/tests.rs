@@ -519,3 +519,63 @@ fn compaction_keeps_the_last_write_per_key_and_drops_tombstones_after_the_retent
     h.broker.clean_now(h.now, &mut h.faults);
     assert_eq!(h.values(&p0), ["a3", "open", "d1"], "a2 and c1 superseded, the tombstone past delete.retention");
 }
+
+/// KIP-447 fencing as Apache Kafka's classic group coordinator validates an offset commit
+/// (`ClassicGroup.validateOffsetCommit`): with a generation or a member id, the member must be
+/// in the group and the generation current; without either, a transactional commit passes (the
+/// pre-KIP-447 call, which fences nothing) and a plain one is refused while the group has members.
+#[test]
+fn offset_commits_validate_the_member_and_generation_like_kafka() {
+    let mut h = Harness::new();
+    h.topic("in", 1, false);
+    let input = tp("in", 0);
+    let member = member_of(&h.join("g", None, "c", &["in"]).unwrap());
+    h.sleep(4 * SECOND);
+    let generation = match h.join("g", Some(&member), "c", &["in"]).unwrap() {
+        JoinOutcome::Joined { generation, .. } => generation,
+        pending => panic!("still {pending:?}"),
+    };
+    let p = h.init("txn");
+    let txn = |generation: i32, member_id: &str| {
+        Request::TxnOffsetCommit(TxnOffsetCommitRequest {
+            transactional_id: "txn".into(),
+            producer: p,
+            group: "g".into(),
+            generation,
+            member_id: member_id.into(),
+            offsets: vec![(input.clone(), 1)],
+        })
+    };
+    let plain = |generation: i32, member_id: &str| Request::OffsetCommit {
+        group: "g".into(),
+        generation,
+        member_id: member_id.into(),
+        offsets: vec![(input.clone(), 1)],
+    };
+    // The member's current identity: accepted.
+    h.call(txn(generation, &member)).unwrap();
+    // A stale or future generation of a known member.
+    assert_eq!(code(h.call(txn(generation - 1, &member))), ErrorCode::IllegalGeneration);
+    assert_eq!(code(h.call(txn(generation + 1, &member))), ErrorCode::IllegalGeneration);
+    // A member id with generation -1 is checked too (-1 is not the current generation).
+    assert_eq!(code(h.call(txn(-1, &member))), ErrorCode::IllegalGeneration);
+    // A generation without a member id, or an unknown member: UNKNOWN_MEMBER_ID.
+    assert_eq!(code(h.call(txn(generation, ""))), ErrorCode::UnknownMemberId);
+    assert_eq!(code(h.call(txn(generation, "gone"))), ErrorCode::UnknownMemberId);
+    // Neither: a transactional commit passes, a plain one is refused while the group has members.
+    h.call(txn(-1, "")).unwrap();
+    assert_eq!(code(h.call(plain(-1, ""))), ErrorCode::UnknownMemberId);
+    assert_eq!(code(h.call(plain(generation, ""))), ErrorCode::UnknownMemberId);
+    h.call(plain(generation, &member)).unwrap();
+    // An unknown group with a generation.
+    let other = Request::TxnOffsetCommit(TxnOffsetCommitRequest {
+        transactional_id: "txn".into(),
+        producer: p,
+        group: "nobody".into(),
+        generation: 3,
+        member_id: "m".into(),
+        offsets: vec![(input.clone(), 1)],
+    });
+    assert_eq!(code(h.call(other)), ErrorCode::IllegalGeneration);
+    h.end("txn", p, false).unwrap();
+}

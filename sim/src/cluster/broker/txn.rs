@@ -310,7 +310,7 @@ impl Broker {
         if self.txn.txns[&id].status.completing() {
             return Err(concurrent(&id));
         }
-        self.check_group_member(&group, generation, &member_id)?;
+        self.check_group_member(&group, generation, &member_id, true)?;
         self.ensure_ongoing(&id)?;
         let entry = self.txn.txns.get_mut(&id).expect("checked");
         let pending = entry.offsets.entry(group.clone()).or_default();
