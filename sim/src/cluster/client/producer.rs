@@ -282,12 +282,14 @@ async fn produce(shared: &Shared, partition: &TopicPartition, batch: &[Queued]) 
         Err(error) => {
             // Whatever the error, an earlier attempt of this batch (whose response was lost)
             // may be in the log: its sequence numbers are burnt, and the broker may hold the
-            // transaction open. Reusing them would make the broker take the next, different
-            // batch for a duplicate of this one and drop it (found by mqtt seed 6836: a
-            // Produce answered Fatal after a lost response; the abort skipped EndTxn, the next
-            // batch reused sequence 15 and was "deduplicated" into the old transaction).
+            // transaction open without the client knowing. Reusing the sequences would make the
+            // broker take the next, different batch for a duplicate of this one and drop it
+            // (mqtt seed 6836: a Produce answered Fatal after a lost response; the abort
+            // skipped EndTxn, the next batch reused sequence 15 and was "deduplicated" into the
+            // old, still open transaction). The abort therefore bumps the epoch
+            // (InitProducerId, KIP-360), which aborts whatever the coordinator holds open; an
+            // EndTxn(abort) instead would be refused (INVALID_TXN_STATE) when nothing arrived.
             state.epoch_bump_needed = true;
-            state.touched |= transactional;
             Err(classify_delivery_error(&mut state, error, transactional))
         }
     }
