@@ -357,12 +357,30 @@ impl Chaos {
 
     /// The seed's fault schedule (from the profile, drawn from the seed).
     pub fn schedule(&self, seed: u64) -> FaultSchedule {
-        let profile = FaultProfile {
+        self.timed_profile().generate(&mut Gen::new(seed, 1), self.period)
+    }
+
+    /// A proptest strategy over this test's fault schedules: the profile's
+    /// [`FaultProfile::strategy`] over the period, pauses drawn around the replicas' timeouts.
+    /// For properties of your own over any schedule, each case run with [`Chaos::run_seed`]:
+    ///
+    /// ```ignore
+    /// let test = Chaos::transformer(running_sum).input("amounts", 4) /* … */.profile("rebalances");
+    /// proptest!(|(schedule in test.schedule_strategy())| {
+    ///     let violations = test.run_seed(0, &schedule, false);
+    ///     prop_assert!(violations.is_empty(), "{}", violations.join("\n"));
+    /// });
+    /// ```
+    pub fn schedule_strategy(&self) -> proptest::strategy::BoxedStrategy<FaultSchedule> {
+        self.timed_profile().strategy(self.period)
+    }
+
+    fn timed_profile(&self) -> FaultProfile {
+        FaultProfile {
             session_timeout: SESSION_TIMEOUT,
             transaction_timeout: TRANSACTION_TIMEOUT,
             ..self.profile.clone()
-        };
-        profile.generate(&mut Gen::new(seed, 1), self.period)
+        }
     }
 
     /// Runs one seed with `schedule` (the chaos run and its reference): its violations.
