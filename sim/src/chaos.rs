@@ -44,16 +44,14 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::future::Future;
 use std::ops::Range;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use flechtwerk::kafka::{Kafka, NewTopic, ProducerConfig, ProducerRecord};
+use flechtwerk::kafka::{Kafka, ProducerConfig, ProducerRecord};
 use flechtwerk::wire::RawRecord;
-use flechtwerk::{Flechtwerk, IntoRunner};
+use flechtwerk::IntoRunner;
 use madsim::rand::RngCore;
 use madsim::runtime::{Handle, Runtime};
 use madsim::time::sleep;
@@ -61,18 +59,14 @@ use madsim::time::sleep;
 use crate::cluster::{Cluster, KafkaClient};
 use crate::harness::disk::SimDisk;
 use crate::harness::faults::{FaultProfile, FaultSchedule};
-use crate::harness::replicas::{Launch, ReplicaEnv, Replicas};
-use crate::harness::truth;
+use crate::harness::replicas::{transformer_launch, Launch, Replicas};
+use crate::harness::{
+    topic, truth, CONFIG_CONVERGENCE_MAX, QUIESCENCE_MAX, REPLICAS_MAX, SESSION_TIMEOUT, TRANSACTION_TIMEOUT,
+};
 use crate::runner::Ctx;
 
-/// The replicas' session timeout (the profiles draw pauses around it).
-const SESSION_TIMEOUT: Duration = Duration::from_secs(6);
-/// The engine's transformer transaction timeout (some pauses outlast it).
-const TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
-/// Replicas alive at most at once (scale-ups stop there).
-const REPLICAS_MAX: usize = 4;
-/// How long a run may take to commit everything once the faults stop.
-const QUIESCENCE_MAX: Duration = Duration::from_secs(300);
+/// How long the inputs and faults wait at most for a replica's first tasks.
+const FIRST_TASKS_MAX: Duration = Duration::from_secs(60);
 /// Keys whose differences a failure prints (the rest are counted).
 const DIFFS_SHOWN: usize = 5;
 /// Runs the shrinker may spend on one failing seed.
@@ -156,8 +150,8 @@ pub struct Outcome {
 
 type Property = Arc<dyn Fn(&Outcome) -> Result<(), String> + Send + Sync>;
 type Generator = Arc<dyn Fn(&mut Gen, usize) -> Input + Send + Sync>;
-type Factory =
-    Arc<dyn Fn(ReplicaEnv, String, usize) -> Pin<Box<dyn Future<Output = Result<(), String>>>> + Send + Sync>;
+/// The replicas' launch, given the application id and `max_poll_records`.
+type Factory = Arc<dyn Fn(String, usize) -> Launch + Send + Sync>;
 
 /// A chaos test of one transformer stage (see the [module](self) docs).
 #[derive(Clone)]
@@ -218,23 +212,9 @@ impl Chaos {
         M: 'static,
     {
         let stage = Arc::new(stage);
-        let factory: Factory = Arc::new(move |env: ReplicaEnv, app: String, max_poll_records: usize| {
+        let factory: Factory = Arc::new(move |app: String, max_poll_records: usize| {
             let stage = stage.clone();
-            Box::pin(async move {
-                let app = Flechtwerk::builder()
-                    .application_id(&app)
-                    .client_id(&env.name)
-                    .kafka(Arc::new(env.kafka.clone()))
-                    .max_poll_records(max_poll_records)
-                    .session_timeout(SESSION_TIMEOUT)
-                    .replication_factor(1)
-                    .observer(Arc::new(env.observer()))
-                    .state_stores(Arc::new(env.stores.clone()))
-                    .build(stage())
-                    .map_err(|e| e.to_string())?;
-                let Err(error) = app.run().await;
-                Err(error.to_string())
-            })
+            transformer_launch(app, max_poll_records, move || stage())
         });
         Chaos {
             factory,
@@ -534,90 +514,42 @@ impl Chaos {
         let chaos = !schedule.is_empty();
         ctx.event(format!("{replica_count} replicas, {} faults:\n{schedule}", schedule.len()));
         let cluster = Cluster::start(&ctx);
-        let setup = Handle::current().create_node().name("setup").ip(cluster.client_ip()).build();
-        let (kafka, spec) = (cluster.kafka(), self.clone());
-        setup
-            .spawn(async move {
-                let admin = kafka.admin().expect("admin");
-                let topics = spec.inputs_topics.iter().chain(&spec.outputs_topics).map(|(t, p)| (t, *p, false));
-                let topics = topics.chain(spec.config_topics.iter().map(|(t, p)| (t, *p, true)));
-                for (topic, partitions, compact) in topics {
-                    let mut new = NewTopic::new(topic.as_str(), partitions).replication(1);
-                    if compact {
-                        new = new.compacted();
-                    }
-                    while admin.create_topic(&new).await.is_err() {
-                        sleep(Duration::from_millis(100)).await;
-                    }
-                }
-                let producer = kafka.producer(ProducerConfig::idempotent("config-writer")).expect("producer");
-                for record in &spec.configs {
-                    let delivery = producer.send(producer_record(record, None)).await.expect("a calm send");
-                    delivery.await.expect("configs are written before any fault");
-                }
-                producer.close().await;
-            })
-            .await
-            .expect("the setup node is never killed");
+        let topics = self.inputs_topics.iter().chain(&self.outputs_topics).map(|(t, p)| topic(t.as_str(), *p, false));
+        let topics = topics.chain(self.config_topics.iter().map(|(t, p)| topic(t.as_str(), *p, true))).collect();
+        let configs = self.configs.iter().map(|record| producer_record(record, None)).collect();
+        crate::harness::setup(&cluster, topics, configs).await;
 
-        let launch: Launch = {
-            let (factory, app, max_poll_records) =
-                (self.factory.clone(), self.application_id.clone(), self.max_poll_records);
-            Arc::new(move |env: ReplicaEnv| factory(env, app.clone(), max_poll_records))
-        };
+        let launch = (self.factory)(self.application_id.clone(), self.max_poll_records);
         let disk = SimDisk::default();
         let mut replicas = Replicas::start(&cluster, &ctx, &disk, launch, replica_count, REPLICAS_MAX);
         // Inputs and faults begin once the application runs tasks: faults that end before the
         // stage processed anything test nothing.
-        let deadline = ctx.now() + Duration::from_secs(60);
-        while ctx.now() < deadline
-            && !replicas.alive().any(|r| r.view.tasks.load(std::sync::atomic::Ordering::SeqCst) > 0)
-        {
-            sleep(Duration::from_millis(100)).await;
-        }
+        replicas.wait_for_tasks(FIRST_TASKS_MAX, Duration::from_millis(100)).await;
         if chaos && madsim::rand::thread_rng().next_u64() % 1000 < (self.profile.buggify * 1000.0) as u64 {
             madsim::buggify::enable();
             ctx.event("buggify on");
         }
         let feeder = Handle::current().create_node().name("feeder").ip(cluster.client_ip()).build();
         let feeding = feeder.spawn(feed_inputs(cluster.kafka(), ctx.clone(), feed, self.period));
-        let faults_start = ctx.now();
-        replicas.run_schedule(&schedule).await;
-        feeding.await.expect("the feeder node is never killed");
-        let faults_end = faults_start + schedule.end();
-        if ctx.now() < faults_end {
-            sleep(faults_end - ctx.now()).await;
-        }
-        madsim::buggify::disable();
-        replicas.calm_down();
-        ctx.event("faults stop");
+        replicas.run_faults(&schedule, vec![feeding]).await;
 
         let mut violations = Vec::new();
-        let deadline = ctx.now() + QUIESCENCE_MAX;
-        let quiesced = loop {
-            if self.quiescent(&cluster) {
-                break true;
-            }
-            if ctx.now() >= deadline {
-                violations.push(format!(
-                    "liveness: not every input committed (or a transaction still open) {QUIESCENCE_MAX:?} after the \
-                     faults stopped"
-                ));
-                break false;
-            }
-            sleep(Duration::from_secs(1)).await;
-        };
+        let inputs: Vec<&str> = self.inputs_topics.iter().map(|(t, _)| t.as_str()).collect();
+        let outputs: Vec<&str> = self.outputs_topics.iter().map(|(t, _)| t.as_str()).collect();
+        let quiesced =
+            truth::await_quiescence(&ctx, &cluster, &self.application_id, &inputs, &outputs, QUIESCENCE_MAX).await;
+        if !quiesced {
+            violations.push(format!(
+                "liveness: not every input committed (or a transaction still open) {QUIESCENCE_MAX:?} after the \
+                 faults stopped"
+            ));
+        }
         // Config stores converge to the topics' compaction.
         if !self.config_topics.is_empty() {
             let want = self.config_compaction(&cluster);
-            let deadline = ctx.now() + Duration::from_secs(60);
-            while ctx.now() < deadline && !replicas.alive().all(|r| r.view.configs_match(&want)) {
-                sleep(Duration::from_millis(500)).await;
-            }
-            for replica in replicas.alive().filter(|r| !r.view.configs_match(&want)) {
-                violations
-                    .push(format!("{}: its config store differs from the config topics' compaction", replica.name));
-            }
+            replicas.await_configs(&want, CONFIG_CONVERGENCE_MAX).await;
+            let topics: Vec<&str> = self.config_topics.iter().map(|(t, _)| t.as_str()).collect();
+            violations.extend(replicas.config_mismatches(&want, &topics.join("+")));
         }
         let outcome = self.outcome(&cluster);
         for v in &violations {
@@ -626,38 +558,10 @@ impl Chaos {
         RunResult { outcome, violations, quiesced, events: Vec::new() }
     }
 
-    fn quiescent(&self, cluster: &Cluster) -> bool {
-        let committed = truth::committed_offsets(cluster, &self.application_id);
-        let inputs_done = self.inputs_topics.iter().all(|(topic, _)| {
-            truth::log_ends(cluster, topic).iter().all(|(tp, end)| committed.get(tp).copied().unwrap_or(0) >= *end)
-        });
-        inputs_done
-            && self.outputs_topics.iter().all(|(t, _)| truth::no_open_transactions(cluster, t))
-            && truth::no_open_transactions(cluster, &format!("{}-changelog", self.application_id))
-    }
-
     fn config_compaction(&self, cluster: &Cluster) -> BTreeMap<String, Vec<u8>> {
-        let mut model = BTreeMap::new();
-        for (topic, _) in &self.config_topics {
-            for r in truth::committed_records(cluster, topic) {
-                let key = String::from_utf8_lossy(r.key.as_deref().unwrap_or_default()).into_owned();
-                match r.value.as_deref() {
-                    value if flechtwerk::wire::is_tombstone(value) => {
-                        model.remove(&key);
-                    }
-                    Some(bytes) => {
-                        // A value the store would refuse is skipped or fatal by the stage's
-                        // policy; the model keeps what a strict reader keeps.
-                        let parsed = std::str::from_utf8(bytes).ok().and_then(|t| flechtwerk::json::parse(t).ok());
-                        if let Some(canonical) = parsed.and_then(|v| flechtwerk::json::to_canonical_bytes(&v).ok()) {
-                            model.insert(key, canonical);
-                        }
-                    }
-                    None => unreachable!("an absent value is a tombstone"),
-                }
-            }
-        }
-        model
+        let records: Vec<RawRecord> =
+            self.config_topics.iter().flat_map(|(topic, _)| truth::committed_records(cluster, topic)).collect();
+        truth::config_compaction(&records)
     }
 
     fn outcome(&self, cluster: &Cluster) -> Outcome {
