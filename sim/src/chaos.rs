@@ -1,5 +1,6 @@
-//! Chaos-test your own stage: run a transformer you wrote under our seeded faults, from a plain
-//! `#[test]` built with `--cfg madsim`, and check it with a differential oracle.
+//! Chaos-test your own stage: run a transformer (or an extractor, [`Chaos::extractor`]) you wrote
+//! under our seeded faults, from a plain `#[test]` built with `--cfg madsim`, and check it with a
+//! differential oracle.
 //!
 //! ```ignore
 //! use flechtwerk_sim::chaos::{Chaos, Input};
@@ -59,7 +60,7 @@ use madsim::time::sleep;
 use crate::cluster::{Cluster, KafkaClient};
 use crate::harness::disk::SimDisk;
 use crate::harness::faults::{FaultProfile, FaultSchedule};
-use crate::harness::replicas::{transformer_launch, Launch, Replicas};
+use crate::harness::replicas::{stage_launch, transformer_launch, Launch, Replicas};
 use crate::harness::{
     topic, truth, CONFIG_CONVERGENCE_MAX, QUIESCENCE_MAX, REPLICAS_MAX, SESSION_TIMEOUT, TRANSACTION_TIMEOUT,
 };
@@ -150,13 +151,16 @@ pub struct Outcome {
 
 type Property = Arc<dyn Fn(&Outcome) -> Result<(), String> + Send + Sync>;
 type Generator = Arc<dyn Fn(&mut Gen, usize) -> Input + Send + Sync>;
-/// The replicas' launch, given the application id and `max_poll_records`.
-type Factory = Arc<dyn Fn(String, usize) -> Launch + Send + Sync>;
+/// The replicas' launch, given the application id, `max_poll_records` and the poll interval.
+type Factory = Arc<dyn Fn(String, usize, Duration) -> Launch + Send + Sync>;
 
-/// A chaos test of one transformer stage (see the [module](self) docs).
+/// A chaos test of one transformer or extractor stage (see the [module](self) docs).
 #[derive(Clone)]
 pub struct Chaos {
     factory: Factory,
+    extractor: bool,
+    poll_interval: Duration,
+    settle: Option<Duration>,
     application_id: String,
     inputs_topics: Vec<(String, u32)>,
     outputs_topics: Vec<(String, u32)>,
@@ -212,12 +216,41 @@ impl Chaos {
         M: 'static,
     {
         let stage = Arc::new(stage);
-        let factory: Factory = Arc::new(move |app: String, max_poll_records: usize| {
+        let factory: Factory = Arc::new(move |app: String, max_poll_records: usize, _: Duration| {
             let stage = stage.clone();
             transformer_launch(app, max_poll_records, move || stage())
         });
+        Chaos::new(factory, false)
+    }
+
+    /// A chaos test of the extractor that `stage` builds (called once per replica start).
+    ///
+    /// The things to poll are the config entries (`config`, `configs`); the stage reads its
+    /// external source itself, and that source must give both runs the same items (a fixed or
+    /// seeded one, shared by the replicas as a real source is). There are no inputs: once the
+    /// faults stop, the run is over when no transaction is open and the output topics have
+    /// not grown for [`Chaos::settle`] (default 20 poll intervals, at least
+    /// 10 s). The oracle is the same: per output key the committed outputs, and per config the
+    /// final state (its cursor), equal those of a one-replica run without faults.
+    pub fn extractor<S, M>(stage: impl Fn() -> S + Send + Sync + 'static) -> Self
+    where
+        S: IntoRunner<M> + 'static,
+        M: 'static,
+    {
+        let stage = Arc::new(stage);
+        let factory: Factory = Arc::new(move |app: String, max_poll_records: usize, poll_interval: Duration| {
+            let stage = stage.clone();
+            stage_launch(app, max_poll_records, Some(poll_interval), move || stage())
+        });
+        Chaos::new(factory, true)
+    }
+
+    fn new(factory: Factory, extractor: bool) -> Self {
         Chaos {
             factory,
+            extractor,
+            poll_interval: Duration::from_millis(500),
+            settle: None,
             application_id: "chaos-app".into(),
             inputs_topics: Vec::new(),
             outputs_topics: Vec::new(),
@@ -298,6 +331,19 @@ impl Chaos {
     /// The replicas' `max_poll_records` (default 50).
     pub fn max_poll_records(mut self, records: usize) -> Self {
         self.max_poll_records = records.max(1);
+        self
+    }
+
+    /// Extractors: the wait between poll cycles (default 500 ms).
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = interval.max(Duration::from_millis(1));
+        self
+    }
+
+    /// Extractors: how long the output topics must stay unchanged, with no transaction open on
+    /// them or the changelog, for a run to be over (default: 20 poll intervals, at least 10 s).
+    pub fn settle(mut self, quiet: Duration) -> Self {
+        self.settle = Some(quiet);
         self
     }
 
@@ -519,7 +565,7 @@ impl Chaos {
         let configs = self.configs.iter().map(|record| producer_record(record, None)).collect();
         crate::harness::setup(&cluster, topics, configs).await;
 
-        let launch = (self.factory)(self.application_id.clone(), self.max_poll_records);
+        let launch = (self.factory)(self.application_id.clone(), self.max_poll_records, self.poll_interval);
         let disk = SimDisk::default();
         let mut replicas = Replicas::start(&cluster, &ctx, &disk, launch, replica_count, REPLICAS_MAX);
         // Inputs and faults begin once the application runs tasks: faults that end before the
@@ -538,6 +584,7 @@ impl Chaos {
         let outputs: Vec<&str> = self.outputs_topics.iter().map(|(t, _)| t.as_str()).collect();
         let quiesced =
             truth::await_quiescence(&ctx, &cluster, &self.application_id, &inputs, &outputs, QUIESCENCE_MAX).await;
+        let quiesced = quiesced && (!self.extractor || self.settled(&ctx, &cluster, &outputs).await);
         if !quiesced {
             violations.push(format!(
                 "liveness: not every input committed (or a transaction still open) {QUIESCENCE_MAX:?} after the \
@@ -556,6 +603,34 @@ impl Chaos {
             ctx.violation(v.clone());
         }
         RunResult { outcome, violations, quiesced, events: Vec::new() }
+    }
+
+    /// Extractors: waits until the output topics stay unchanged with no transaction open (on
+    /// them or the changelog) for the settle time, at most [`QUIESCENCE_MAX`]; whether they did.
+    async fn settled(&self, ctx: &Ctx, cluster: &Cluster, outputs: &[&str]) -> bool {
+        let quiet = self.settle.unwrap_or_else(|| (self.poll_interval * 20).max(Duration::from_secs(10)));
+        let changelog = format!("{}-changelog", self.application_id);
+        let topics: Vec<&str> = outputs.iter().copied().chain([changelog.as_str()]).collect();
+        // The outputs' ends (a page's cursor commits with its outputs, so the changelog is
+        // settled with them; a stage may re-commit an unchanged cursor on every poll).
+        let snapshot = || -> Option<Vec<BTreeMap<flechtwerk::kafka::TopicPartition, i64>>> {
+            topics
+                .iter()
+                .all(|t| truth::no_open_transactions(cluster, t))
+                .then(|| outputs.iter().map(|t| truth::log_ends(cluster, t)).collect())
+        };
+        let deadline = ctx.now() + QUIESCENCE_MAX;
+        let mut last = (snapshot(), ctx.now());
+        while ctx.now() < deadline {
+            sleep(Duration::from_secs(1)).await;
+            let now = snapshot();
+            if now.is_none() || now != last.0 {
+                last = (now, ctx.now());
+            } else if ctx.now() - last.1 >= quiet {
+                return true;
+            }
+        }
+        false
     }
 
     fn config_compaction(&self, cluster: &Cluster) -> BTreeMap<String, Vec<u8>> {

@@ -110,12 +110,27 @@ where
     S: IntoRunner<M> + 'static,
     M: 'static,
 {
+    stage_launch(application_id, max_poll_records, None, stage)
+}
+
+/// [`transformer_launch`] for any stage: with `poll_interval` set (extractors require it;
+/// transformers ignore it), or not.
+pub fn stage_launch<S, M>(
+    application_id: impl Into<String>,
+    max_poll_records: usize,
+    poll_interval: Option<Duration>,
+    stage: impl Fn() -> S + Send + Sync + 'static,
+) -> Launch
+where
+    S: IntoRunner<M> + 'static,
+    M: 'static,
+{
     let application_id = application_id.into();
     let stage = Arc::new(stage);
     Arc::new(move |env: ReplicaEnv| {
         let (stage, application_id) = (stage.clone(), application_id.clone());
         Box::pin(async move {
-            let app = Flechtwerk::builder()
+            let mut builder = Flechtwerk::builder()
                 .application_id(&application_id)
                 .client_id(&env.name)
                 .kafka(Arc::new(env.kafka.clone()))
@@ -123,9 +138,11 @@ where
                 .session_timeout(super::SESSION_TIMEOUT)
                 .replication_factor(1)
                 .observer(Arc::new(env.observer()))
-                .state_stores(Arc::new(env.stores.clone()))
-                .build(stage())
-                .map_err(|e| e.to_string())?;
+                .state_stores(Arc::new(env.stores.clone()));
+            if let Some(interval) = poll_interval {
+                builder = builder.poll_interval(interval);
+            }
+            let app = builder.build(stage()).map_err(|e| e.to_string())?;
             let Err(error) = app.run().await;
             Err(error_kind(&error))
         })
@@ -324,10 +341,12 @@ impl Replicas {
         }
     }
 
-    /// Waits (checking every `poll`) until a live replica runs tasks, at most `max`.
+    /// Waits (checking every `poll`) until a live replica runs tasks or holds extractor tokens,
+    /// at most `max`.
     pub async fn wait_for_tasks(&self, max: Duration, poll: Duration) {
         let deadline = self.ctx.now() + max;
-        while self.ctx.now() < deadline && self.alive().all(|r| r.view.tasks.load(Ordering::SeqCst) == 0) {
+        let idle = |r: &Replica| r.view.tasks.load(Ordering::SeqCst) == 0 && r.view.tokens.load(Ordering::SeqCst) == 0;
+        while self.ctx.now() < deadline && self.alive().all(idle) {
             sleep(poll).await;
         }
     }
