@@ -6,7 +6,8 @@
 //! it fails and that proptest shrinks the failing schedule to a small one.
 //!
 //! Runs only in simulation builds: `RUSTFLAGS="--cfg madsim" cargo test -p flechtwerk-sim --test
-//! chaos_properties`. `PROPTEST_CASES=50` runs more schedules.
+//! chaos_properties`. `PROPTEST_CASES=50` runs more schedules. Cost: both tests together 1.5 s
+//! in a release build, 20 s in the debug build of `scripts/test` (2 cores, other builds running).
 
 #![cfg(madsim)]
 
