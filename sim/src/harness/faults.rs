@@ -715,3 +715,65 @@ fn uniform(rng: &mut impl Rng, low: Duration, high: Duration) -> Duration {
     }
     Duration::from_micros(rng.gen_range(low.as_micros() as u64..high.as_micros() as u64))
 }
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestRunner};
+
+    use super::*;
+
+    /// Whether `profile` can draw `fault`: its kind has weight, or a late-changelog handover makes it.
+    fn allowed(profile: &FaultProfile, fault: &Fault) -> bool {
+        let handover = profile.late_changelog_handover > 0;
+        match fault {
+            Fault::CrashRestart { .. } => profile.crash_restart > 0 || handover,
+            Fault::AddReplica => profile.add_replica > 0 || handover,
+            Fault::RemoveReplica { .. } => profile.remove_replica > 0 || handover,
+            Fault::Pause { .. } => profile.pause > 0 || handover,
+            Fault::Isolate { .. } => profile.isolate > 0,
+            Fault::BrokerRestart => profile.broker_restart > 0,
+            Fault::RequestChaos { .. } => profile.request_chaos > 0,
+            Fault::FailTransactions { .. } => profile.fail_transactions > 0,
+            Fault::LateMarkers { only_changelog, .. } => profile.late_markers > 0 || (handover && *only_changelog),
+        }
+    }
+
+    #[test]
+    fn strategies_draw_sorted_schedules_of_the_profiles_kinds_within_the_period() {
+        let period = Duration::from_secs(12);
+        for name in FaultProfile::PRESETS {
+            let profile = FaultProfile::named(name).expect("a preset");
+            let mut runner = TestRunner::new(Config { cases: 64, failure_persistence: None, ..Config::default() });
+            runner
+                .run(&profile.strategy(period), |schedule| {
+                    prop_assert!(schedule.faults.windows(2).all(|w| w[0].at <= w[1].at), "unsorted:\n{schedule}");
+                    // An episode starts within the period; a handover's fault comes ≤ 3 s later.
+                    prop_assert!(schedule.faults.iter().all(|t| t.at < period + Duration::from_secs(3)));
+                    prop_assert!(schedule.faults.iter().all(|t| allowed(&profile, &t.fault)), "{name}:\n{schedule}");
+                    if name == "calm" {
+                        prop_assert!(schedule.is_empty());
+                    }
+                    Ok(())
+                })
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+    }
+
+    #[test]
+    fn pauses_come_from_the_profiles_timeouts() {
+        let profile = FaultProfile { pause_past_transaction_timeout: 0.5, ..FaultProfile::zombies() };
+        let mut runner = TestRunner::new(Config { cases: 256, failure_persistence: None, ..Config::default() });
+        runner
+            .run(&Fault::strategy_for(FaultKind::Pause, &profile), |fault| {
+                let Fault::Pause { duration, .. } = fault else { panic!("a pause: {fault}") };
+                let past_session =
+                    duration > profile.session_timeout && duration <= profile.session_timeout + Duration::from_secs(6);
+                let past_transaction = duration > profile.transaction_timeout
+                    && duration <= profile.transaction_timeout + Duration::from_secs(15);
+                prop_assert!(past_session || past_transaction, "{duration:?}");
+                Ok(())
+            })
+            .unwrap();
+    }
+}
