@@ -1,5 +1,6 @@
-//! Chaos-test your own stage: run a transformer you wrote under our seeded faults, from a plain
-//! `#[test]` built with `--cfg madsim`, and check it with a differential oracle.
+//! Chaos-test your own stage: run a transformer (or an extractor, [`Chaos::extractor`]) you wrote
+//! under our seeded faults, from a plain `#[test]` built with `--cfg madsim`, and check it with a
+//! differential oracle.
 //!
 //! ```ignore
 //! use flechtwerk_sim::chaos::{Chaos, Input};
@@ -44,16 +45,14 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::future::Future;
 use std::ops::Range;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use flechtwerk::kafka::{Kafka, NewTopic, ProducerConfig, ProducerRecord};
+use flechtwerk::kafka::{Kafka, ProducerConfig, ProducerRecord};
 use flechtwerk::wire::RawRecord;
-use flechtwerk::{Flechtwerk, IntoRunner};
+use flechtwerk::IntoRunner;
 use madsim::rand::RngCore;
 use madsim::runtime::{Handle, Runtime};
 use madsim::time::sleep;
@@ -61,18 +60,14 @@ use madsim::time::sleep;
 use crate::cluster::{Cluster, KafkaClient};
 use crate::harness::disk::SimDisk;
 use crate::harness::faults::{FaultProfile, FaultSchedule};
-use crate::harness::replicas::{Launch, ReplicaEnv, Replicas};
-use crate::harness::truth;
+use crate::harness::replicas::{stage_launch, transformer_launch, Launch, Replicas};
+use crate::harness::{
+    topic, truth, CONFIG_CONVERGENCE_MAX, QUIESCENCE_MAX, REPLICAS_MAX, SESSION_TIMEOUT, TRANSACTION_TIMEOUT,
+};
 use crate::runner::Ctx;
 
-/// The replicas' session timeout (the profiles draw pauses around it).
-const SESSION_TIMEOUT: Duration = Duration::from_secs(6);
-/// The engine's transformer transaction timeout (some pauses outlast it).
-const TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
-/// Replicas alive at most at once (scale-ups stop there).
-const REPLICAS_MAX: usize = 4;
-/// How long a run may take to commit everything once the faults stop.
-const QUIESCENCE_MAX: Duration = Duration::from_secs(300);
+/// How long the inputs and faults wait at most for a replica's first tasks.
+const FIRST_TASKS_MAX: Duration = Duration::from_secs(60);
 /// Keys whose differences a failure prints (the rest are counted).
 const DIFFS_SHOWN: usize = 5;
 /// Runs the shrinker may spend on one failing seed.
@@ -156,13 +151,16 @@ pub struct Outcome {
 
 type Property = Arc<dyn Fn(&Outcome) -> Result<(), String> + Send + Sync>;
 type Generator = Arc<dyn Fn(&mut Gen, usize) -> Input + Send + Sync>;
-type Factory =
-    Arc<dyn Fn(ReplicaEnv, String, usize) -> Pin<Box<dyn Future<Output = Result<(), String>>>> + Send + Sync>;
+/// The replicas' launch, given the application id, `max_poll_records` and the poll interval.
+type Factory = Arc<dyn Fn(String, usize, Duration) -> Launch + Send + Sync>;
 
-/// A chaos test of one transformer stage (see the [module](self) docs).
+/// A chaos test of one transformer or extractor stage (see the [module](self) docs).
 #[derive(Clone)]
 pub struct Chaos {
     factory: Factory,
+    extractor: bool,
+    poll_interval: Duration,
+    settle: Option<Duration>,
     application_id: String,
     inputs_topics: Vec<(String, u32)>,
     outputs_topics: Vec<(String, u32)>,
@@ -218,26 +216,41 @@ impl Chaos {
         M: 'static,
     {
         let stage = Arc::new(stage);
-        let factory: Factory = Arc::new(move |env: ReplicaEnv, app: String, max_poll_records: usize| {
+        let factory: Factory = Arc::new(move |app: String, max_poll_records: usize, _: Duration| {
             let stage = stage.clone();
-            Box::pin(async move {
-                let app = Flechtwerk::builder()
-                    .application_id(&app)
-                    .client_id(&env.name)
-                    .kafka(Arc::new(env.kafka.clone()))
-                    .max_poll_records(max_poll_records)
-                    .session_timeout(SESSION_TIMEOUT)
-                    .replication_factor(1)
-                    .observer(Arc::new(env.observer()))
-                    .state_stores(Arc::new(env.stores.clone()))
-                    .build(stage())
-                    .map_err(|e| e.to_string())?;
-                let Err(error) = app.run().await;
-                Err(error.to_string())
-            })
+            transformer_launch(app, max_poll_records, move || stage())
         });
+        Chaos::new(factory, false)
+    }
+
+    /// A chaos test of the extractor that `stage` builds (called once per replica start).
+    ///
+    /// The things to poll are the config entries (`config`, `configs`); the stage reads its
+    /// external source itself, and that source must give both runs the same items (a fixed or
+    /// seeded one, shared by the replicas as a real source is). There are no inputs: once the
+    /// faults stop, the run is over when no transaction is open and the output topics have
+    /// not grown for [`Chaos::settle`] (default 20 poll intervals, at least
+    /// 10 s). The oracle is the same: per output key the committed outputs, and per config the
+    /// final state (its cursor), equal those of a one-replica run without faults.
+    pub fn extractor<S, M>(stage: impl Fn() -> S + Send + Sync + 'static) -> Self
+    where
+        S: IntoRunner<M> + 'static,
+        M: 'static,
+    {
+        let stage = Arc::new(stage);
+        let factory: Factory = Arc::new(move |app: String, max_poll_records: usize, poll_interval: Duration| {
+            let stage = stage.clone();
+            stage_launch(app, max_poll_records, Some(poll_interval), move || stage())
+        });
+        Chaos::new(factory, true)
+    }
+
+    fn new(factory: Factory, extractor: bool) -> Self {
         Chaos {
             factory,
+            extractor,
+            poll_interval: Duration::from_millis(500),
+            settle: None,
             application_id: "chaos-app".into(),
             inputs_topics: Vec::new(),
             outputs_topics: Vec::new(),
@@ -321,6 +334,19 @@ impl Chaos {
         self
     }
 
+    /// Extractors: the wait between poll cycles (default 500 ms).
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = interval.max(Duration::from_millis(1));
+        self
+    }
+
+    /// Extractors: how long the output topics must stay unchanged, with no transaction open on
+    /// them or the changelog, for a run to be over (default: 20 poll intervals, at least 10 s).
+    pub fn settle(mut self, quiet: Duration) -> Self {
+        self.settle = Some(quiet);
+        self
+    }
+
     /// The seeds to run when the environment names none (default `0..20`).
     pub fn seeds(mut self, seeds: Range<u64>) -> Self {
         self.seeds = seeds;
@@ -357,12 +383,30 @@ impl Chaos {
 
     /// The seed's fault schedule (from the profile, drawn from the seed).
     pub fn schedule(&self, seed: u64) -> FaultSchedule {
-        let profile = FaultProfile {
+        self.timed_profile().generate(&mut Gen::new(seed, 1), self.period)
+    }
+
+    /// A proptest strategy over this test's fault schedules: the profile's
+    /// [`FaultProfile::strategy`] over the period, pauses drawn around the replicas' timeouts.
+    /// For properties of your own over any schedule, each case run with [`Chaos::run_seed`]:
+    ///
+    /// ```ignore
+    /// let test = Chaos::transformer(running_sum).input("amounts", 4) /* … */.profile("rebalances");
+    /// proptest!(|(schedule in test.schedule_strategy())| {
+    ///     let violations = test.run_seed(0, &schedule, false);
+    ///     prop_assert!(violations.is_empty(), "{}", violations.join("\n"));
+    /// });
+    /// ```
+    pub fn schedule_strategy(&self) -> proptest::strategy::BoxedStrategy<FaultSchedule> {
+        self.timed_profile().strategy(self.period)
+    }
+
+    fn timed_profile(&self) -> FaultProfile {
+        FaultProfile {
             session_timeout: SESSION_TIMEOUT,
             transaction_timeout: TRANSACTION_TIMEOUT,
             ..self.profile.clone()
-        };
-        profile.generate(&mut Gen::new(seed, 1), self.period)
+        }
     }
 
     /// Runs one seed with `schedule` (the chaos run and its reference): its violations.
@@ -516,90 +560,43 @@ impl Chaos {
         let chaos = !schedule.is_empty();
         ctx.event(format!("{replica_count} replicas, {} faults:\n{schedule}", schedule.len()));
         let cluster = Cluster::start(&ctx);
-        let setup = Handle::current().create_node().name("setup").ip(cluster.client_ip()).build();
-        let (kafka, spec) = (cluster.kafka(), self.clone());
-        setup
-            .spawn(async move {
-                let admin = kafka.admin().expect("admin");
-                let topics = spec.inputs_topics.iter().chain(&spec.outputs_topics).map(|(t, p)| (t, *p, false));
-                let topics = topics.chain(spec.config_topics.iter().map(|(t, p)| (t, *p, true)));
-                for (topic, partitions, compact) in topics {
-                    let mut new = NewTopic::new(topic.as_str(), partitions).replication(1);
-                    if compact {
-                        new = new.compacted();
-                    }
-                    while admin.create_topic(&new).await.is_err() {
-                        sleep(Duration::from_millis(100)).await;
-                    }
-                }
-                let producer = kafka.producer(ProducerConfig::idempotent("config-writer")).expect("producer");
-                for record in &spec.configs {
-                    let delivery = producer.send(producer_record(record, None)).await.expect("a calm send");
-                    delivery.await.expect("configs are written before any fault");
-                }
-                producer.close().await;
-            })
-            .await
-            .expect("the setup node is never killed");
+        let topics = self.inputs_topics.iter().chain(&self.outputs_topics).map(|(t, p)| topic(t.as_str(), *p, false));
+        let topics = topics.chain(self.config_topics.iter().map(|(t, p)| topic(t.as_str(), *p, true))).collect();
+        let configs = self.configs.iter().map(|record| producer_record(record, None)).collect();
+        crate::harness::setup(&cluster, topics, configs).await;
 
-        let launch: Launch = {
-            let (factory, app, max_poll_records) =
-                (self.factory.clone(), self.application_id.clone(), self.max_poll_records);
-            Arc::new(move |env: ReplicaEnv| factory(env, app.clone(), max_poll_records))
-        };
+        let launch = (self.factory)(self.application_id.clone(), self.max_poll_records, self.poll_interval);
         let disk = SimDisk::default();
         let mut replicas = Replicas::start(&cluster, &ctx, &disk, launch, replica_count, REPLICAS_MAX);
         // Inputs and faults begin once the application runs tasks: faults that end before the
         // stage processed anything test nothing.
-        let deadline = ctx.now() + Duration::from_secs(60);
-        while ctx.now() < deadline
-            && !replicas.alive().any(|r| r.view.tasks.load(std::sync::atomic::Ordering::SeqCst) > 0)
-        {
-            sleep(Duration::from_millis(100)).await;
-        }
+        replicas.wait_for_tasks(FIRST_TASKS_MAX, Duration::from_millis(100)).await;
         if chaos && madsim::rand::thread_rng().next_u64() % 1000 < (self.profile.buggify * 1000.0) as u64 {
             madsim::buggify::enable();
             ctx.event("buggify on");
         }
         let feeder = Handle::current().create_node().name("feeder").ip(cluster.client_ip()).build();
         let feeding = feeder.spawn(feed_inputs(cluster.kafka(), ctx.clone(), feed, self.period));
-        let faults_start = ctx.now();
-        replicas.run_schedule(&schedule).await;
-        feeding.await.expect("the feeder node is never killed");
-        let faults_end = faults_start + schedule.end();
-        if ctx.now() < faults_end {
-            sleep(faults_end - ctx.now()).await;
-        }
-        madsim::buggify::disable();
-        replicas.calm_down();
-        ctx.event("faults stop");
+        replicas.run_faults(&schedule, vec![feeding]).await;
 
         let mut violations = Vec::new();
-        let deadline = ctx.now() + QUIESCENCE_MAX;
-        let quiesced = loop {
-            if self.quiescent(&cluster) {
-                break true;
-            }
-            if ctx.now() >= deadline {
-                violations.push(format!(
-                    "liveness: not every input committed (or a transaction still open) {QUIESCENCE_MAX:?} after the \
-                     faults stopped"
-                ));
-                break false;
-            }
-            sleep(Duration::from_secs(1)).await;
-        };
+        let inputs: Vec<&str> = self.inputs_topics.iter().map(|(t, _)| t.as_str()).collect();
+        let outputs: Vec<&str> = self.outputs_topics.iter().map(|(t, _)| t.as_str()).collect();
+        let quiesced =
+            truth::await_quiescence(&ctx, &cluster, &self.application_id, &inputs, &outputs, QUIESCENCE_MAX).await;
+        let quiesced = quiesced && (!self.extractor || self.settled(&ctx, &cluster, &outputs).await);
+        if !quiesced {
+            violations.push(format!(
+                "liveness: not every input committed (or a transaction still open) {QUIESCENCE_MAX:?} after the \
+                 faults stopped"
+            ));
+        }
         // Config stores converge to the topics' compaction.
         if !self.config_topics.is_empty() {
             let want = self.config_compaction(&cluster);
-            let deadline = ctx.now() + Duration::from_secs(60);
-            while ctx.now() < deadline && !replicas.alive().all(|r| r.view.configs_match(&want)) {
-                sleep(Duration::from_millis(500)).await;
-            }
-            for replica in replicas.alive().filter(|r| !r.view.configs_match(&want)) {
-                violations
-                    .push(format!("{}: its config store differs from the config topics' compaction", replica.name));
-            }
+            replicas.await_configs(&want, CONFIG_CONVERGENCE_MAX).await;
+            let topics: Vec<&str> = self.config_topics.iter().map(|(t, _)| t.as_str()).collect();
+            violations.extend(replicas.config_mismatches(&want, &topics.join("+")));
         }
         let outcome = self.outcome(&cluster);
         for v in &violations {
@@ -608,38 +605,38 @@ impl Chaos {
         RunResult { outcome, violations, quiesced, events: Vec::new() }
     }
 
-    fn quiescent(&self, cluster: &Cluster) -> bool {
-        let committed = truth::committed_offsets(cluster, &self.application_id);
-        let inputs_done = self.inputs_topics.iter().all(|(topic, _)| {
-            truth::log_ends(cluster, topic).iter().all(|(tp, end)| committed.get(tp).copied().unwrap_or(0) >= *end)
-        });
-        inputs_done
-            && self.outputs_topics.iter().all(|(t, _)| truth::no_open_transactions(cluster, t))
-            && truth::no_open_transactions(cluster, &format!("{}-changelog", self.application_id))
+    /// Extractors: waits until the output topics stay unchanged with no transaction open (on
+    /// them or the changelog) for the settle time, at most [`QUIESCENCE_MAX`]; whether they did.
+    async fn settled(&self, ctx: &Ctx, cluster: &Cluster, outputs: &[&str]) -> bool {
+        let quiet = self.settle.unwrap_or_else(|| (self.poll_interval * 20).max(Duration::from_secs(10)));
+        let changelog = format!("{}-changelog", self.application_id);
+        let topics: Vec<&str> = outputs.iter().copied().chain([changelog.as_str()]).collect();
+        // The outputs' ends (a page's cursor commits with its outputs, so the changelog is
+        // settled with them; a stage may re-commit an unchanged cursor on every poll).
+        let snapshot = || -> Option<Vec<BTreeMap<flechtwerk::kafka::TopicPartition, i64>>> {
+            topics
+                .iter()
+                .all(|t| truth::no_open_transactions(cluster, t))
+                .then(|| outputs.iter().map(|t| truth::log_ends(cluster, t)).collect())
+        };
+        let deadline = ctx.now() + QUIESCENCE_MAX;
+        let mut last = (snapshot(), ctx.now());
+        while ctx.now() < deadline {
+            sleep(Duration::from_secs(1)).await;
+            let now = snapshot();
+            if now.is_none() || now != last.0 {
+                last = (now, ctx.now());
+            } else if ctx.now() - last.1 >= quiet {
+                return true;
+            }
+        }
+        false
     }
 
     fn config_compaction(&self, cluster: &Cluster) -> BTreeMap<String, Vec<u8>> {
-        let mut model = BTreeMap::new();
-        for (topic, _) in &self.config_topics {
-            for r in truth::committed_records(cluster, topic) {
-                let key = String::from_utf8_lossy(r.key.as_deref().unwrap_or_default()).into_owned();
-                match r.value.as_deref() {
-                    value if flechtwerk::wire::is_tombstone(value) => {
-                        model.remove(&key);
-                    }
-                    Some(bytes) => {
-                        // A value the store would refuse is skipped or fatal by the stage's
-                        // policy; the model keeps what a strict reader keeps.
-                        let parsed = std::str::from_utf8(bytes).ok().and_then(|t| flechtwerk::json::parse(t).ok());
-                        if let Some(canonical) = parsed.and_then(|v| flechtwerk::json::to_canonical_bytes(&v).ok()) {
-                            model.insert(key, canonical);
-                        }
-                    }
-                    None => unreachable!("an absent value is a tombstone"),
-                }
-            }
-        }
-        model
+        let records: Vec<RawRecord> =
+            self.config_topics.iter().flat_map(|(topic, _)| truth::committed_records(cluster, topic)).collect();
+        truth::config_compaction(&records)
     }
 
     fn outcome(&self, cluster: &Cluster) -> Outcome {

@@ -1,14 +1,32 @@
 //! Fault schedules as data: what goes wrong, to whom, and when.
 //!
-//! A run's faults are generated up front from the seed by a [`FaultProfile`], as a list of
-//! [`TimedFault`]s, and then executed by the harness. Being data, a schedule can be printed,
-//! replayed, and shrunk: a failing run's schedule is cut down to the few faults that still make
-//! it fail.
+//! A run's faults are generated up front by a [`FaultProfile`], as a list of [`TimedFault`]s, and
+//! then executed by the harness. Being data, a schedule can be printed, replayed, and shrunk: a
+//! failing run's schedule is cut down to the few faults that still make it fail.
+//!
+//! A profile makes schedules in two ways, from one set of kinds, weights and parameter ranges:
+//!
+//! - [`FaultProfile::generate`] draws the schedule *of a seed* (what [`crate::chaos::Chaos`] and
+//!   the CLI's scenarios run): faults one after another, separated by the profile's gaps. It is
+//!   the seed replay path, and its draws are unchanged since the seeds of `docs/simulation.md`
+//!   were measured, so a seed names the same schedule as before. The harness's own shrinker
+//!   (used by `Chaos` on a failing seed) then removes faults from it.
+//! - [`FaultProfile::strategy`] is a [proptest] strategy over schedules, for properties of your
+//!   own ("for any schedule of rebalances, the config store equals the topic's compaction"):
+//!   proptest draws schedules from its own seed, and on a failure shrinks them — drops faults,
+//!   moves them earlier, shortens them, lowers their probabilities — to a minimal failing one.
+//!   Fault times are uniform over the period (not drawn by gaps), so the two paths give
+//!   different schedules for the same numbers; a proptest failure replays through proptest
+//!   (its printed minimal schedule, or `PROPTEST_RNG_SEED`), a seed through the harness.
+//!   [`Fault::strategy_for`] gives single faults and [`FaultProfile::episode_strategy`] one
+//!   episode (one fault, or a late-changelog handover's two).
 
 use std::fmt;
 use std::time::Duration;
 
 use madsim::rand::Rng;
+use proptest::prelude::{BoxedStrategy, Just, Strategy};
+use proptest::strategy::Union;
 
 use crate::cluster::RequestFaults;
 
@@ -459,9 +477,303 @@ impl FaultProfile {
     }
 }
 
+/// The proptest side: strategies over faults and schedules (see the [module](self) docs).
+impl FaultProfile {
+    /// A proptest strategy over this profile's schedules within `period`: up to twice as many
+    /// episodes as the profile's mean gap fits in the period (at least one), each at a uniform
+    /// time in the period, sorted by time. The calm profile gives only the empty schedule.
+    ///
+    /// Shrinking drops episodes, moves them towards the start, and shrinks each fault (shorter
+    /// durations, lower slots, lower probabilities; a pause past the transaction timeout towards
+    /// one past the session timeout).
+    pub fn strategy(&self, period: Duration) -> BoxedStrategy<FaultSchedule> {
+        if self.total_weight() == 0 || period.is_zero() {
+            return Just(FaultSchedule::none()).boxed();
+        }
+        let mean_gap = (self.gap.0 + self.gap.1) / 2;
+        let fit = if mean_gap.is_zero() { 1 } else { (period.as_micros() / mean_gap.as_micros().max(1)) as usize };
+        let max = (2 * fit).max(1);
+        let period_us = period.as_micros() as u64;
+        let episode = (0..period_us, self.episode_strategy());
+        proptest::collection::vec(episode, 0..=max)
+            .prop_map(|episodes| {
+                let mut faults: Vec<TimedFault> = episodes
+                    .into_iter()
+                    .flat_map(|(start, episode)| {
+                        let start = Duration::from_micros(start);
+                        episode.into_iter().map(move |t| TimedFault { at: start + t.at, fault: t.fault })
+                    })
+                    .collect();
+                // Stable: a handover's late markers stay before its fault at the same time.
+                faults.sort_by_key(|t| t.at);
+                FaultSchedule { faults }
+            })
+            .boxed()
+    }
+
+    /// One episode of this profile, its times relative to the episode's start: a single fault
+    /// (at 0), or a late-changelog handover (changelog-only late markers at 0, the handover 1–3 s
+    /// later). Weighted as in [`FaultProfile::generate`]. Panics on the calm profile (no kind
+    /// has weight).
+    pub fn episode_strategy(&self) -> BoxedStrategy<Vec<TimedFault>> {
+        let at_zero =
+            |s: BoxedStrategy<Fault>| s.prop_map(|fault| vec![TimedFault { at: Duration::ZERO, fault }]).boxed();
+        let mut arms: Vec<(u32, BoxedStrategy<Vec<TimedFault>>)> = Vec::new();
+        for kind in FaultKind::ALL {
+            let weight = self.weight(kind);
+            if weight > 0 {
+                arms.push((weight, at_zero(Fault::strategy_for(kind, self))));
+            }
+        }
+        if self.late_changelog_handover > 0 {
+            arms.push((self.late_changelog_handover, self.handover_strategy()));
+        }
+        assert!(!arms.is_empty(), "the {} profile has no fault kind with weight", self.name);
+        Union::new_weighted(arms).boxed()
+    }
+
+    /// A handover while only the changelog's markers are late (see
+    /// [`FaultProfile::late_changelog_handover`]), with the ranges of [`FaultProfile::generate`].
+    fn handover_strategy(&self) -> BoxedStrategy<Vec<TimedFault>> {
+        let session = self.session_timeout;
+        let handover = Union::new_weighted(vec![
+            (8, slot().prop_map(|replica| Fault::CrashRestart { replica }).boxed()),
+            (
+                5,
+                (slot(), span(session + Duration::from_secs(1), session + Duration::from_secs(6)))
+                    .prop_map(|(replica, duration)| Fault::Pause { replica, duration })
+                    .boxed(),
+            ),
+            (4, slot().prop_map(|replica| Fault::RemoveReplica { replica }).boxed()),
+            (3, Just(Fault::AddReplica).boxed()),
+        ]);
+        (
+            span(Duration::from_secs(5), Duration::from_secs(9)),
+            span(Duration::from_secs(1), Duration::from_secs(3)),
+            span(Duration::from_millis(500), Duration::from_secs(2)),
+            handover,
+        )
+            .prop_map(|(min, lead, rest, fault)| {
+                vec![
+                    TimedFault {
+                        at: Duration::ZERO,
+                        fault: Fault::LateMarkers {
+                            duration: lead + rest,
+                            min,
+                            max: min + Duration::from_secs(6),
+                            only_changelog: true,
+                        },
+                    },
+                    TimedFault { at: lead, fault },
+                ]
+            })
+            .boxed()
+    }
+
+    fn weight(&self, kind: FaultKind) -> u32 {
+        match kind {
+            FaultKind::CrashRestart => self.crash_restart,
+            FaultKind::AddReplica => self.add_replica,
+            FaultKind::RemoveReplica => self.remove_replica,
+            FaultKind::Pause => self.pause,
+            FaultKind::Isolate => self.isolate,
+            FaultKind::BrokerRestart => self.broker_restart,
+            FaultKind::RequestChaos => self.request_chaos,
+            FaultKind::FailTransactions => self.fail_transactions,
+            FaultKind::LateMarkers => self.late_markers,
+        }
+    }
+}
+
+/// A kind of [`Fault`], for [`Fault::strategy_for`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultKind {
+    /// [`Fault::CrashRestart`].
+    CrashRestart,
+    /// [`Fault::AddReplica`].
+    AddReplica,
+    /// [`Fault::RemoveReplica`].
+    RemoveReplica,
+    /// [`Fault::Pause`].
+    Pause,
+    /// [`Fault::Isolate`].
+    Isolate,
+    /// [`Fault::BrokerRestart`].
+    BrokerRestart,
+    /// [`Fault::RequestChaos`].
+    RequestChaos,
+    /// [`Fault::FailTransactions`].
+    FailTransactions,
+    /// [`Fault::LateMarkers`].
+    LateMarkers,
+}
+
+impl FaultKind {
+    /// Every kind.
+    pub const ALL: [FaultKind; 9] = [
+        FaultKind::CrashRestart,
+        FaultKind::AddReplica,
+        FaultKind::RemoveReplica,
+        FaultKind::Pause,
+        FaultKind::Isolate,
+        FaultKind::BrokerRestart,
+        FaultKind::RequestChaos,
+        FaultKind::FailTransactions,
+        FaultKind::LateMarkers,
+    ];
+}
+
+impl Fault {
+    /// A proptest strategy over faults of `kind`, with the parameter ranges `profile` draws
+    /// them from in [`FaultProfile::generate`] (pauses around its session timeout, some past its
+    /// transaction timeout).
+    pub fn strategy_for(kind: FaultKind, profile: &FaultProfile) -> BoxedStrategy<Fault> {
+        match kind {
+            FaultKind::CrashRestart => slot().prop_map(|replica| Fault::CrashRestart { replica }).boxed(),
+            FaultKind::AddReplica => Just(Fault::AddReplica).boxed(),
+            FaultKind::RemoveReplica => slot().prop_map(|replica| Fault::RemoveReplica { replica }).boxed(),
+            FaultKind::Pause => {
+                let session = profile.session_timeout;
+                let past_session = span(session + Duration::from_secs(1), session + Duration::from_secs(6));
+                let transaction = profile.transaction_timeout;
+                let past_transaction =
+                    span(transaction + Duration::from_secs(1), transaction + Duration::from_secs(15));
+                let p = (profile.pause_past_transaction_timeout.clamp(0.0, 1.0) * 1000.0).round() as u32;
+                let mut durations = Vec::new();
+                if p < 1000 {
+                    durations.push((1000 - p, past_session));
+                }
+                if p > 0 {
+                    durations.push((p, past_transaction));
+                }
+                (slot(), Union::new_weighted(durations))
+                    .prop_map(|(replica, duration)| Fault::Pause { replica, duration })
+                    .boxed()
+            }
+            FaultKind::Isolate => (slot(), span(Duration::from_millis(500), Duration::from_secs(8)))
+                .prop_map(|(replica, duration)| Fault::Isolate { replica, duration })
+                .boxed(),
+            FaultKind::BrokerRestart => Just(Fault::BrokerRestart).boxed(),
+            FaultKind::RequestChaos => (
+                span(Duration::from_secs(1), Duration::from_secs(5)),
+                (0.0..0.08f64, 0.0..0.08f64, 0.0..0.3f64, 0.0..0.3f64),
+                (0.0..0.05f64, span(Duration::from_millis(100), Duration::from_secs(2))),
+                (0.0..0.1f64, 0.0..0.02f64),
+            )
+                .prop_map(
+                    |(
+                        duration,
+                        (drop_request, drop_response, delay_request, delay_response),
+                        (hold_past_timeout, delay_max),
+                        (retriable_error, fatal_error),
+                    )| Fault::RequestChaos {
+                        duration,
+                        faults: RequestFaults {
+                            drop_request,
+                            drop_response,
+                            delay_request,
+                            delay_response,
+                            hold_past_timeout,
+                            delay_max,
+                            retriable_error,
+                            fatal_error,
+                        },
+                    },
+                )
+                .boxed(),
+            FaultKind::FailTransactions => span(Duration::from_secs(1), Duration::from_secs(3))
+                .prop_map(|duration| Fault::FailTransactions { duration })
+                .boxed(),
+            FaultKind::LateMarkers => (proptest::bool::weighted(0.5), proptest::bool::weighted(0.3))
+                .prop_map(|(long, only_changelog)| Fault::LateMarkers {
+                    duration: Duration::from_secs(5),
+                    min: Duration::ZERO,
+                    max: if long { Duration::from_secs(12) } else { Duration::from_secs(2) },
+                    only_changelog,
+                })
+                .boxed(),
+        }
+    }
+}
+
+/// A replica slot, as [`FaultProfile::generate`] draws it.
+fn slot() -> impl Strategy<Value = usize> + Clone {
+    0..16usize
+}
+
+/// A duration in `low..high` (microseconds), shrinking towards `low`.
+fn span(low: Duration, high: Duration) -> BoxedStrategy<Duration> {
+    if high <= low {
+        return Just(low).boxed();
+    }
+    (low.as_micros() as u64..high.as_micros() as u64).prop_map(Duration::from_micros).boxed()
+}
+
 fn uniform(rng: &mut impl Rng, low: Duration, high: Duration) -> Duration {
     if high <= low {
         return low;
     }
     Duration::from_micros(rng.gen_range(low.as_micros() as u64..high.as_micros() as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestRunner};
+
+    use super::*;
+
+    /// Whether `profile` can draw `fault`: its kind has weight, or a late-changelog handover makes it.
+    fn allowed(profile: &FaultProfile, fault: &Fault) -> bool {
+        let handover = profile.late_changelog_handover > 0;
+        match fault {
+            Fault::CrashRestart { .. } => profile.crash_restart > 0 || handover,
+            Fault::AddReplica => profile.add_replica > 0 || handover,
+            Fault::RemoveReplica { .. } => profile.remove_replica > 0 || handover,
+            Fault::Pause { .. } => profile.pause > 0 || handover,
+            Fault::Isolate { .. } => profile.isolate > 0,
+            Fault::BrokerRestart => profile.broker_restart > 0,
+            Fault::RequestChaos { .. } => profile.request_chaos > 0,
+            Fault::FailTransactions { .. } => profile.fail_transactions > 0,
+            Fault::LateMarkers { only_changelog, .. } => profile.late_markers > 0 || (handover && *only_changelog),
+        }
+    }
+
+    #[test]
+    fn strategies_draw_sorted_schedules_of_the_profiles_kinds_within_the_period() {
+        let period = Duration::from_secs(12);
+        for name in FaultProfile::PRESETS {
+            let profile = FaultProfile::named(name).expect("a preset");
+            let mut runner = TestRunner::new(Config { cases: 64, failure_persistence: None, ..Config::default() });
+            runner
+                .run(&profile.strategy(period), |schedule| {
+                    prop_assert!(schedule.faults.windows(2).all(|w| w[0].at <= w[1].at), "unsorted:\n{schedule}");
+                    // An episode starts within the period; a handover's fault comes ≤ 3 s later.
+                    prop_assert!(schedule.faults.iter().all(|t| t.at < period + Duration::from_secs(3)));
+                    prop_assert!(schedule.faults.iter().all(|t| allowed(&profile, &t.fault)), "{name}:\n{schedule}");
+                    if name == "calm" {
+                        prop_assert!(schedule.is_empty());
+                    }
+                    Ok(())
+                })
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+    }
+
+    #[test]
+    fn pauses_come_from_the_profiles_timeouts() {
+        let profile = FaultProfile { pause_past_transaction_timeout: 0.5, ..FaultProfile::zombies() };
+        let mut runner = TestRunner::new(Config { cases: 256, failure_persistence: None, ..Config::default() });
+        runner
+            .run(&Fault::strategy_for(FaultKind::Pause, &profile), |fault| {
+                let Fault::Pause { duration, .. } = fault else { panic!("a pause: {fault}") };
+                let past_session =
+                    duration > profile.session_timeout && duration <= profile.session_timeout + Duration::from_secs(6);
+                let past_transaction = duration > profile.transaction_timeout
+                    && duration <= profile.transaction_timeout + Duration::from_secs(15);
+                prop_assert!(past_session || past_transaction, "{duration:?}");
+                Ok(())
+            })
+            .unwrap();
+    }
 }

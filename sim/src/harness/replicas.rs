@@ -9,9 +9,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use flechtwerk::observer::{ConfigView, Observer};
+use flechtwerk::{Flechtwerk, FlechtwerkBuilder, IntoRunner};
 use madsim::rand::{thread_rng, Rng};
 use madsim::runtime::Handle;
-use madsim::task::NodeId;
+use madsim::task::{JoinHandle, NodeId};
 use madsim::time::sleep;
 
 use super::disk::{DiskStores, SimDisk};
@@ -95,6 +96,83 @@ impl Observer for ReplicaObserver {
 
 /// Runs one incarnation of a replica's application until it ends; `Err` is why it crashed.
 pub type Launch = Arc<dyn Fn(ReplicaEnv) -> Pin<Box<dyn Future<Output = Result<(), String>>>> + Send + Sync>;
+
+/// The launch of a transformer application as every simulation runs one: application id
+/// `application_id`, the replica's name as client id, the simulated cluster, `max_poll_records`,
+/// the harness's [`SESSION_TIMEOUT`](super::SESSION_TIMEOUT), replication factor 1, the
+/// replica's observer and its disk's state stores; `stage()` builds the stage at each start.
+pub fn transformer_launch<S, M>(
+    application_id: impl Into<String>,
+    max_poll_records: usize,
+    stage: impl Fn() -> S + Send + Sync + 'static,
+) -> Launch
+where
+    S: IntoRunner<M> + 'static,
+    M: 'static,
+{
+    stage_launch(application_id, max_poll_records, None, stage)
+}
+
+/// [`transformer_launch`] for any stage: with `poll_interval` set (extractors require it;
+/// transformers ignore it), or not.
+pub fn stage_launch<S, M>(
+    application_id: impl Into<String>,
+    max_poll_records: usize,
+    poll_interval: Option<Duration>,
+    stage: impl Fn() -> S + Send + Sync + 'static,
+) -> Launch
+where
+    S: IntoRunner<M> + 'static,
+    M: 'static,
+{
+    let configure = move |builder: FlechtwerkBuilder| match poll_interval {
+        Some(interval) => builder.poll_interval(interval),
+        None => builder,
+    };
+    launch_with(application_id, max_poll_records, configure, stage)
+}
+
+/// [`transformer_launch`] with more settings: `configure` gets the builder with the harness's
+/// settings and returns it with its own (e.g. `|b| b.producers(Producers::PerInstance)`).
+pub fn launch_with<S, M>(
+    application_id: impl Into<String>,
+    max_poll_records: usize,
+    configure: impl Fn(FlechtwerkBuilder) -> FlechtwerkBuilder + Send + Sync + 'static,
+    stage: impl Fn() -> S + Send + Sync + 'static,
+) -> Launch
+where
+    S: IntoRunner<M> + 'static,
+    M: 'static,
+{
+    let application_id = application_id.into();
+    let (stage, configure) = (Arc::new(stage), Arc::new(configure));
+    Arc::new(move |env: ReplicaEnv| {
+        let (stage, configure, application_id) = (stage.clone(), configure.clone(), application_id.clone());
+        Box::pin(async move {
+            let builder = Flechtwerk::builder()
+                .application_id(&application_id)
+                .client_id(&env.name)
+                .kafka(Arc::new(env.kafka.clone()))
+                .max_poll_records(max_poll_records)
+                .session_timeout(super::SESSION_TIMEOUT)
+                .replication_factor(1)
+                .observer(Arc::new(env.observer()))
+                .state_stores(Arc::new(env.stores.clone()));
+            let app = configure(builder).build(stage()).map_err(|e| e.to_string())?;
+            let Err(error) = app.run().await;
+            Err(error_kind(&error))
+        })
+    })
+}
+
+/// A deterministic description of why an application stopped (for the trace: a Kafka error by
+/// operation and kind, no free text that could differ between runs of a seed).
+pub fn error_kind(error: &flechtwerk::Error) -> String {
+    match error {
+        flechtwerk::Error::Kafka(e) => format!("kafka {} {:?}", e.operation(), e.kind()),
+        other => other.to_string(),
+    }
+}
 
 /// One replica.
 pub struct Replica {
@@ -277,6 +355,67 @@ impl Replicas {
                 });
             }
         }
+    }
+
+    /// Waits (checking every `poll`) until a live replica runs tasks or holds extractor tokens,
+    /// at most `max`.
+    pub async fn wait_for_tasks(&self, max: Duration, poll: Duration) {
+        let deadline = self.ctx.now() + max;
+        let idle = |r: &Replica| r.view.tasks.load(Ordering::SeqCst) == 0 && r.view.tokens.load(Ordering::SeqCst) == 0;
+        while self.ctx.now() < deadline && self.alive().all(idle) {
+            sleep(poll).await;
+        }
+    }
+
+    /// The fault period: runs `schedule` (times from now), awaits `feeders` (in order), waits
+    /// until the last fault has ended, then ends every fault for good (buggify off,
+    /// [`calm_down`](Self::calm_down)) and traces "faults stop".
+    pub async fn run_faults(&mut self, schedule: &FaultSchedule, feeders: Vec<JoinHandle<()>>) {
+        let faults_start = self.ctx.now();
+        self.run_schedule(schedule).await;
+        for feeder in feeders {
+            feeder.await.expect("feeder nodes are never killed");
+        }
+        let faults_end = faults_start + schedule.end();
+        if self.ctx.now() < faults_end {
+            sleep(faults_end - self.ctx.now()).await;
+        }
+        madsim::buggify::disable();
+        self.calm_down();
+        self.ctx.event("faults stop");
+    }
+
+    /// Waits (checking every 500 ms) until every live replica's config store equals `want`, at
+    /// most `max`.
+    pub async fn await_configs(&self, want: &BTreeMap<String, Vec<u8>>, max: Duration) {
+        let deadline = self.ctx.now() + max;
+        while self.ctx.now() < deadline && !self.alive().all(|r| r.view.configs_match(want)) {
+            sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    /// One violation per live replica whose config store differs from `want` (the compaction of
+    /// `topics`), naming the keys missing and extra.
+    pub fn config_mismatches(&self, want: &BTreeMap<String, Vec<u8>>, topics: &str) -> Vec<String> {
+        let mut violations = Vec::new();
+        for replica in self.alive() {
+            match replica.view.configs.lock().expect("view lock").as_ref() {
+                Some(got) if got == want => {}
+                Some(got) => {
+                    let missing: Vec<&String> = want.keys().filter(|k| !got.contains_key(*k)).collect();
+                    let extra: Vec<&String> = got.keys().filter(|k| !want.contains_key(*k)).collect();
+                    let differing: Vec<&String> =
+                        want.keys().filter(|k| got.get(*k).is_some_and(|v| v != &want[*k])).collect();
+                    violations.push(format!(
+                        "{}: config store != compaction of {topics}: missing {missing:?}, extra {extra:?}, differing \
+                         {differing:?}",
+                        replica.name
+                    ))
+                }
+                None => violations.push(format!("{}: no config store after quiescence", replica.name)),
+            }
+        }
+        violations
     }
 
     /// Ends every fault for good (quiescence): request faults off, markers on time.

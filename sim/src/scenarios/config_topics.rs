@@ -92,26 +92,6 @@ fn random_record(rng: &mut impl Rng, offset: usize, keys: u32) -> RawRecord {
     }
 }
 
-/// The compaction of the log: what every reader's store must equal. Written from the rule
-/// itself (not with the engine's helpers), so a bug there cannot hide in the model.
-fn compaction(log: &[RawRecord]) -> BTreeMap<String, Vec<u8>> {
-    let mut model = BTreeMap::new();
-    for record in log {
-        let key = String::from_utf8(record.key.as_ref().expect("keyed").to_vec()).expect("utf-8 keys");
-        match record.value.as_deref() {
-            None | Some(b"") | Some(b"{}") => {
-                model.remove(&key);
-            }
-            Some(bytes) => {
-                let text = std::str::from_utf8(bytes).expect("the writer writes UTF-8");
-                let value = flechtwerk::json::parse(text).expect("the writer writes JSON");
-                model.insert(key, to_canonical_bytes(&value).expect("finite"));
-            }
-        }
-    }
-    model
-}
-
 /// The reader: bootstrap to the end captured at boot, then drain forever.
 async fn reader(ctx: Ctx, log: Log, published: Published, boots: Arc<AtomicU64>) {
     let boot = boots.fetch_add(1, Ordering::SeqCst) + 1;
@@ -239,7 +219,8 @@ async fn run(ctx: Ctx) {
         }
         sleep(Duration::from_millis(50)).await;
     }
-    let want = compaction(&log.lock().expect("log lock"));
+    // The rule's model, shared with every scenario and the chaos harness.
+    let want = crate::harness::truth::config_compaction(&log.lock().expect("log lock"));
     let (_, got) = published.lock().expect("published lock").clone().expect("published");
     if got != want {
         let missing: Vec<&String> = want.keys().filter(|k| !got.contains_key(*k)).collect();

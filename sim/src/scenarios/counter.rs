@@ -36,16 +36,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
 use flechtwerk::attribute::{Attribute, INT, STR};
-use flechtwerk::kafka::{Kafka, NewTopic, ProducerConfig, ProducerRecord};
+use flechtwerk::kafka::{Kafka, ProducerConfig, ProducerRecord};
 use flechtwerk::stage::{transformer, FnTransformer};
 use flechtwerk::wire::{InvalidMessageAction, RawRecord};
-use flechtwerk::{Event, Flechtwerk, Message, Producers, State};
+use flechtwerk::{Event, Message, Producers, State};
 use madsim::rand::{thread_rng, Rng};
 use madsim::runtime::Handle;
 use madsim::time::sleep;
@@ -53,8 +52,10 @@ use madsim::time::sleep;
 use crate::cluster::{Cluster, KafkaClient};
 use crate::harness::disk::SimDisk;
 use crate::harness::faults::FaultProfile;
-use crate::harness::replicas::{Launch, ReplicaEnv, Replicas};
-use crate::harness::truth;
+use crate::harness::replicas::{launch_with, Replicas};
+use crate::harness::{
+    topic, truth, CONFIG_CONVERGENCE_MAX, QUIESCENCE_MAX, REPLICAS_MAX, SESSION_TIMEOUT, TRANSACTION_TIMEOUT,
+};
 use crate::runner::{Ctx, Scenario};
 
 /// The fault kinds both counter scenarios inject.
@@ -100,22 +101,12 @@ const INPUT_B: &str = "counter-input-b";
 const OUTPUT: &str = "counter-output";
 const CONFIGS: &str = "counter-configs";
 const PARTITIONS: u32 = 4;
-/// The replicas' group session timeout; a zombie pause exceeds it.
-const SESSION_TIMEOUT: Duration = Duration::from_secs(6);
-/// The engine's transaction timeout of task producers; some pauses exceed it.
-const TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
-/// Replicas alive at most at once.
-const REPLICAS_MAX: usize = 4;
-/// How long the replicas get to finish everything once the faults stop.
-const QUIESCENCE_MAX: Duration = Duration::from_secs(300);
 /// Share of seeds with buggify on (the engine's fault points and madsim's network delays).
 const BUGGIFY: f64 = 0.25;
 /// Share of seeds whose inputs and faults start at launch rather than once a replica runs tasks.
 const FAULTS_FROM_LAUNCH: f64 = 0.2;
 /// How long the inputs and faults wait at most for a replica's first tasks.
 const FIRST_TASKS_MAX: Duration = Duration::from_secs(30);
-/// How long the live replicas get to converge on the config topic after quiescence.
-const CONFIG_CONVERGENCE_MAX: Duration = Duration::from_secs(60);
 
 const COUNT: Attribute<i64> = Attribute::new("count", &INT);
 const INPUT: Attribute<i64> = Attribute::new("i", &INT);
@@ -200,14 +191,6 @@ fn stage(variant: &Variant) -> FnTransformer {
         out.set_state(state);
         Ok(())
     })
-}
-
-/// A deterministic one-word description of why an application stopped.
-fn error_kind(error: &flechtwerk::Error) -> String {
-    match error {
-        flechtwerk::Error::Kafka(e) => format!("kafka {} {:?}", e.operation(), e.kind()),
-        other => other.to_string(),
-    }
 }
 
 /// The feeder's inputs: `inputs` records over `keys` keys, spread over `period`; every 20th is
@@ -301,37 +284,6 @@ async fn write_configs(
     ctx.event("config writer: done");
 }
 
-/// The compaction of the config topic, written from the rule (last write per key; null, `b""`
-/// and `{}` delete), canonicalised like the store.
-fn config_compaction(records: &[RawRecord]) -> BTreeMap<String, Vec<u8>> {
-    let mut model = BTreeMap::new();
-    for r in records {
-        let key = String::from_utf8_lossy(r.key.as_deref().unwrap_or_default()).into_owned();
-        match r.value.as_deref() {
-            None | Some(b"") | Some(b"{}") => {
-                model.remove(&key);
-            }
-            Some(bytes) => {
-                let value = flechtwerk::json::parse(std::str::from_utf8(bytes).expect("utf-8")).expect("json");
-                model.insert(key, flechtwerk::json::to_canonical_bytes(&value).expect("finite"));
-            }
-        }
-    }
-    model
-}
-
-/// Whether every input is committed and no transaction is open on the outputs or the changelog:
-/// a consistent cut of the truth.
-fn quiescent(cluster: &Cluster, variant: &Variant) -> bool {
-    let committed = truth::committed_offsets(cluster, APP);
-    let inputs_done = variant.inputs().iter().all(|topic| {
-        truth::log_ends(cluster, topic).iter().all(|(tp, end)| committed.get(tp).copied().unwrap_or(0) == *end)
-    });
-    inputs_done
-        && truth::no_open_transactions(cluster, OUTPUT)
-        && truth::no_open_transactions(cluster, &format!("{APP}-changelog"))
-}
-
 async fn run(ctx: Ctx, producers: Producers) {
     let profile = FaultProfile {
         session_timeout: SESSION_TIMEOUT,
@@ -370,62 +322,25 @@ async fn run(ctx: Ctx, producers: Producers) {
          max_poll_records {max_poll_records}, {} faults over {period:?}:\n{schedule}",
         schedule.len()
     ));
-    let setup = Handle::current().create_node().name("setup").ip(cluster.client_ip()).build();
-    let admin_kafka = cluster.kafka();
-    setup
-        .spawn(async move {
-            let admin = admin_kafka.admin().expect("admin");
-            for (topic, partitions, compact) in [
-                (INPUT_A, PARTITIONS, false),
-                (INPUT_B, PARTITIONS, false),
-                (OUTPUT, PARTITIONS, false),
-                (CONFIGS, 2, true),
-            ] {
-                let mut spec = NewTopic::new(topic, partitions).replication(1);
-                if compact {
-                    spec = spec.compacted();
-                }
-                // Retried until the broker answers (the network is clean during setup).
-                while admin.create_topic(&spec).await.is_err() {
-                    sleep(Duration::from_millis(100)).await;
-                }
-            }
-        })
-        .await
-        .expect("the setup node is never killed");
+    let topics = vec![
+        topic(INPUT_A, PARTITIONS, false),
+        topic(INPUT_B, PARTITIONS, false),
+        topic(OUTPUT, PARTITIONS, false),
+        topic(CONFIGS, 2, true),
+    ];
+    crate::harness::setup(&cluster, topics, Vec::new()).await;
 
     let disk = SimDisk::default();
-    let launch: Launch = {
+    let launch = {
         let variant = variant.clone();
-        Arc::new(move |env: ReplicaEnv| {
-            let variant = variant.clone();
-            Box::pin(async move {
-                let app = Flechtwerk::builder()
-                    .application_id(APP)
-                    .client_id(&env.name)
-                    .kafka(Arc::new(env.kafka.clone()))
-                    .max_poll_records(max_poll_records)
-                    .session_timeout(SESSION_TIMEOUT)
-                    .producers(producers)
-                    .replication_factor(1)
-                    .observer(Arc::new(env.observer()))
-                    .state_stores(Arc::new(env.stores.clone()))
-                    .build(stage(&variant))
-                    .map_err(|e| e.to_string())?;
-                let Err(error) = app.run().await;
-                Err(error_kind(&error))
-            })
-        })
+        launch_with(APP, max_poll_records, move |builder| builder.producers(producers), move || stage(&variant))
     };
     let mut replicas = Replicas::start(&cluster, &ctx, &disk, launch, replica_count, REPLICAS_MAX);
     // Most seeds start the inputs and the faults once a replica runs tasks: a fault schedule
     // spent on the startup (the group's initial rebalance delay alone is 3 s) tests little of
     // the engine. The others start them at launch, faults on the startup included.
     if !faults_from_launch {
-        let deadline = ctx.now() + FIRST_TASKS_MAX;
-        while ctx.now() < deadline && replicas.alive().all(|r| r.view.tasks.load(Ordering::SeqCst) == 0) {
-            sleep(Duration::from_millis(50)).await;
-        }
+        replicas.wait_for_tasks(FIRST_TASKS_MAX, Duration::from_millis(50)).await;
     }
     // Buggify (the engine's fault points, and madsim's network delays) from here on only:
     // madsim delays 10 % of the broker's receives by 1–4 s in its single receive loop, which
@@ -442,38 +357,21 @@ async fn run(ctx: Ctx, producers: Producers) {
     let writer = Handle::current().create_node().name("config-writer").ip(cluster.client_ip()).build();
     let writing = writer.spawn(write_configs(cluster.kafka(), ctx.clone(), config_writes, keys, labels.clone()));
 
-    let faults_start = ctx.now();
-    replicas.run_schedule(&schedule).await;
-    feeding.await.expect("the feeder node is never killed");
-    writing.await.expect("the writer node is never killed");
     // Faults that last end in the background; then quiescence: no more faults, no engine stalls.
-    let faults_end = faults_start + schedule.end();
-    if ctx.now() < faults_end {
-        sleep(faults_end - ctx.now()).await;
-    }
-    madsim::buggify::disable();
-    replicas.calm_down();
-    ctx.event("faults stop");
+    replicas.run_faults(&schedule, vec![feeding, writing]).await;
 
     // The config topic settles; then one probe per key, whose outputs must carry its labels.
-    let want_configs = config_compaction(&truth::committed_records(&cluster, CONFIGS));
-    let deadline = ctx.now() + CONFIG_CONVERGENCE_MAX;
-    while ctx.now() < deadline && !replicas.alive().all(|r| r.view.configs_match(&want_configs)) {
-        sleep(Duration::from_millis(500)).await;
-    }
+    let want_configs = truth::config_compaction(&truth::committed_records(&cluster, CONFIGS));
+    replicas.await_configs(&want_configs, CONFIG_CONVERGENCE_MAX).await;
     let prober = Handle::current().create_node().name("prober").ip(cluster.client_ip()).build();
     prober.spawn(feed_probes(cluster.kafka(), ctx.clone(), variant.clone(), inputs, keys)).await.expect("never killed");
 
-    let deadline = ctx.now() + QUIESCENCE_MAX;
-    while !quiescent(&cluster, &variant) && ctx.now() < deadline {
-        sleep(Duration::from_secs(1)).await;
-    }
+    // Not reaching quiescence is reported by the checks (offsets short of the end, inputs
+    // without outputs).
+    truth::await_quiescence(&ctx, &cluster, APP, &variant.inputs(), &[OUTPUT], QUIESCENCE_MAX).await;
     // A replica may still crash after the faults stopped (a zombie waking from a pause that
     // ended with them is fenced); it restarts, and its config store converges again.
-    let deadline = ctx.now() + CONFIG_CONVERGENCE_MAX;
-    while ctx.now() < deadline && !replicas.alive().all(|r| r.view.configs_match(&want_configs)) {
-        sleep(Duration::from_millis(500)).await;
-    }
+    replicas.await_configs(&want_configs, CONFIG_CONVERGENCE_MAX).await;
     let labels = labels.lock().expect("labels lock").clone();
     check(&ctx, &cluster, &variant, &replicas, inputs, &labels, &want_configs);
 }
@@ -695,19 +593,8 @@ fn check(
         }
     }
     // Config stores equal the compaction.
-    for replica in replicas.alive() {
-        match replica.view.configs.lock().expect("view lock").as_ref() {
-            Some(got) if got == want_configs => {}
-            Some(got) => {
-                let missing: Vec<&String> = want_configs.keys().filter(|k| !got.contains_key(*k)).collect();
-                let extra: Vec<&String> = got.keys().filter(|k| !want_configs.contains_key(*k)).collect();
-                ctx.violation(format!(
-                    "{}: config store != compaction of {CONFIGS}: missing {missing:?}, extra {extra:?}",
-                    replica.name
-                ))
-            }
-            None => ctx.violation(format!("{}: no config store after quiescence", replica.name)),
-        }
+    for violation in replicas.config_mismatches(want_configs, CONFIGS) {
+        ctx.violation(violation);
     }
     ctx.event(format!(
         "end: {} valid and {invalid} invalid inputs, {} outputs, {} identities, {} changelog records, {} configs",

@@ -34,7 +34,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use flechtwerk::attribute::{Attribute, INT, STR};
-use flechtwerk::kafka::{Kafka, NewTopic, ProducerConfig, ProducerRecord};
+use flechtwerk::kafka::{Kafka, ProducerConfig, ProducerRecord};
 use flechtwerk::observer::{ConfigView, Observer};
 use flechtwerk::stage::BoxError;
 use flechtwerk::wire::RawRecord;
@@ -46,8 +46,8 @@ use madsim::time::sleep;
 use crate::cluster::{Cluster, KafkaClient, MarkerFaults};
 use crate::harness::disk::SimDisk;
 use crate::harness::faults::FaultProfile;
-use crate::harness::replicas::{Launch, ReplicaEnv, ReplicaObserver, ReplicaView, Replicas};
-use crate::harness::truth;
+use crate::harness::replicas::{error_kind, Launch, ReplicaEnv, ReplicaObserver, ReplicaView, Replicas};
+use crate::harness::{topic, truth};
 use crate::runner::{Ctx, Scenario};
 
 /// The scenario.
@@ -342,29 +342,11 @@ async fn run(ctx: Ctx) {
          source error rate {error_rate}, {} faults over {period:?}:\n{schedule}",
         schedule.len()
     ));
-    let setup = Handle::current().create_node().name("setup").ip(cluster.client_ip()).build();
-    let admin_kafka = cluster.kafka();
-    setup
-        .spawn(async move {
-            let admin = admin_kafka.admin().expect("admin");
-            // The changelog is created here, uncompactable within a run (its segment never
-            // rolls): the cursor checks read its whole history. The engine adopts it.
-            let changelog = NewTopic::new(format!("{APP}-changelog"), changelog_partitions)
-                .replication(1)
-                .compacted()
-                .config("segment.ms", "86400000");
-            for spec in [
-                NewTopic::new(CONFIGS, partitions).replication(1).compacted(),
-                NewTopic::new(OUTPUT, 2).replication(1),
-                changelog,
-            ] {
-                while admin.create_topic(&spec).await.is_err() {
-                    sleep(Duration::from_millis(100)).await;
-                }
-            }
-        })
-        .await
-        .expect("the setup node is never killed");
+    // The changelog is created here, uncompactable within a run (its segment never rolls): the
+    // cursor checks read its whole history. The engine adopts it.
+    let changelog = topic(format!("{APP}-changelog"), changelog_partitions, true).config("segment.ms", "86400000");
+    let topics = vec![topic(CONFIGS, partitions, true), topic(OUTPUT, 2, false), changelog];
+    crate::harness::setup(&cluster, topics, Vec::new()).await;
 
     let source = Source::default();
     for k in 0..keys {
@@ -399,10 +381,7 @@ async fn run(ctx: Ctx) {
                     .build(stage)
                     .map_err(|e| e.to_string())?;
                 let Err(error) = app.run().await;
-                Err(match &error {
-                    flechtwerk::Error::Kafka(e) => format!("kafka {} {:?}", e.operation(), e.kind()),
-                    other => other.to_string(),
-                })
+                Err(error_kind(&error))
             })
         })
     };
@@ -421,17 +400,7 @@ async fn run(ctx: Ctx) {
     let grower = Handle::current().create_node().name("source").build();
     let growing = grower.spawn(grow(source.clone(), keys, period));
 
-    let faults_start = ctx.now();
-    replicas.run_schedule(&schedule).await;
-    writing.await.expect("the writer node is never killed");
-    growing.await.expect("the source node is never killed");
-    let faults_end = faults_start + schedule.end();
-    if ctx.now() < faults_end {
-        sleep(faults_end - ctx.now()).await;
-    }
-    madsim::buggify::disable();
-    replicas.calm_down();
-    ctx.event("faults stop");
+    replicas.run_faults(&schedule, vec![writing, growing]).await;
 
     // What the config topic really says (a write the faults refused never happened).
     let wanted = config_states(&cluster);
