@@ -561,7 +561,7 @@ impl SimMqtt {
     /// Packets are retransmitted once it says yes again, if the connection still lives: a
     /// client whose keepalive ping gets no answer within half its keepalive gives the
     /// connection up (rumqttc's ping timeout), and the broker drops a client silent for 1.5 ×
-    /// the keepalive; a connection attempt fails after [`CONNECT_TIMEOUT`].
+    /// the keepalive; a connection attempt fails after 5 s (rumqttc's connection timeout).
     pub fn reachable(mut self, reachable: Reachable) -> Self {
         self.reachable = reachable;
         self
