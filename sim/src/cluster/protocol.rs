@@ -130,6 +130,9 @@ pub enum Request {
     InitProducerId {
         /// The fencing identity, or `None` for an idempotent producer (a fresh producer id).
         transactional_id: Option<String>,
+        /// KIP-360: the producer bumping its own epoch (refused if it is no longer current);
+        /// `None` for a new producer session (fences the current one).
+        expected: Option<ProducerIdentity>,
         /// Transaction timeout (aborted by the coordinator past it).
         transaction_timeout: Duration,
     },

@@ -172,9 +172,9 @@ impl Broker {
             Request::Metadata { topic } => Ok(Reply::Partitions(self.partition_count(&topic))),
             Request::ListOffsets { partition, spec } => self.list_offsets(&partition, spec).map(Reply::Offset),
             Request::Fetch { partitions, max_records } => Ok(Reply::Fetched(self.fetch(&partitions, max_records))),
-            Request::InitProducerId { transactional_id, transaction_timeout } => {
-                self.init_producer_id(transactional_id.as_deref(), transaction_timeout, faults).map(Reply::ProducerId)
-            }
+            Request::InitProducerId { transactional_id, expected, transaction_timeout } => self
+                .init_producer_id(transactional_id.as_deref(), expected, transaction_timeout, faults)
+                .map(Reply::ProducerId),
             Request::Produce(produce) => self.produce(produce),
             Request::TxnOffsetCommit(commit) => self.txn_offset_commit(commit).map(|()| Reply::Done),
             Request::EndTxn { transactional_id, producer, commit } => {

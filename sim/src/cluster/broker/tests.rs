@@ -82,8 +82,11 @@ impl Harness {
 
     fn init(&mut self, id: &str) -> ProducerIdentity {
         for _ in 0..10 {
-            let request =
-                Request::InitProducerId { transactional_id: Some(id.to_owned()), transaction_timeout: 60 * SECOND };
+            let request = Request::InitProducerId {
+                expected: None,
+                transactional_id: Some(id.to_owned()),
+                transaction_timeout: 60 * SECOND,
+            };
             match self.call(request) {
                 Ok(Reply::ProducerId(identity)) => return identity,
                 Err(e) if e.code == ErrorCode::ConcurrentTransactions => self.sleep(SECOND),
@@ -94,7 +97,8 @@ impl Harness {
     }
 
     fn idempotent(&mut self) -> ProducerIdentity {
-        let request = Request::InitProducerId { transactional_id: None, transaction_timeout: 60 * SECOND };
+        let request =
+            Request::InitProducerId { expected: None, transactional_id: None, transaction_timeout: 60 * SECOND };
         match self.call(request) {
             Ok(Reply::ProducerId(identity)) => identity,
             other => panic!("init idempotent: {other:?}"),
@@ -225,7 +229,11 @@ fn init_producer_id_fences_the_previous_owner_and_aborts_its_transaction() {
     let (p0, p1) = (tp("t", 0), tp("t", 1));
     let zombie = h.init("task-0");
     h.produce(Some("task-0"), zombie, &p0, &[record("k", Some("zombie"))]).unwrap();
-    let request = Request::InitProducerId { transactional_id: Some("task-0".into()), transaction_timeout: 60 * SECOND };
+    let request = Request::InitProducerId {
+        expected: None,
+        transactional_id: Some("task-0".into()),
+        transaction_timeout: 60 * SECOND,
+    };
     assert_eq!(code(h.call(request)), ErrorCode::ConcurrentTransactions, "first the open transaction is aborted");
     let successor = h.init("task-0");
     assert_eq!(successor.id, zombie.id);
@@ -245,6 +253,36 @@ fn init_producer_id_fences_the_previous_owner_and_aborts_its_transaction() {
     h.end("task-0", successor, true).unwrap();
     assert_eq!(h.values(&p0), ["successor"]);
     assert!(h.values(&p1).is_empty());
+}
+
+/// KIP-360: a producer bumping its own epoch names itself. The current producer's bump aborts
+/// its open transaction and a retry gets the bumped epoch (no second bump); a fenced zombie's
+/// bump is refused, so it cannot fence the new owner in turn (the extractor seed 9815 of a
+/// 10k run: a zombie's abort-time bump fenced the token's new owner).
+#[test]
+fn an_epoch_bump_names_the_producer_and_a_zombie_cannot_bump() {
+    let mut h = Harness::new();
+    h.topic("t", 1, false);
+    let p0 = tp("t", 0);
+    let bump = |expected: ProducerIdentity| Request::InitProducerId {
+        expected: Some(expected),
+        transactional_id: Some("task-0".into()),
+        transaction_timeout: 60 * SECOND,
+    };
+    let owner = h.init("task-0");
+    h.produce(Some("task-0"), owner, &p0, &[record("k", Some("aborted"))]).unwrap();
+    assert_eq!(code(h.call(bump(owner))), ErrorCode::ConcurrentTransactions, "the open transaction is aborted");
+    h.sleep(SECOND);
+    let Ok(Reply::ProducerId(bumped)) = h.call(bump(owner)) else { panic!("the retry of the bump is answered") };
+    assert_eq!((bumped.id, bumped.epoch), (owner.id, owner.epoch + 1), "one bump, not two");
+    assert!(h.values(&p0).is_empty(), "the open transaction was aborted");
+    // A new session fences the bumped producer; the zombie's own bump is refused.
+    let successor = h.init("task-0");
+    assert_eq!(code(h.call(bump(bumped))), ErrorCode::ProducerFenced);
+    assert_eq!(code(h.call(bump(owner))), ErrorCode::ProducerFenced);
+    h.produce(Some("task-0"), successor, &p0, &[record("k", Some("successor"))]).unwrap();
+    h.end("task-0", successor, true).unwrap();
+    assert_eq!(h.values(&p0), ["successor"]);
 }
 
 #[test]
@@ -398,7 +436,11 @@ fn an_expired_transaction_is_aborted_and_its_producer_fenced() {
     let mut h = Harness::new();
     h.topic("t", 1, false);
     let p0 = tp("t", 0);
-    let request = Request::InitProducerId { transactional_id: Some("slow".into()), transaction_timeout: 10 * SECOND };
+    let request = Request::InitProducerId {
+        expected: None,
+        transactional_id: Some("slow".into()),
+        transaction_timeout: 10 * SECOND,
+    };
     let Ok(Reply::ProducerId(p)) = h.call(request) else { panic!("init") };
     h.produce(Some("slow"), p, &p0, &[record("k", Some("late"))]).unwrap();
     h.sleep(11 * SECOND);

@@ -70,6 +70,10 @@ struct TxnEntry {
     /// Counts this id's transactions: a late marker only completes its own one.
     serial: u64,
     markers_pending: usize,
+    /// The epoch a KIP-360 bump (an InitProducerId naming the current producer) started from:
+    /// a retry of that request names it and gets the bumped epoch, not a second bump. A plain
+    /// InitProducerId clears it.
+    bumped_from: Option<i16>,
 }
 
 #[derive(Clone, Debug)]
@@ -150,6 +154,7 @@ impl Broker {
     pub(super) fn init_producer_id(
         &mut self,
         transactional_id: Option<&str>,
+        expected: Option<ProducerIdentity>,
         timeout: Duration,
         faults: &mut dyn BrokerFaults,
     ) -> Result<ProducerIdentity, BrokerError> {
@@ -176,10 +181,44 @@ impl Broker {
                 started: self.now,
                 serial: 0,
                 markers_pending: 0,
+                bumped_from: None,
             };
             self.txn.txns.insert(id.to_owned(), entry);
         }
         let entry = self.txn.txns.get_mut(id).expect("inserted above");
+        // KIP-360: a producer bumping its own epoch names itself; the coordinator refuses a
+        // producer that is no longer current (a zombie must not fence the new owner), and
+        // answers a retry of its own bump with the bumped epoch.
+        match expected {
+            None => entry.bumped_from = None,
+            Some(expected) if expected.id != entry.producer_id => {
+                return Err(BrokerError::new(
+                    ErrorCode::InvalidProducerIdMapping,
+                    format!("transactional id {id}: producer id {} is not the current one", expected.id),
+                ));
+            }
+            Some(expected) if expected.epoch == entry.epoch => entry.bumped_from = Some(expected.epoch),
+            Some(expected) if entry.bumped_from == Some(expected.epoch) => {
+                return match entry.status {
+                    TxnStatus::PrepareCommit | TxnStatus::PrepareAbort => Err(concurrent(id)),
+                    TxnStatus::Empty | TxnStatus::CompleteCommit | TxnStatus::CompleteAbort => {
+                        entry.status = TxnStatus::Empty;
+                        entry.timeout = timeout;
+                        Ok(ProducerIdentity { id: entry.producer_id, epoch: entry.epoch })
+                    }
+                    TxnStatus::Ongoing => Err(BrokerError::new(
+                        ErrorCode::ProducerFenced,
+                        format!("transactional id {id}: epoch {} is fenced", expected.epoch),
+                    )),
+                };
+            }
+            Some(expected) => {
+                return Err(BrokerError::new(
+                    ErrorCode::ProducerFenced,
+                    format!("transactional id {id}: epoch {} is fenced (current {})", expected.epoch, entry.epoch),
+                ));
+            }
+        }
         match entry.status {
             TxnStatus::PrepareCommit | TxnStatus::PrepareAbort => Err(concurrent(id)),
             TxnStatus::Ongoing => {

@@ -117,9 +117,13 @@ impl Shared {
         }
     }
 
-    async fn init_producer_id(&self, operation: &'static str) -> KafkaResult<ProducerIdentity> {
+    /// A new producer session (`bump` false: fences the id's current producer), or a bump of
+    /// this producer's own epoch (KIP-360: refused if another session fenced it meanwhile).
+    async fn init_producer_id(&self, operation: &'static str, bump: bool) -> KafkaResult<ProducerIdentity> {
+        let expected = if bump && self.config.transactional_id.is_some() { self.state().identity } else { None };
         let request = Request::InitProducerId {
             transactional_id: self.config.transactional_id.clone(),
+            expected,
             transaction_timeout: self.config.transaction_timeout,
         };
         match self.conn.call(operation, &self.context(), request, TRANSACTION_CALL_TIMEOUT).await {
@@ -233,8 +237,11 @@ async fn send_batch(shared: &Shared, partition: TopicPartition, batch: Vec<Queue
         let state = shared.state();
         state.identity.is_none() || (!transactional && state.epoch_bump_needed)
     };
-    let result =
-        if needs_identity && !transactional { shared.init_producer_id("send").await.map(|_| ()) } else { Ok(()) };
+    let result = if needs_identity && !transactional {
+        shared.init_producer_id("send", false).await.map(|_| ())
+    } else {
+        Ok(())
+    };
     let result = match result {
         Ok(()) => produce(shared, &partition, &batch).await,
         Err(error) => Err(error),
@@ -414,7 +421,7 @@ impl Producer for SimProducer {
 
     async fn init_transactions(&self) -> KafkaResult<()> {
         self.expect_phase("init_transactions", &[Phase::Uninitialized])?;
-        self.shared.init_producer_id("init_transactions").await?;
+        self.shared.init_producer_id("init_transactions", false).await?;
         self.set_phase(Phase::Ready);
         Ok(())
     }
@@ -531,7 +538,7 @@ impl Producer for SimProducer {
         self.shared.drained().await;
         self.end_transaction("abort_transaction", false).await?;
         if self.shared.state().epoch_bump_needed {
-            self.shared.init_producer_id("abort_transaction").await?;
+            self.shared.init_producer_id("abort_transaction", true).await?;
         }
         self.finish_transaction();
         Ok(())
