@@ -287,24 +287,7 @@ impl<S: Transformer> Runner<S> {
         let producer = &**task.producer.as_ref().expect("the per-task shape: every task has its producer");
         let mut txn = Txn::new(producer, &mut task.txn, &*self.observer);
         let filled = async {
-            for record in outputs {
-                self.observer.message_out_bytes(&record.topic, record_bytes(&record));
-                txn.send(record).await?;
-            }
-            for change in changes {
-                if let Some(bytes) = &change.value {
-                    self.observer.state_record_bytes(bytes.len());
-                }
-                let record = ProducerRecord {
-                    topic: changelog.clone(),
-                    partition: Some(task.partition),
-                    key: Some(Bytes::copy_from_slice(change.key.as_bytes())),
-                    value: change.value.clone(),
-                    headers: Vec::new(),
-                    timestamp_ms: None,
-                };
-                txn.send(record).await?;
-            }
+            self.send_task_writes(&mut txn, &changelog, task.partition, outputs, changes).await?;
             if producer.transactional_id().is_some() {
                 txn.send_offsets(offsets, metadata).await?;
             }
@@ -335,24 +318,7 @@ impl<S: Transformer> Runner<S> {
         let mut txn = Txn::new(&*shared.producer, &mut shared.txn, &*self.observer);
         let filled = async {
             for (partition, outputs, changes) in writes {
-                for record in outputs {
-                    self.observer.message_out_bytes(&record.topic, record_bytes(&record));
-                    txn.send(record).await?;
-                }
-                for change in changes {
-                    if let Some(bytes) = &change.value {
-                        self.observer.state_record_bytes(bytes.len());
-                    }
-                    let record = ProducerRecord {
-                        topic: changelog.clone(),
-                        partition: Some(partition),
-                        key: Some(Bytes::copy_from_slice(change.key.as_bytes())),
-                        value: change.value.clone(),
-                        headers: Vec::new(),
-                        timestamp_ms: None,
-                    };
-                    txn.send(record).await?;
-                }
+                self.send_task_writes(&mut txn, &changelog, partition, outputs, changes).await?;
             }
             if !offsets.is_empty() {
                 txn.send_offsets(offsets, metadata).await?;
@@ -362,6 +328,37 @@ impl<S: Transformer> Runner<S> {
         }
         .await;
         txn.finish(filled).await?;
+        Ok(())
+    }
+
+    /// One task's share of a transaction, in both shapes: its outputs, then its state changes
+    /// to its changelog partition.
+    async fn send_task_writes(
+        &self,
+        txn: &mut Txn<'_>,
+        changelog: &str,
+        partition: i32,
+        outputs: Vec<ProducerRecord>,
+        changes: &[StateChange],
+    ) -> Result<(), Error> {
+        for record in outputs {
+            self.observer.message_out_bytes(&record.topic, record_bytes(&record));
+            txn.send(record).await?;
+        }
+        for change in changes {
+            if let Some(bytes) = &change.value {
+                self.observer.state_record_bytes(bytes.len());
+            }
+            let record = ProducerRecord {
+                topic: changelog.to_owned(),
+                partition: Some(partition),
+                key: Some(Bytes::copy_from_slice(change.key.as_bytes())),
+                value: change.value.clone(),
+                headers: Vec::new(),
+                timestamp_ms: None,
+            };
+            txn.send(record).await?;
+        }
         Ok(())
     }
 }
