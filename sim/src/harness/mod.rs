@@ -14,6 +14,7 @@
 
 pub mod disk;
 pub mod faults;
+pub mod mqtt;
 pub mod replicas;
 pub mod truth;
 
@@ -29,6 +30,9 @@ use crate::cluster::Cluster;
 pub const SESSION_TIMEOUT: Duration = Duration::from_secs(6);
 /// The engine's transaction timeout of transformer task producers (some pauses outlast it).
 pub const TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
+/// The engine's transaction timeout of an MQTT bridge's pages (pauses are drawn around it in
+/// bridge runs).
+pub const BRIDGE_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(600);
 /// Replicas alive at most at once (scale-ups stop there).
 pub const REPLICAS_MAX: usize = 4;
 /// How long a run gets to commit everything once the faults stop.
