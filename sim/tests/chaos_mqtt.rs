@@ -46,6 +46,9 @@ fn chaos(stage: impl Fn() -> FnMqttExtractor + Send + Sync + 'static) -> Chaos {
         .replicas(3)
 }
 
+/// MQ-34 (an MQTT message is acknowledged only after the Kafka transaction carrying its output
+/// committed: checked at every acknowledgement) and MQ-38 (no loss; a copy more only from a
+/// redelivery), for a user's bridge under Kafka and MQTT faults.
 #[test]
 fn a_bridge_is_exactly_once_up_to_redeliveries_under_chaos() {
     chaos(readings).seeds(0..6).run();

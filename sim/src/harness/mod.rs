@@ -5,6 +5,8 @@
 //! - [`replicas`]: replicas under supervisors, and the schedule's executor.
 //! - [`disk`]: task state that survives a node's crash, as a disk does.
 //! - [`truth`]: what the broker really holds.
+//! - [`mqtt`]: the simulated MQTT broker and the bridge replicas' clients of it, and the checks
+//!   of MQTT bridge runs (shared by [`crate::chaos::Chaos::mqtt`] and the `mqtt` scenario).
 //!
 //! One path for every transformer run: [`crate::chaos::Chaos`] and the `counter` scenario both
 //! create their topics with [`setup`], launch replicas with [`replicas::transformer_launch`],
