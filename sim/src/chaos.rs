@@ -514,6 +514,19 @@ impl Chaos {
         self.run_seed_traced(seed, schedule, verbose).0
     }
 
+    /// Panics on a test that feeds its stage the wrong way (a bridge gets MQTT messages, the
+    /// other stages Kafka inputs): such a test would run without the records its author meant.
+    fn assert_feed(&self) {
+        let kafka_inputs = self.generator.is_some() || !self.inputs_topics.is_empty();
+        match self.shape {
+            Shape::Mqtt(_) => assert!(
+                !kafka_inputs,
+                "an MQTT bridge is fed by `publishes(..)`, not by Kafka `input(..)`/`inputs(..)`"
+            ),
+            _ => assert!(self.publisher.is_none(), "`publishes(..)` feeds MQTT bridges (`Chaos::mqtt`) only"),
+        }
+    }
+
     /// Runs `schedule` on `seed` again and writes the chaos run's timeline: into
     /// `FLECHTWERK_CHAOS_TIMELINE_DIR`, or `flechtwerk-chaos` in the system's temporary
     /// directory, named after the test (its thread) and the seed.
@@ -537,6 +550,7 @@ impl Chaos {
         schedule: &FaultSchedule,
         verbose: bool,
     ) -> (Vec<String>, Vec<crate::trace::Event>) {
+        self.assert_feed();
         let mqtt = matches!(self.shape, Shape::Mqtt(_));
         let feed =
             if mqtt { Feed::Mqtt(self.generate_messages(seed)) } else { Feed::Generated(self.generate_inputs(seed)) };
