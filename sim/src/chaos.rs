@@ -52,7 +52,9 @@
 //! applies, the output the relay made of that message must already be committed, and after
 //! quiescence every replica subscribes the active configs' filters (no filter its process
 //! retired), and its config store equals the config topics' compaction. The stage must be
-//! deterministic per message: the same config, topic and payload give the same output.
+//! deterministic per message: the same config, topic and payload give the same output. The
+//! checks know a message by its topic and payload: give every message a distinct payload (a
+//! sequence number), or two identical messages count as one.
 //!
 //! On a failure the test panics with the seed, each violation, the fault schedule **shrunk** to
 //! few faults that still fail (no fault, then each fault alone, then greedy removal of one
