@@ -10,7 +10,9 @@
 //! chaos_mqtt`. `FLECHTWERK_CHAOS_SEEDS=200` runs more seeds; `FLECHTWERK_CHAOS_SEED=7` replays one
 //! with its trace. Cost: 11 s for both tests in the debug build of `scripts/test` (2 cores, other
 //! builds running): six clean seeds, each a chaos run and its reference, and the planted bug's
-//! three seeds with their shrinking.
+//! three seeds with their shrinking. The clean bridge passed 1260 seeds of `everything` (0..59,
+//! 100..1299; about 1.5 s a seed in the debug build) and 50 each of `broker`, `network` and
+//! `zombies`.
 
 #![cfg(madsim)]
 
