@@ -94,6 +94,20 @@ pub enum Fault {
         /// Only markers on changelog partitions.
         only_changelog: bool,
     },
+    /// The MQTT broker restarts (MQTT bridge runs only): every connection drops, the sessions
+    /// and their messages stay, restored shared subscriptions are dead until subscribed again,
+    /// and the broker refuses connections and publishes for `down` (the devices retry).
+    MqttBrokerRestart {
+        /// How long the broker is down.
+        down: Duration,
+    },
+    /// The replica's MQTT connection drops (MQTT bridge runs only): acknowledgements not yet
+    /// applied are lost, the client reconnects and the broker sends the unacknowledged messages
+    /// again.
+    MqttDisconnect {
+        /// Target slot.
+        replica: usize,
+    },
 }
 
 impl Fault {
@@ -109,6 +123,8 @@ impl Fault {
             Fault::RequestChaos { .. } => "request-chaos",
             Fault::FailTransactions { .. } => "fail-transactions",
             Fault::LateMarkers { .. } => "late-markers",
+            Fault::MqttBrokerRestart { .. } => "mqtt-broker-restart",
+            Fault::MqttDisconnect { .. } => "mqtt-disconnect",
         }
     }
 
@@ -119,7 +135,8 @@ impl Fault {
             | Fault::Isolate { duration, .. }
             | Fault::RequestChaos { duration, .. }
             | Fault::FailTransactions { duration }
-            | Fault::LateMarkers { duration, .. } => *duration,
+            | Fault::LateMarkers { duration, .. }
+            | Fault::MqttBrokerRestart { down: duration } => *duration,
             _ => Duration::ZERO,
         }
     }
@@ -152,6 +169,8 @@ impl fmt::Display for Fault {
                 "late-markers for {duration:?} ({min:?}..{max:?}{})",
                 if *only_changelog { ", changelog only" } else { "" }
             ),
+            Fault::MqttBrokerRestart { down } => write!(f, "mqtt-broker-restart, down for {down:?}"),
+            Fault::MqttDisconnect { replica } => write!(f, "mqtt-disconnect replica#{replica}"),
         }
     }
 }
@@ -252,6 +271,12 @@ pub struct FaultProfile {
     /// [`Fault::LateMarkers`] window followed 1–3 s into it by a crash-restart, a pause past the
     /// session timeout, a scale-down or a scale-up (the ordering bug class behind TRX-31).
     pub late_changelog_handover: u32,
+    /// Weight of [`Fault::MqttBrokerRestart`] (MQTT bridge runs only; zero in every preset,
+    /// see [`FaultProfile::for_mqtt`]).
+    pub mqtt_broker_restart: u32,
+    /// Weight of [`Fault::MqttDisconnect`] (MQTT bridge runs only; zero in every preset, see
+    /// [`FaultProfile::for_mqtt`]).
+    pub mqtt_disconnect: u32,
     /// Gap between two faults (uniform).
     pub gap: (Duration, Duration),
     /// Session timeout of the replicas: pauses are drawn around it.
@@ -279,6 +304,8 @@ impl FaultProfile {
             fail_transactions: 0,
             late_markers: 0,
             late_changelog_handover: 0,
+            mqtt_broker_restart: 0,
+            mqtt_disconnect: 0,
             gap: (Duration::from_millis(300), Duration::from_millis(3_000)),
             session_timeout: Duration::from_secs(6),
             transaction_timeout: Duration::from_secs(60),
@@ -371,6 +398,37 @@ impl FaultProfile {
             + self.fail_transactions
             + self.late_markers
             + self.late_changelog_handover
+            + self.mqtt_broker_restart
+            + self.mqtt_disconnect
+    }
+
+    /// This profile for an MQTT bridge (what [`crate::chaos::Chaos::mqtt`] runs): no
+    /// scale-ups, scale-downs or late-changelog handovers (a removed replica's persistent session
+    /// keeps absorbing its share of the messages until it expires, MQ-52, the documented handover
+    /// window; and the bridge has no changelog), and MQTT faults as often as their Kafka
+    /// counterparts: MQTT broker restarts with the weight of broker restarts, dropped MQTT
+    /// connections with the weight of network partitions (which cut the MQTT connection too).
+    /// Weights already set for the MQTT faults are kept.
+    ///
+    /// ```
+    /// use flechtwerk_sim::harness::faults::FaultProfile;
+    /// let bridge = FaultProfile::everything().for_mqtt();
+    /// assert_eq!((bridge.add_replica, bridge.remove_replica, bridge.late_changelog_handover), (0, 0, 0));
+    /// assert_eq!((bridge.mqtt_broker_restart, bridge.mqtt_disconnect), (2, 2));
+    /// ```
+    pub fn for_mqtt(&self) -> Self {
+        FaultProfile {
+            add_replica: 0,
+            remove_replica: 0,
+            late_changelog_handover: 0,
+            mqtt_broker_restart: if self.mqtt_broker_restart > 0 {
+                self.mqtt_broker_restart
+            } else {
+                self.broker_restart
+            },
+            mqtt_disconnect: if self.mqtt_disconnect > 0 { self.mqtt_disconnect } else { self.isolate },
+            ..self.clone()
+        }
     }
 
     /// A schedule whose faults fire within `period` (the last one may outlast it).
@@ -440,6 +498,10 @@ impl FaultProfile {
                     max,
                     only_changelog: rng.gen_bool(0.3),
                 }
+            } else if take(self.mqtt_broker_restart) {
+                Fault::MqttBrokerRestart { down: uniform(rng, Duration::from_millis(50), Duration::from_secs(6)) }
+            } else if take(self.mqtt_disconnect) {
+                Fault::MqttDisconnect { replica: slot }
             } else {
                 // A handover while only the changelog's markers are late. The owner that loses
                 // its tasks must have committed inside the window first (so the handover comes
@@ -581,6 +643,8 @@ impl FaultProfile {
             FaultKind::RequestChaos => self.request_chaos,
             FaultKind::FailTransactions => self.fail_transactions,
             FaultKind::LateMarkers => self.late_markers,
+            FaultKind::MqttBrokerRestart => self.mqtt_broker_restart,
+            FaultKind::MqttDisconnect => self.mqtt_disconnect,
         }
     }
 }
@@ -606,11 +670,15 @@ pub enum FaultKind {
     FailTransactions,
     /// [`Fault::LateMarkers`].
     LateMarkers,
+    /// [`Fault::MqttBrokerRestart`].
+    MqttBrokerRestart,
+    /// [`Fault::MqttDisconnect`].
+    MqttDisconnect,
 }
 
 impl FaultKind {
     /// Every kind.
-    pub const ALL: [FaultKind; 9] = [
+    pub const ALL: [FaultKind; 11] = [
         FaultKind::CrashRestart,
         FaultKind::AddReplica,
         FaultKind::RemoveReplica,
@@ -620,6 +688,8 @@ impl FaultKind {
         FaultKind::RequestChaos,
         FaultKind::FailTransactions,
         FaultKind::LateMarkers,
+        FaultKind::MqttBrokerRestart,
+        FaultKind::MqttDisconnect,
     ];
 }
 
@@ -692,6 +762,10 @@ impl Fault {
                     only_changelog,
                 })
                 .boxed(),
+            FaultKind::MqttBrokerRestart => span(Duration::from_millis(50), Duration::from_secs(6))
+                .prop_map(|down| Fault::MqttBrokerRestart { down })
+                .boxed(),
+            FaultKind::MqttDisconnect => slot().prop_map(|replica| Fault::MqttDisconnect { replica }).boxed(),
         }
     }
 }
@@ -736,14 +810,17 @@ mod tests {
             Fault::RequestChaos { .. } => profile.request_chaos > 0,
             Fault::FailTransactions { .. } => profile.fail_transactions > 0,
             Fault::LateMarkers { only_changelog, .. } => profile.late_markers > 0 || (handover && *only_changelog),
+            Fault::MqttBrokerRestart { .. } => profile.mqtt_broker_restart > 0,
+            Fault::MqttDisconnect { .. } => profile.mqtt_disconnect > 0,
         }
     }
 
     #[test]
     fn strategies_draw_sorted_schedules_of_the_profiles_kinds_within_the_period() {
         let period = Duration::from_secs(12);
-        for name in FaultProfile::PRESETS {
-            let profile = FaultProfile::named(name).expect("a preset");
+        let presets = FaultProfile::PRESETS.map(|name| (name, FaultProfile::named(name).expect("a preset")));
+        let bridges = presets.clone().map(|(name, profile)| (name, profile.for_mqtt()));
+        for (name, profile) in presets.into_iter().chain(bridges) {
             let mut runner = TestRunner::new(Config { cases: 64, failure_persistence: None, ..Config::default() });
             runner
                 .run(&profile.strategy(period), |schedule| {

@@ -5,6 +5,8 @@
 //! - [`replicas`]: replicas under supervisors, and the schedule's executor.
 //! - [`disk`]: task state that survives a node's crash, as a disk does.
 //! - [`truth`]: what the broker really holds.
+//! - [`mqtt`]: the simulated MQTT broker and the bridge replicas' clients of it, and the checks
+//!   of MQTT bridge runs (shared by [`crate::chaos::Chaos::mqtt`] and the `mqtt` scenario).
 //!
 //! One path for every transformer run: [`crate::chaos::Chaos`] and the `counter` scenario both
 //! create their topics with [`setup`], launch replicas with [`replicas::transformer_launch`],
@@ -14,6 +16,7 @@
 
 pub mod disk;
 pub mod faults;
+pub mod mqtt;
 pub mod replicas;
 pub mod truth;
 
@@ -29,6 +32,9 @@ use crate::cluster::Cluster;
 pub const SESSION_TIMEOUT: Duration = Duration::from_secs(6);
 /// The engine's transaction timeout of transformer task producers (some pauses outlast it).
 pub const TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
+/// The engine's transaction timeout of an MQTT bridge's pages (pauses are drawn around it in
+/// bridge runs).
+pub const BRIDGE_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(600);
 /// Replicas alive at most at once (scale-ups stop there).
 pub const REPLICAS_MAX: usize = 4;
 /// How long a run gets to commit everything once the faults stop.

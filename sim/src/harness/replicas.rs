@@ -19,6 +19,7 @@ use super::disk::{DiskStores, SimDisk};
 use super::faults::{Fault, FaultSchedule};
 use crate::cluster::protocol::RequestKind;
 use crate::cluster::{Cluster, KafkaClient, MarkerFaults, RequestFaults};
+use crate::mqtt::MqttBroker;
 use crate::runner::Ctx;
 
 /// How long a crashed application waits before its supervisor starts it again.
@@ -196,6 +197,8 @@ pub struct Replicas {
     list: Vec<Replica>,
     /// Markers always land with a little jitter; a late-marker window returns to this.
     baseline_markers: MarkerFaults,
+    /// The MQTT broker of a bridge run, which MQTT faults hit.
+    mqtt: Option<MqttBroker>,
 }
 
 impl Replicas {
@@ -212,6 +215,7 @@ impl Replicas {
             max,
             list: Vec::new(),
             baseline_markers,
+            mqtt: None,
         };
         for _ in 0..count {
             replicas.add();
@@ -223,6 +227,12 @@ impl Replicas {
     pub fn set_baseline_markers(&mut self, markers: MarkerFaults) {
         self.cluster.faults().update(|f| f.markers = markers.clone());
         self.baseline_markers = markers;
+    }
+
+    /// The simulated MQTT broker that [`Fault::MqttBrokerRestart`] and [`Fault::MqttDisconnect`]
+    /// hit (without one they are skipped), and that [`calm_down`](Self::calm_down) starts again.
+    pub fn set_mqtt_broker(&mut self, broker: MqttBroker) {
+        self.mqtt = Some(broker);
     }
 
     /// Every replica ever started, in start order.
@@ -354,6 +364,26 @@ impl Replicas {
                     cluster.faults().update(|f| f.markers = baseline);
                 });
             }
+            Fault::MqttBrokerRestart { down } => match &self.mqtt {
+                Some(broker) => {
+                    self.ctx.fault("mqtt-broker-restart", format!("down for {down:?}"));
+                    broker.stop();
+                    let broker = broker.clone();
+                    tokio::spawn(async move {
+                        sleep(down).await;
+                        broker.start();
+                    });
+                }
+                None => self.ctx.event(format!("skipped {fault}: no MQTT broker")),
+            },
+            Fault::MqttDisconnect { replica } => {
+                let name = self.list[self.target(replica)].name.clone();
+                match &self.mqtt {
+                    Some(broker) if broker.drop_connection(&name) => self.ctx.fault("mqtt-disconnect", name),
+                    Some(_) => self.ctx.event(format!("skipped {fault}: {name} is not connected")),
+                    None => self.ctx.event(format!("skipped {fault}: no MQTT broker")),
+                }
+            }
         }
     }
 
@@ -418,13 +448,17 @@ impl Replicas {
         violations
     }
 
-    /// Ends every fault for good (quiescence): request faults off, markers on time.
+    /// Ends every fault for good (quiescence): request faults off, markers on time, the MQTT
+    /// broker (if any) up.
     pub fn calm_down(&self) {
         self.cluster.faults().update(|f| {
             f.requests = RequestFaults::default();
             f.by_kind.clear();
             f.markers = MarkerFaults::default();
         });
+        if let Some(broker) = &self.mqtt {
+            broker.start();
+        }
     }
 }
 

@@ -41,8 +41,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use flechtwerk::attribute::{Attribute, BOOL, INT, STR};
-use flechtwerk::kafka::{Kafka, NewTopic, ProducerConfig, ProducerRecord, TopicPartition};
-use flechtwerk::mqtt::Mqtt;
+use flechtwerk::kafka::{Kafka, NewTopic, ProducerConfig, ProducerRecord};
 use flechtwerk::observer::{ConfigView, Observer};
 use flechtwerk::stage::{mqtt_extractor, MqttBrokerConfig};
 use flechtwerk::wire::RawRecord;
@@ -51,14 +50,13 @@ use madsim::rand::{thread_rng, Rng};
 use madsim::runtime::Handle;
 use madsim::time::sleep;
 
-use crate::cluster::broker::log::Body;
-use crate::cluster::broker::TxnStatus;
 use crate::cluster::{Cluster, KafkaClient};
 use crate::harness::disk::SimDisk;
 use crate::harness::faults::FaultProfile;
+use crate::harness::mqtt::{self as bridge, OwnSubscriptions};
 use crate::harness::replicas::{Launch, ReplicaEnv, ReplicaObserver, Replicas};
 use crate::harness::truth;
-use crate::mqtt::{AckSeen, ClientFaults, MqttBroker, SimBrokerConfig, SimMqtt, SubscriptionLog};
+use crate::mqtt::{AckSeen, MqttBroker, SimBrokerConfig};
 use crate::runner::{Ctx, Scenario};
 
 /// The scenario.
@@ -135,45 +133,8 @@ fn stable_topic(topic: &str) -> bool {
 /// Whether the transaction carrying (topic, seq) in the output is decided committed, on the
 /// Kafka broker's own state: a commit marker after it, or its producer's transaction committing.
 fn refresh_decided(cluster: &Cluster, replicas: &[String], decided: &mut BTreeSet<(String, i64)>) {
-    let found = cluster.inspect(|broker| {
-        let mut found = Vec::new();
-        let committing: BTreeSet<i64> = replicas
-            .iter()
-            .filter_map(|r| broker.transaction(&format!("{APP}-{r}")))
-            .filter(|t| matches!(t.status, TxnStatus::PrepareCommit | TxnStatus::CompleteCommit))
-            .map(|t| t.producer_id)
-            .collect();
-        let partitions = broker.partition_count(OUTPUT).unwrap_or(0) as i32;
-        for p in 0..partitions {
-            let Ok(log) = broker.log(&TopicPartition::new(OUTPUT, p)) else { continue };
-            let mut open: BTreeMap<i64, Vec<(String, i64)>> = BTreeMap::new();
-            for entry in log.entries() {
-                match &entry.body {
-                    Body::Data(record) => {
-                        let Some(id) = identity(record.key.as_deref(), record.value.as_deref()) else { continue };
-                        if record.transactional {
-                            open.entry(record.producer_id).or_default().push(id);
-                        } else {
-                            found.push(id);
-                        }
-                    }
-                    Body::Marker { producer_id, commit } => {
-                        let ids = open.remove(producer_id).unwrap_or_default();
-                        if *commit {
-                            found.extend(ids);
-                        }
-                    }
-                }
-            }
-            for (producer_id, ids) in open {
-                if committing.contains(&producer_id) {
-                    found.extend(ids);
-                }
-            }
-        }
-        found
-    });
-    decided.extend(found);
+    let ids: Vec<String> = replicas.iter().map(|r| format!("{APP}-{r}")).collect();
+    decided.extend(bridge::decided_outputs(cluster, &ids, OUTPUT, identity));
 }
 
 fn identity(key: Option<&[u8]>, value: Option<&[u8]>) -> Option<(String, i64)> {
@@ -348,27 +309,9 @@ async fn mqtt_faults(broker: MqttBroker, ctx: Ctx, replicas: Vec<String>, period
     }
 }
 
-/// Per config key: the filter if active at the end (suspended or deleted: `None`).
-fn final_filters(cluster: &Cluster) -> BTreeSet<String> {
-    let mut states: BTreeMap<String, Option<String>> = BTreeMap::new();
-    for record in truth::committed_records(cluster, CONFIGS) {
-        let key = String::from_utf8_lossy(record.key.as_deref().unwrap_or_default()).into_owned();
-        let active = record.value.as_deref().and_then(|v| {
-            let text = String::from_utf8_lossy(v);
-            if text.contains("\"suspended\":true") {
-                return None;
-            }
-            let value = Event::wrap(flechtwerk::wire::decode_value(Some(v)).ok()?);
-            value.get(&flechtwerk::stage::mqtt::TOPIC).ok().flatten()
-        });
-        states.insert(key, active);
-    }
-    states.into_values().flatten().collect()
-}
-
 /// The live subscriptions every replica must end with: the active filters, shared.
 fn wanted_subscriptions(cluster: &Cluster) -> BTreeSet<(Option<String>, String)> {
-    final_filters(cluster).into_iter().map(|f| (Some(APP.to_owned()), f)).collect()
+    bridge::wanted_subscriptions(cluster, APP, &[CONFIGS])
 }
 
 fn outputs(cluster: &Cluster) -> Vec<RawRecord> {
@@ -427,13 +370,7 @@ async fn run(ctx: Ctx) {
         .await
         .expect("the setup node is never killed");
 
-    let broker = MqttBroker::new(SimBrokerConfig { inflight_window: window, ..SimBrokerConfig::default() });
-    let housekeeper = Handle::current().create_node().name("mqtt-broker").build();
-    housekeeper.spawn(broker.clone().run_housekeeping());
-    {
-        let ctx = ctx.clone();
-        broker.on_log(Arc::new(move |line| ctx.event(line)));
-    }
+    let broker = bridge::start_broker(&ctx, SimBrokerConfig { inflight_window: window, ..SimBrokerConfig::default() });
     let names: Vec<String> = (0..replica_count).map(|i| format!("replica-{i}")).collect();
     let journal: Arc<Mutex<Journal>> = Arc::default();
     {
@@ -445,15 +382,13 @@ async fn run(ctx: Ctx) {
     // Numbers every start of an application (a node restart begins its incarnations anew).
     let starts = Arc::new(AtomicU64::new(0));
     // What each replica's current process subscribed (replaced at every start).
-    let own: Arc<Mutex<BTreeMap<String, SubscriptionLog>>> = Arc::default();
+    let own = OwnSubscriptions::default();
     let launch: Launch = {
         let (broker, poison_counted, own) = (broker.clone(), poison_counted.clone(), own.clone());
         let cluster = cluster.clone();
         Arc::new(move |env: ReplicaEnv| {
-            let (broker, poison, isolated) = (broker.clone(), poison_counted.clone(), cluster.clone());
+            let (broker, poison, cluster, own) = (broker.clone(), poison_counted.clone(), cluster.clone(), own.clone());
             let start = starts.fetch_add(1, Ordering::SeqCst);
-            let log = SubscriptionLog::default();
-            own.lock().expect("own lock").insert(env.name.clone(), log.clone());
             Box::pin(async move {
                 let connections = Arc::new(AtomicU64::new(0));
                 let stamp = connections.clone();
@@ -474,19 +409,7 @@ async fn run(ctx: Ctx) {
                         Ok(Some(Message::new(OUTPUT, topic, value)))
                     },
                 );
-                let mqtt: Arc<dyn Mqtt> = Arc::new(
-                    SimMqtt::new(
-                        broker,
-                        ClientFaults { slow_ack_max: Duration::from_millis(slow_ack_ms) },
-                        Arc::new(|n| thread_rng().gen_range(0..n)),
-                    )
-                    .logging_subscriptions(log)
-                    .reachable({
-                        // A partition of the replica's node cuts its MQTT connection too.
-                        let name = env.name.clone();
-                        Arc::new(move || !isolated.is_isolated(&name))
-                    }),
-                );
+                let mqtt = bridge::client(&broker, &cluster, &env.name, Duration::from_millis(slow_ack_ms), &own);
                 let observer = BridgeObserver {
                     inner: env.observer(),
                     name: env.name.clone(),
@@ -547,11 +470,8 @@ async fn run(ctx: Ctx) {
     let since = ctx.now();
     loop {
         let want = wanted_subscriptions(&cluster);
-        let idle = names.iter().all(|n| {
-            broker.held(n) == 0
-                && broker.subscriptions(n).is_some_and(|s| want.is_subset(&s.into_iter().collect()))
-                && stray_subscriptions(&broker, &own, n, &want).is_empty()
-        }) && truth::no_open_transactions(&cluster, OUTPUT);
+        let idle = names.iter().all(|n| bridge::settled(&broker, &own, n, &want))
+            && truth::no_open_transactions(&cluster, OUTPUT);
         if (idle && missing(&cluster, &broker, &journal).is_empty()) || ctx.now() >= deadline {
             break;
         }
@@ -583,24 +503,6 @@ fn missing(cluster: &Cluster, broker: &MqttBroker, journal: &Mutex<Journal>) -> 
         .collect()
 }
 
-/// Live subscriptions of `name` at the broker that its current process subscribed itself and
-/// that no active config wants any more.
-fn stray_subscriptions(
-    broker: &MqttBroker,
-    own: &Mutex<BTreeMap<String, SubscriptionLog>>,
-    name: &str,
-    want: &BTreeSet<(Option<String>, String)>,
-) -> Vec<(Option<String>, String)> {
-    let Some(log) = own.lock().expect("own lock").get(name).cloned() else { return Vec::new() };
-    let subscribed_here = log.lock().expect("log lock").clone();
-    broker
-        .subscriptions(name)
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|s| !want.contains(s) && subscribed_here.contains(s))
-        .collect()
-}
-
 fn check(
     ctx: &Ctx,
     cluster: &Cluster,
@@ -608,7 +510,7 @@ fn check(
     journal: &Mutex<Journal>,
     names: &[String],
     poison_counted: &AtomicU64,
-    own: &Mutex<BTreeMap<String, SubscriptionLog>>,
+    own: &OwnSubscriptions,
 ) {
     for v in journal.lock().expect("journal lock").violations.iter().take(5) {
         ctx.violation(v.clone());
@@ -699,30 +601,14 @@ fn check(
             ctx.violation(format!("{name}: {held} messages still held at the MQTT broker after quiescence"));
         }
     }
-    // Subscriptions converge on the active configs' filters.
-    let want = wanted_subscriptions(cluster);
-    // Extra subscriptions of a previous process are reported, not a violation: a restarted
-    // process cannot know which filters its persistent session still holds for configs
-    // suspended, deleted or re-pointed while it was down (docs/concepts/mqtt.md, "left-over
-    // subscriptions"); the broker delivers their messages, which the bridge acknowledges as
-    // stale. Extras the current process subscribed itself are a violation (below).
-    let mut extra = 0;
-    for name in names {
-        let have: BTreeSet<(Option<String>, String)> =
-            broker.subscriptions(name).unwrap_or_default().into_iter().collect();
-        let lacking: Vec<_> = want.difference(&have).collect();
-        if !lacking.is_empty() {
-            ctx.violation(format!("{name}: active filters not subscribed at the broker: {lacking:?} (live: {have:?})"));
-        }
-        // A filter this process subscribed itself and no longer wants must be gone: the bridge
-        // unsubscribes what it retires (MQ-20/21), again after every CONNACK if it was offline.
-        let stray = stray_subscriptions(broker, own, name, &want);
-        if !stray.is_empty() {
-            ctx.violation(format!(
-                "{name}: filters this process subscribed and retired are still subscribed at the broker: {stray:?}"
-            ));
-        }
-        extra += have.difference(&want).count();
+    // Subscriptions converge on the active configs' filters. Extra subscriptions of a previous
+    // process are reported, not a violation: a restarted process cannot know which filters its
+    // persistent session still holds for configs suspended, deleted or re-pointed while it was
+    // down (docs/concepts/mqtt.md, "left-over subscriptions"); the broker delivers their
+    // messages, which the bridge acknowledges as stale.
+    let (violations, extra) = bridge::subscription_violations(broker, own, names, &wanted_subscriptions(cluster));
+    for v in violations {
+        ctx.violation(v);
     }
     ctx.event(format!(
         "end: {} published, {} in Kafka ({duplicates} duplicates), {} acked, {} poison, {extra} left-over subscriptions",
