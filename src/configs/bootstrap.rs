@@ -211,6 +211,7 @@ impl ConfigBootstrap {
     /// assert!(bootstrap.offer(&raw(1, b"\xff", r#"{"v":1}"#), &RaisePolicy, &observer).is_err());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))] // tests, benches and fuzz targets
     pub fn offer(
         &mut self,
         record: &RawRecord,
