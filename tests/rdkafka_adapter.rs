@@ -260,3 +260,64 @@ async fn end_offsets_of_a_just_created_topic_are_answered() {
     }
     consumer.close().await.unwrap();
 }
+
+/// `poll_borrowed` (the config bootstrap's read: librdkafka's messages lent, not copied) hands
+/// exactly the records an ordinary `poll` returns, in the same order, keyless records and
+/// tombstones included; the ordinary poll still copies the headers out of the kept messages.
+#[tokio::test]
+async fn a_borrowed_poll_lends_what_a_poll_returns() {
+    let kafka = kafka();
+    let topic = topic(&kafka, "borrowed").await;
+    let producer = kafka.producer(ProducerConfig::idempotent(unique("p"))).unwrap();
+    for i in 0..300u32 {
+        let mut record = ProducerRecord::new(&topic, format!("key-{i}"), format!(r#"{{"i":{i}}}"#));
+        match i % 10 {
+            3 => record.key = None,
+            5 => record.value = None,
+            7 => record.headers = vec![flechtwerk::wire::Header { key: "h".into(), value: Some("v".into()) }],
+            _ => {}
+        }
+        producer.send(record).await.unwrap().await.unwrap();
+    }
+    producer.close().await;
+    let partition = TopicPartition::new(&topic, 0);
+    let start = [(partition.clone(), StartOffset::Beginning)];
+
+    let mut owned = Vec::new();
+    let mut consumer = kafka.consumer(ConsumerConfig::groupless(unique("owned"))).unwrap();
+    consumer.assign(&start).await.unwrap();
+    while owned.len() < 300 {
+        owned.extend(consumer.poll(64, Duration::from_secs(5)).await.unwrap().records);
+    }
+    consumer.close().await.unwrap();
+
+    let mut lent = Vec::new();
+    let mut consumer = kafka.consumer(ConsumerConfig::groupless(unique("lent"))).unwrap();
+    consumer.assign(&start).await.unwrap();
+    while lent.len() < 300 {
+        let rebalances = consumer
+            .poll_borrowed(64, Duration::from_secs(5), &mut |records| {
+                assert!(records.len() <= 64, "at most max_records per poll");
+                lent.extend(records.iter().map(|r| r.to_raw()));
+            })
+            .await
+            .unwrap();
+        assert!(rebalances.is_empty());
+    }
+    assert_eq!(consumer.position(&partition).await.unwrap(), 300, "positioned after the records lent");
+    consumer.close().await.unwrap();
+
+    assert_eq!(owned.len(), 300);
+    assert_eq!(owned.iter().filter(|r| !r.headers.is_empty()).count(), 30, "poll copies the headers out");
+    let without_headers: Vec<_> =
+        owned.into_iter().map(|r| flechtwerk::wire::RawRecord { headers: Vec::new(), ..r }).collect();
+    assert_eq!(lent, without_headers);
+    // And both are what was produced (they share the message accessors).
+    for (i, record) in lent.iter().enumerate() {
+        let key = (i % 10 != 3).then(|| bytes::Bytes::from(format!("key-{i}")));
+        let value = (i % 10 != 5).then(|| bytes::Bytes::from(format!(r#"{{"i":{i}}}"#)));
+        assert_eq!((record.offset, &record.key, &record.value), (i as i64, &key, &value));
+        assert!(record.timestamp_ms.is_some_and(|t| t > 0), "record {i} has its timestamp");
+        assert_eq!((&*record.topic, record.partition), (topic.as_str(), 0));
+    }
+}

@@ -15,7 +15,14 @@ use super::store::*;
 use crate::json::{self, EncodeError, Map};
 use crate::observer::Observer;
 use crate::record::Config;
-use crate::wire::{self, DecodeError, InvalidMessageError, InvalidMessagePolicy, Part, PolicyError, RawRecord};
+use crate::wire::{
+    self, DecodeError, InvalidMessageError, InvalidMessagePolicy, Part, PolicyError, RawRecord, RecordRef,
+};
+
+/// The largest index reservation a bootstrap makes ahead of its read
+/// ([`ConfigBootstrap::reserve`]): 64 M records, ~1 GiB of index. A topic that holds more
+/// grows its index as it goes.
+pub(crate) const RESERVE_HINT_MAX: u64 = 1 << 26;
 
 /// A bootstrap in progress: reads every config record once, compacting as it goes (CFG-10..16).
 ///
@@ -159,6 +166,21 @@ impl ConfigBootstrap {
         self
     }
 
+    /// Sizes the index ahead for up to `records` more records (the offsets the read will cover),
+    /// so it never grows (and rehashes) during the read. An overestimate costs index memory, so
+    /// the hint is taken only up to 64 M records (~1 GiB of index); a bigger store grows on.
+    ///
+    /// ```
+    /// use flechtwerk::testing::ConfigBootstrap;
+    /// let mut bootstrap = ConfigBootstrap::new();
+    /// let empty = bootstrap.memory_bytes();
+    /// bootstrap.reserve(1000);
+    /// assert!(bootstrap.memory_bytes() > empty); // the index is allocated at once
+    /// ```
+    pub fn reserve(&mut self, records: u64) {
+        self.store.reserve(records.min(RESERVE_HINT_MAX) as usize);
+    }
+
     fn topic_index(&mut self, topic: &Arc<str>) -> u32 {
         // `Arc<str>` equality compares the pointers before the contents.
         match self.topics.iter().position(|t| t == topic) {
@@ -189,17 +211,45 @@ impl ConfigBootstrap {
     /// assert!(bootstrap.offer(&raw(1, b"\xff", r#"{"v":1}"#), &RaisePolicy, &observer).is_err());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))] // tests, benches and fuzz targets
     pub fn offer(
         &mut self,
         record: &RawRecord,
         policy: &dyn InvalidMessagePolicy,
         observer: &dyn Observer,
     ) -> Result<(), PolicyError> {
-        let key = match std::str::from_utf8(record.key.as_deref().unwrap_or_default()) {
+        self.offer_borrowed(record.borrowed(), policy, observer)
+    }
+
+    /// [`offer`](Self::offer) for a record by reference (as
+    /// [`Consumer::poll_borrowed`](crate::kafka::Consumer::poll_borrowed) hands it): its key and
+    /// value are copied once, into the store.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// use flechtwerk::testing::{ConfigBootstrap, RecordingObserver};
+    /// use flechtwerk::wire::{RaisePolicy, RecordRef};
+    /// let topic: Arc<str> = Arc::from("configs");
+    /// let record = RecordRef {
+    ///     topic: &topic, partition: 0, offset: 0, timestamp_ms: None, key: Some(&b"a"[..]), value: Some(&br#"{"v":1}"#[..]),
+    /// };
+    /// let mut bootstrap = ConfigBootstrap::new().without_enrichment();
+    /// bootstrap.offer_borrowed(record, &RaisePolicy, &RecordingObserver::default())?;
+    /// let store = bootstrap.finish_unenriched(&RaisePolicy, &RecordingObserver::default())?;
+    /// assert_eq!(store.get_bytes("a"), Some(&br#"{"v":1}"#[..]));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn offer_borrowed(
+        &mut self,
+        record: RecordRef<'_>,
+        policy: &dyn InvalidMessagePolicy,
+        observer: &dyn Observer,
+    ) -> Result<(), PolicyError> {
+        let key = match std::str::from_utf8(record.key.unwrap_or_default()) {
             Ok(key) => key,
             Err(source) => {
                 // Skipped (or raised): not applied, not even as a deletion (INV-17).
-                let error = InvalidMessageError::new(Part::Key, record, source.into());
+                let error = InvalidMessageError::new(Part::Key, &record.to_raw(), source.into());
                 return crate::mediation::mediate(policy, observer, error).map(|_| ());
             }
         };
@@ -207,18 +257,18 @@ impl ConfigBootstrap {
             tracing::warn!(topic = %record.topic, partition = record.partition, offset = record.offset,
                 "config record without a key: applied under the empty key");
         }
-        if wire::is_tombstone(record.value.as_deref()) {
+        if wire::is_tombstone(record.value) {
             if self.store.remove(key.as_bytes()).is_some_and(|kind| kind == KIND_PENDING) {
                 self.pending -= 1;
             }
             return Ok(());
         }
-        let value = record.value.as_deref().expect("not a tombstone, so a value is present");
+        let value = record.value.expect("not a tombstone, so a value is present");
         let origin = if self.settle_canonical && json::check_canonical_object(value) == Ok(true) {
             None
         } else {
             Some(Origin {
-                topic: self.topic_index(&record.topic),
+                topic: self.topic_index(record.topic),
                 partition: record.partition,
                 offset: record.offset,
                 timestamp_ms: record.timestamp_ms,

@@ -127,6 +127,13 @@ impl ConfigStore {
         Ok(store)
     }
 
+    /// Makes room in the index for `additional` more keys.
+    pub(super) fn reserve(&mut self, additional: usize) {
+        let arena = &self.arena;
+        let hasher = &self.hasher;
+        self.table.reserve(additional, |&pos| hasher.hash_one(arena.key(pos)));
+    }
+
     pub(super) fn hash(&self, key: &[u8]) -> u64 {
         self.hasher.hash_one(key)
     }

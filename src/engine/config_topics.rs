@@ -17,11 +17,11 @@ use crate::configs::{decode_config_update, ConfigBootstrap, ConfigStore};
 use crate::engine::bounds::DRAIN_RECORDS_MAX;
 use crate::engine::hooks::Hooks;
 use crate::error::{BoxError, Error};
-use crate::kafka::read::{read_to_end_batched, ReadError};
+use crate::kafka::read::{read_to_end_borrowed, BorrowedReader, ReadError};
 use crate::kafka::{Consumer, ConsumerConfig, FetchLimits, Kafka, StartOffset, TopicPartition};
 use crate::observer::Observer;
 use crate::record::Config;
-use crate::wire::PolicyError;
+use crate::wire::{InvalidMessagePolicy, PolicyError, RecordRef};
 
 /// Records per poll of the bootstrap's read: five times the default read's, so the per-poll
 /// work (a hop to the client's thread, a position check per open partition) is amortised over
@@ -49,6 +49,28 @@ async fn enriched(hooks: Hooks<'_>, key: &str, config: Config) -> Result<Config,
     match hooks.enricher {
         Some(enricher) => enricher.enrich_config(config).await.map_err(|e| enrich_error(key, e)),
         None => Ok(config),
+    }
+}
+
+/// The bootstrap's side of the read: every record offered by reference.
+struct Offer<'a> {
+    bootstrap: &'a mut ConfigBootstrap,
+    policy: &'a dyn InvalidMessagePolicy,
+    observer: &'a dyn Observer,
+}
+
+impl BorrowedReader for Offer<'_> {
+    type Error = PolicyError;
+
+    /// Sizes the index for every offset to be read, before the first record: an upper bound
+    /// of the keys (a topic the broker has compacted holds little more), so the index never
+    /// rehashes during the read.
+    fn expect(&mut self, offsets: u64) {
+        self.bootstrap.reserve(offsets);
+    }
+
+    fn record(&mut self, record: RecordRef<'_>) -> Result<(), PolicyError> {
+        self.bootstrap.offer_borrowed(record, self.policy, self.observer)
     }
 }
 
@@ -87,10 +109,9 @@ impl ConfigTopics {
         let enriching = hooks.enricher.is_some();
         let mut bootstrap =
             if enriching { ConfigBootstrap::new() } else { ConfigBootstrap::new().without_enrichment() };
-        let read = read_to_end_batched(reader.as_mut(), &partitions, BOOTSTRAP_BATCH_RECORDS, |record| {
-            bootstrap.offer(&record, hooks.policy, observer)
-        })
-        .await;
+        // Records by reference: each key and value is copied once, into the store.
+        let mut offer = Offer { bootstrap: &mut bootstrap, policy: hooks.policy, observer };
+        let read = read_to_end_borrowed(reader.as_mut(), &partitions, BOOTSTRAP_BATCH_RECORDS, &mut offer).await;
         let ends = match read {
             Ok(read) => read.ends,
             Err(ReadError::Kafka(e)) => return Err(e.into()),

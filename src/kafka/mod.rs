@@ -27,7 +27,7 @@ use futures::future::BoxFuture;
 
 pub use error::{KafkaError, KafkaErrorKind, KafkaResult};
 
-use crate::wire::{Header, RawRecord};
+use crate::wire::{Header, RawRecord, RecordRef};
 
 /// One partition of one topic.
 ///
@@ -648,6 +648,54 @@ pub trait Consumer: Send {
     /// # }
     /// ```
     async fn poll(&mut self, max_records: usize, timeout: Duration) -> KafkaResult<Polled>;
+
+    /// [`poll`](Consumer::poll) for a reader that looks at each record once: the records (the
+    /// same ones `poll` would return) are handed to `on_records` by reference, borrowed from the
+    /// client's own buffers, instead of being copied into owned [`RawRecord`]s first; the
+    /// rebalance events are returned. Headers are not handed (see [`RecordRef`]).
+    ///
+    /// The provided method polls and lends the owned records; the rdkafka adapter lends
+    /// librdkafka's messages themselves, so the config bootstrap copies each key and value
+    /// once, into its store.
+    ///
+    /// ```
+    /// use flechtwerk::kafka::{ConsumerConfig, Kafka, NewTopic, ProducerConfig, ProducerRecord, StartOffset, TopicPartition};
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), flechtwerk::kafka::KafkaError> {
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// # kafka.admin()?.create_topic(&NewTopic::new("clicks", 1)).await?;
+    /// # let feeder = kafka.producer(ProducerConfig::idempotent("feeder"))?;
+    /// # for user in ["ada", "bob"] {
+    /// #     feeder.send(ProducerRecord::new("clicks", user, "{}")).await?.await?;
+    /// # }
+    /// let mut consumer = kafka.consumer(ConsumerConfig::groupless("reader"))?;
+    /// let clicks = TopicPartition::new("clicks", 0);
+    /// consumer.assign(&[(clicks.clone(), StartOffset::Beginning)]).await?;
+    /// let mut bytes = 0;
+    /// while consumer.position(&clicks).await? < 2 {
+    ///     consumer.poll_borrowed(100, Duration::from_secs(1), &mut |records| {
+    ///         bytes += records.iter().map(|r| r.key.map_or(0, <[u8]>::len)).sum::<usize>();
+    ///     }).await?;
+    /// }
+    /// assert_eq!(bytes, 6); // "ada" and "bob", never copied out of the consumer
+    /// # Ok(())
+    /// # }
+    /// ```
+    async fn poll_borrowed(
+        &mut self,
+        max_records: usize,
+        timeout: Duration,
+        on_records: &mut (dyn for<'s, 'r> FnMut(&'s [RecordRef<'r>]) + Send),
+    ) -> KafkaResult<Vec<Rebalance>> {
+        let polled = self.poll(max_records, timeout).await?;
+        let records: Vec<RecordRef<'_>> = polled.records.iter().map(RawRecord::borrowed).collect();
+        if !records.is_empty() {
+            on_records(&records);
+        }
+        Ok(polled.rebalances)
+    }
 
     /// Stops fetching these (assigned) partitions until resumed.
     ///

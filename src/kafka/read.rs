@@ -11,7 +11,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::{Consumer, KafkaError, KafkaErrorKind, StartOffset, TopicPartition};
-use crate::wire::RawRecord;
+use std::sync::Arc;
+
+use crate::wire::{RawRecord, RecordRef};
 
 /// Records per poll while reading to the end.
 pub(crate) const READ_BATCH_RECORDS: usize = 1_000;
@@ -117,83 +119,170 @@ pub enum ReadError<E> {
 /// # Ok(())
 /// # }
 /// ```
-pub async fn read_to_end<E>(
+pub async fn read_to_end<E: Send>(
     consumer: &mut dyn Consumer,
     partitions: &[TopicPartition],
-    on_record: impl FnMut(RawRecord) -> Result<(), E>,
-) -> Result<ReadToEnd, ReadError<E>> {
-    read_to_end_batched(consumer, partitions, READ_BATCH_RECORDS, on_record).await
-}
-
-/// [`read_to_end`] with up to `batch_records` records per poll.
-pub(crate) async fn read_to_end_batched<E>(
-    consumer: &mut dyn Consumer,
-    partitions: &[TopicPartition],
-    batch_records: usize,
     on_record: impl FnMut(RawRecord) -> Result<(), E>,
 ) -> Result<ReadToEnd, ReadError<E>> {
     let mut ends = BTreeMap::new();
     for partition in partitions {
         ends.insert(partition.clone(), consumer.end_offset(partition).await?);
     }
-    read_to_batched(consumer, ends, READ_STALL_MAX, batch_records, on_record).await
+    read_to(consumer, ends, READ_STALL_MAX, on_record).await
+}
+
+/// A reader that looks at each record once, by reference ([`read_to_end_borrowed`]).
+pub(crate) trait BorrowedReader: Send {
+    /// What [`record`](Self::record) may fail with.
+    type Error: Send;
+
+    /// Called once, before the first record: how many offsets lie between the partitions'
+    /// starts and their captured ends, summed (an upper bound of the records to come, for a
+    /// reader that sizes an index ahead).
+    fn expect(&mut self, offsets: u64);
+
+    /// One record below its partition's captured end, in offset order per partition.
+    fn record(&mut self, record: RecordRef<'_>) -> Result<(), Self::Error>;
+}
+
+/// [`read_to_end`] for a [`BorrowedReader`]: up to `batch_records` records per poll, each handed
+/// by reference ([`Consumer::poll_borrowed`]: no copy of its key and value on the way).
+pub(crate) async fn read_to_end_borrowed<R: BorrowedReader>(
+    consumer: &mut dyn Consumer,
+    partitions: &[TopicPartition],
+    batch_records: usize,
+    reader: &mut R,
+) -> Result<ReadToEnd, ReadError<R::Error>> {
+    let mut ends = BTreeMap::new();
+    for partition in partitions {
+        ends.insert(partition.clone(), consumer.end_offset(partition).await?);
+    }
+    read_to_batched(consumer, ends, READ_STALL_MAX, batch_records, Sink::<NoOwned<R::Error>, R>::Borrowed(reader)).await
 }
 
 /// Like [`read_to_end`], up to the given ends instead of the last stable offsets: with ends
 /// past an open transaction (a high watermark), the read waits until that transaction is
 /// decided. `stall_max` bounds a wait without progress.
-pub(crate) async fn read_to<E>(
+pub(crate) async fn read_to<E: Send>(
     consumer: &mut dyn Consumer,
     ends: BTreeMap<TopicPartition, i64>,
     stall_max: Duration,
     on_record: impl FnMut(RawRecord) -> Result<(), E>,
 ) -> Result<ReadToEnd, ReadError<E>> {
-    read_to_batched(consumer, ends, stall_max, READ_BATCH_RECORDS, on_record).await
+    read_to_batched(consumer, ends, stall_max, READ_BATCH_RECORDS, Sink::<_, NoReader<E>>::Owned(on_record)).await
 }
 
-async fn read_to_batched<E>(
+/// Where a read's records go: owned (polled with [`Consumer::poll`]) or by reference
+/// ([`Consumer::poll_borrowed`]).
+enum Sink<'r, O, R> {
+    Owned(O),
+    Borrowed(&'r mut R),
+}
+
+/// The unused sides of a [`Sink`].
+type NoOwned<E> = fn(RawRecord) -> Result<(), E>;
+struct NoReader<E>(std::marker::PhantomData<fn() -> E>);
+
+impl<E: Send> BorrowedReader for NoReader<E> {
+    type Error = E;
+    fn expect(&mut self, _: u64) {}
+    fn record(&mut self, _: RecordRef<'_>) -> Result<(), E> {
+        unreachable!("an owned read has no borrowed reader")
+    }
+}
+
+/// The captured end of a record's partition; records come in runs per partition, so the end is
+/// looked up once per run, not per record.
+struct EndLookup<'a> {
+    ends: &'a BTreeMap<TopicPartition, i64>,
+    run: Option<(Arc<str>, i32, i64)>,
+}
+
+impl EndLookup<'_> {
+    fn end(&mut self, topic: &Arc<str>, partition: i32) -> i64 {
+        match &self.run {
+            Some((t, p, end)) if *p == partition && **t == **topic => *end,
+            _ => {
+                let end = self.ends.get(&TopicPartition::new(&**topic, partition)).copied().unwrap_or(i64::MIN);
+                self.run = Some((Arc::clone(topic), partition, end));
+                end
+            }
+        }
+    }
+}
+
+async fn read_to_batched<E, O, R>(
     consumer: &mut dyn Consumer,
     ends: BTreeMap<TopicPartition, i64>,
     stall_max: Duration,
     batch_records: usize,
-    mut on_record: impl FnMut(RawRecord) -> Result<(), E>,
-) -> Result<ReadToEnd, ReadError<E>> {
+    mut sink: Sink<'_, O, R>,
+) -> Result<ReadToEnd, ReadError<E>>
+where
+    O: FnMut(RawRecord) -> Result<(), E>,
+    R: BorrowedReader<Error = E>,
+    E: Send,
+{
     let partitions: Vec<TopicPartition> = ends.keys().cloned().collect();
     let assignment: Vec<(TopicPartition, StartOffset)> =
         partitions.iter().map(|p| (p.clone(), StartOffset::Beginning)).collect();
     consumer.assign(&assignment).await?;
 
     let mut open: Vec<TopicPartition> = Vec::new();
+    let mut ranges = 0u64;
     for (partition, end) in &ends {
-        if consumer.position(partition).await? < *end {
+        let position = consumer.position(partition).await?;
+        if position < *end {
+            ranges += (*end - position) as u64;
             open.push(partition.clone());
         } else {
             consumer.pause(std::slice::from_ref(partition))?;
         }
     }
+    if let Sink::Borrowed(reader) = &mut sink {
+        reader.expect(ranges);
+    }
     let mut records = 0u64;
     let mut positions: BTreeMap<TopicPartition, i64> = BTreeMap::new();
     let mut last_progress = tokio::time::Instant::now();
     while !open.is_empty() {
-        let polled = consumer.poll(batch_records, READ_POLL_TIMEOUT).await?;
-        debug_assert!(polled.rebalances.is_empty(), "a group-less consumer never rebalances");
+        let mut lookup = EndLookup { ends: &ends, run: None };
         // Progress is records, or a position moving past markers and aborted records.
-        let mut progressed = !polled.records.is_empty();
-        // Records come in runs per partition: look the end up once per run, not per record.
-        let mut run: Option<(std::sync::Arc<str>, i32, i64)> = None;
-        for record in polled.records {
-            let end = match &run {
-                Some((topic, partition, end)) if *partition == record.partition && **topic == *record.topic => *end,
-                _ => {
-                    let partition = TopicPartition::new(&*record.topic, record.partition);
-                    let end = ends.get(&partition).copied().unwrap_or(i64::MIN);
-                    run = Some((std::sync::Arc::clone(&record.topic), record.partition, end));
-                    end
+        let mut progressed = false;
+        match &mut sink {
+            Sink::Owned(on_record) => {
+                let polled = consumer.poll(batch_records, READ_POLL_TIMEOUT).await?;
+                debug_assert!(polled.rebalances.is_empty(), "a group-less consumer never rebalances");
+                progressed = !polled.records.is_empty();
+                for record in polled.records {
+                    if record.offset < lookup.end(&record.topic, record.partition) {
+                        on_record(record).map_err(ReadError::Callback)?;
+                        records += 1;
+                    }
                 }
-            };
-            if record.offset < end {
-                on_record(record).map_err(ReadError::Callback)?;
-                records += 1;
+            }
+            Sink::Borrowed(reader) => {
+                let mut failed = None;
+                let rebalances = consumer
+                    .poll_borrowed(batch_records, READ_POLL_TIMEOUT, &mut |batch| {
+                        progressed = true;
+                        for record in batch {
+                            if failed.is_some() {
+                                return;
+                            }
+                            if record.offset < lookup.end(record.topic, record.partition) {
+                                match reader.record(*record) {
+                                    Ok(()) => records += 1,
+                                    Err(e) => failed = Some(e),
+                                }
+                            }
+                        }
+                    })
+                    .await?;
+                debug_assert!(rebalances.is_empty(), "a group-less consumer never rebalances");
+                if let Some(e) = failed {
+                    return Err(ReadError::Callback(e));
+                }
             }
         }
         let mut still_open = Vec::with_capacity(open.len());

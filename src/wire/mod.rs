@@ -90,6 +90,76 @@ impl RawRecord {
     pub fn size_bytes(&self) -> usize {
         self.key.as_ref().map_or(0, Bytes::len) + self.value.as_ref().map_or(0, Bytes::len)
     }
+
+    /// This record by reference (without its headers): what a reader that looks at each record
+    /// once is handed by [`Consumer::poll_borrowed`](crate::kafka::Consumer::poll_borrowed).
+    ///
+    /// ```
+    /// # use flechtwerk::wire::RawRecord;
+    /// let record = RawRecord {
+    ///     topic: "t".into(), partition: 3, offset: 7, timestamp_ms: None,
+    ///     key: Some("ab".into()), value: None, headers: Vec::new(),
+    /// };
+    /// let borrowed = record.borrowed();
+    /// assert_eq!((borrowed.offset, borrowed.key, borrowed.value), (7, Some(&b"ab"[..]), None));
+    /// assert_eq!(borrowed.to_raw(), record);
+    /// ```
+    pub fn borrowed(&self) -> RecordRef<'_> {
+        RecordRef {
+            topic: &self.topic,
+            partition: self.partition,
+            offset: self.offset,
+            timestamp_ms: self.timestamp_ms,
+            key: self.key.as_deref(),
+            value: self.value.as_deref(),
+        }
+    }
+}
+
+/// A consumed record by reference: key and value borrowed from wherever the client holds them
+/// (librdkafka's own message buffers, for the rdkafka adapter), valid while the reader's
+/// callback runs. Headers are left out: the readers that take records this way (the config
+/// bootstrap) never look at them.
+///
+/// ```
+/// use std::sync::Arc;
+/// use flechtwerk::wire::RecordRef;
+/// let topic: Arc<str> = Arc::from("configs");
+/// let record = RecordRef {
+///     topic: &topic, partition: 0, offset: 5, timestamp_ms: None, key: Some(&b"ada"[..]), value: Some(&b"{}"[..]),
+/// };
+/// let owned = record.to_raw(); // copies key and value
+/// assert_eq!((owned.offset, owned.key.as_deref()), (5, Some(&b"ada"[..])));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordRef<'a> {
+    /// Topic.
+    pub topic: &'a Arc<str>,
+    /// Partition.
+    pub partition: i32,
+    /// Offset.
+    pub offset: i64,
+    /// Timestamp in epoch milliseconds, if the record has one.
+    pub timestamp_ms: Option<i64>,
+    /// Key bytes (`None`: no key).
+    pub key: Option<&'a [u8]>,
+    /// Value bytes (`None`: a Kafka tombstone).
+    pub value: Option<&'a [u8]>,
+}
+
+impl RecordRef<'_> {
+    /// An owned copy of the record (with no headers).
+    pub fn to_raw(&self) -> RawRecord {
+        RawRecord {
+            topic: Arc::clone(self.topic),
+            partition: self.partition,
+            offset: self.offset,
+            timestamp_ms: self.timestamp_ms,
+            key: self.key.map(Bytes::copy_from_slice),
+            value: self.value.map(Bytes::copy_from_slice),
+            headers: Vec::new(),
+        }
+    }
 }
 
 /// The framework's tombstone test, on raw value bytes before any decoding (INV-17): absent,

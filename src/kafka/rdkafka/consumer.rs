@@ -169,7 +169,72 @@ impl ConsumerContext for ConsumerCtx {
 /// One thing a poll hands out, in the order librdkafka produced them.
 pub(super) enum Item {
     Rebalance(Rebalance),
-    Record(RawRecord),
+    Record(Held),
+}
+
+/// A record as librdkafka handed it: its message, kept (not copied) until the engine is given
+/// the record, as an owned [`RawRecord`] ([`Consumer::poll`]) or by reference
+/// ([`Consumer::poll_borrowed`], which copies nothing).
+pub(super) struct Held {
+    /// Borrows the client, which outlives it: messages live only in [`Shared`]'s buffer, and
+    /// [`Shared`]'s drop empties the buffer before the client is destroyed.
+    message: BorrowedMessage<'static>,
+    /// The interned topic name.
+    topic: Arc<str>,
+}
+
+impl Held {
+    /// Keeps `message`.
+    ///
+    /// # Safety
+    /// The message must be dropped before the client it came from (see [`Shared`]'s drop).
+    unsafe fn new(message: BorrowedMessage<'_>, topic: Arc<str>) -> Self {
+        // SAFETY: only the lifetime changes; the caller keeps the client alive for longer.
+        let message = unsafe { std::mem::transmute::<BorrowedMessage<'_>, BorrowedMessage<'static>>(message) };
+        Held { message, topic }
+    }
+
+    pub(super) fn topic(&self) -> &Arc<str> {
+        &self.topic
+    }
+
+    pub(super) fn partition(&self) -> i32 {
+        self.message.partition()
+    }
+
+    pub(super) fn offset(&self) -> i64 {
+        self.message.offset()
+    }
+
+    pub(super) fn is_of(&self, partition: &TopicPartition) -> bool {
+        self.partition() == partition.partition && *self.topic == *partition.topic
+    }
+
+    pub(super) fn borrowed(&self) -> RecordRef<'_> {
+        RecordRef {
+            topic: &self.topic,
+            partition: self.message.partition(),
+            offset: self.message.offset(),
+            timestamp_ms: self.message.timestamp().to_millis(),
+            key: self.message.key(),
+            value: self.message.payload(),
+        }
+    }
+
+    /// The record, copied out of the message (headers included).
+    pub(super) fn to_raw(&self) -> RawRecord {
+        let headers = self
+            .message
+            .headers()
+            .map(|headers| {
+                headers
+                    .iter()
+                    .map(|h| Header { key: h.key.to_owned(), value: h.value.map(Bytes::copy_from_slice) })
+                    .collect()
+            })
+            .unwrap_or_default();
+        RawRecord { headers, ..self.borrowed().to_raw() }
+    }
 }
 
 /// What blocking polls took from librdkafka and the engine has not been given yet.
@@ -191,7 +256,8 @@ impl Buffer {
         any
     }
 
-    pub(super) fn push_record(&mut self, message: &BorrowedMessage<'_>) {
+    /// Keeps a message of `shared`'s client (nothing is copied yet).
+    pub(super) fn push_record(&mut self, message: BorrowedMessage<'_>) {
         let topic = match self.topics.get(message.topic()) {
             Some(topic) => topic.clone(),
             None => {
@@ -200,24 +266,9 @@ impl Buffer {
                 topic
             }
         };
-        let headers = message
-            .headers()
-            .map(|headers| {
-                headers
-                    .iter()
-                    .map(|h| Header { key: h.key.to_owned(), value: h.value.map(Bytes::copy_from_slice) })
-                    .collect()
-            })
-            .unwrap_or_default();
-        self.items.push_back(Item::Record(RawRecord {
-            topic,
-            partition: message.partition(),
-            offset: message.offset(),
-            timestamp_ms: message.timestamp().to_millis(),
-            key: message.key().map(Bytes::copy_from_slice),
-            value: message.payload().map(Bytes::copy_from_slice),
-            headers,
-        }));
+        // SAFETY: the buffer lives in `Shared` beside the client, and `Shared`'s drop empties
+        // it first.
+        self.items.push_back(Item::Record(unsafe { Held::new(message, topic) }));
     }
 
     /// Whether the next hand-out is complete: `max` records, or records followed by a
@@ -247,15 +298,13 @@ impl Buffer {
 
     pub(super) fn first_buffered(&self, partition: &TopicPartition) -> Option<i64> {
         self.items.iter().find_map(|item| match item {
-            Item::Record(r) if r.partition == partition.partition && *r.topic == *partition.topic => Some(r.offset),
+            Item::Record(r) if r.is_of(partition) => Some(r.offset()),
             _ => None,
         })
     }
 
     pub(super) fn drop_records_of(&mut self, partition: &TopicPartition) {
-        self.items.retain(|item| {
-            !matches!(item, Item::Record(r) if r.partition == partition.partition && *r.topic == *partition.topic)
-        });
+        self.items.retain(|item| !matches!(item, Item::Record(r) if r.is_of(partition)));
     }
 }
 
@@ -272,6 +321,17 @@ pub(super) struct Shared {
     pub(super) uncommitted: Mutex<(ClientConfig, Option<BaseConsumer<ConsumerCtx>>)>,
     /// Whether the connection uses TLS (for the refusal rules of a second client).
     pub(super) tls: bool,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // Held messages borrow the client: they go first (the fields drop after this).
+        let buffer = match self.buffer.get_mut() {
+            Ok(buffer) => buffer,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        buffer.items.clear();
+    }
 }
 
 impl Shared {
@@ -309,7 +369,7 @@ impl Shared {
             buffer.take_events(self.ctx());
             self.surface_failure()?;
             match got {
-                Some(Ok(message)) => buffer.push_record(&message),
+                Some(Ok(message)) => buffer.push_record(message),
                 Some(Err(e)) => self.consume_error(e)?,
                 None => {
                     // A transaction marker advances a position without a record: report "nothing
@@ -336,7 +396,7 @@ impl Shared {
             settled |= rebalanced && records > 0;
             match got {
                 Some(Ok(message)) => {
-                    buffer.push_record(&message);
+                    buffer.push_record(message);
                     records += 1;
                     settled |= records >= max;
                 }
@@ -428,15 +488,25 @@ impl RdConsumer {
     /// rebalance. Records of paused partitions are dropped and rewound instead.
     pub(super) fn take(&mut self, shared: &Shared, max: usize) -> Polled {
         let mut polled = Polled::default();
+        let mut held = Vec::new();
+        polled.rebalances = self.take_held(shared, max, &mut held);
+        polled.records = held.iter().map(Held::to_raw).collect();
+        polled
+    }
+
+    /// [`take`](Self::take) with the records left as librdkafka's messages (appended to `held`);
+    /// returns the rebalance events.
+    pub(super) fn take_held(&mut self, shared: &Shared, max: usize, held: &mut Vec<Held>) -> Vec<Rebalance> {
+        let mut rebalances = Vec::new();
         // A cancelled poll may still be filling the buffer: then nothing is ready yet.
-        let Ok(mut buffer) = shared.buffer.try_lock() else { return polled };
+        let Ok(mut buffer) = shared.buffer.try_lock() else { return rebalances };
         if !self.paused.is_empty() {
             let mut rewinds: BTreeMap<TopicPartition, i64> = BTreeMap::new();
             buffer.items.retain(|item| match item {
                 Item::Record(r) => {
-                    let partition = TopicPartition::new(&*r.topic, r.partition);
+                    let partition = TopicPartition::new(&**r.topic(), r.partition());
                     if self.paused.contains(&partition) {
-                        rewinds.entry(partition).or_insert(r.offset);
+                        rewinds.entry(partition).or_insert(r.offset());
                         false
                     } else {
                         true
@@ -449,10 +519,11 @@ impl RdConsumer {
                 buffer.rewinds.push((partition, offset));
             }
         }
+        let first = held.len();
         while let Some(item) = buffer.items.front() {
             match item {
-                Item::Rebalance(_) if !polled.records.is_empty() => break,
-                Item::Record(_) if polled.records.len() >= max => break,
+                Item::Rebalance(_) if held.len() > first => break,
+                Item::Record(_) if held.len() - first >= max => break,
                 _ => {}
             }
             match buffer.items.pop_front() {
@@ -474,13 +545,13 @@ impl RdConsumer {
                             }
                         }
                     }
-                    polled.rebalances.push(event);
+                    rebalances.push(event);
                 }
-                Some(Item::Record(record)) => polled.records.push(record),
+                Some(Item::Record(record)) => held.push(record),
                 None => break,
             }
         }
-        polled
+        rebalances
     }
 }
 
@@ -568,6 +639,30 @@ impl Consumer for RdConsumer {
             shared.ctx().log.refusal.mark_connected();
         }
         Ok(polled)
+    }
+
+    async fn poll_borrowed(
+        &mut self,
+        max_records: usize,
+        timeout: Duration,
+        on_records: &mut (dyn for<'s, 'r> FnMut(&'s [RecordRef<'r>]) + Send),
+    ) -> KafkaResult<Vec<Rebalance>> {
+        let shared = self.shared("poll")?;
+        let max = max_records.max(1);
+        let watched = rd_partitions(self.assigned.iter().filter(|p| !self.paused.contains(*p)));
+        let filler = shared.clone();
+        let context = self.context();
+        blocking("poll", move || filler.fill(max, timeout, &watched).map_err(|e| e.with_context(context))).await?;
+        let mut held = Vec::new();
+        let rebalances = self.take_held(&shared, max, &mut held);
+        if !held.is_empty() || !rebalances.is_empty() {
+            shared.ctx().log.refusal.mark_connected();
+        }
+        if !held.is_empty() {
+            let records: Vec<RecordRef<'_>> = held.iter().map(Held::borrowed).collect();
+            on_records(&records);
+        }
+        Ok(rebalances)
     }
 
     fn pause(&mut self, partitions: &[TopicPartition]) -> KafkaResult<()> {

@@ -52,7 +52,7 @@ use super::{
     KafkaErrorKind, KafkaResult, NewTopic, OffsetReset, Polled, Producer, ProducerConfig, ProducerRecord, Rebalance,
     StartOffset, TopicCreation, TopicPartition,
 };
-use crate::wire::{Header, RawRecord};
+use crate::wire::{Header, RawRecord, RecordRef};
 
 mod admin;
 mod consumer;
