@@ -81,6 +81,48 @@ pub enum StartOffset {
     At(i64),
 }
 
+/// Which end of a partition [`Consumer::extents`] looks up.
+///
+/// ```
+/// use flechtwerk::kafka::LogEnd;
+///
+/// // A read_committed restore reads to the last stable offset.
+/// assert_ne!(LogEnd::Stable, LogEnd::HighWatermark);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogEnd {
+    /// The last stable offset (as [`Consumer::end_offset`]): in front of the first record of a
+    /// transaction still open.
+    Stable,
+    /// The high watermark (as [`Consumer::log_end_offset`]): after the last record, decided or
+    /// not.
+    HighWatermark,
+}
+
+/// Where a partition's log starts and where it ends (the end [`LogEnd`] named): the records a
+/// read from the beginning meets, `start..end`. Empty when `start >= end`.
+///
+/// ```
+/// use flechtwerk::kafka::Extent;
+///
+/// assert!(Extent { start: 7, end: 7 }.is_empty());
+/// assert!(!Extent { start: 0, end: 1 }.is_empty());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Extent {
+    /// The log start offset (the low watermark).
+    pub start: i64,
+    /// The end offset.
+    pub end: i64,
+}
+
+impl Extent {
+    /// Whether a read from the start to the end meets no offset at all.
+    pub fn is_empty(&self) -> bool {
+        self.start >= self.end
+    }
+}
+
 /// Where a group member starts on a partition with no committed offset.
 ///
 /// ```
@@ -899,6 +941,36 @@ pub trait Consumer: Send {
     /// # }
     /// ```
     async fn log_end_offset(&mut self, partition: &TopicPartition) -> KafkaResult<i64>;
+
+    /// The [`Extent`] of each of `partitions`, in their order: the log start offset and the
+    /// end `end` names, looked up together (one `ListOffsets` per broker and kind, not one per
+    /// partition). The ends are those of this instant: a caller that needs the end after some
+    /// event (a producer's fence) looks it up after that event.
+    ///
+    /// ```
+    /// use flechtwerk::kafka::{ConsumerConfig, Extent, Kafka, LogEnd, NewTopic, ProducerConfig, ProducerRecord, TopicPartition};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), flechtwerk::kafka::KafkaError> {
+    /// # let kafka = flechtwerk_sim::cluster::LocalCluster::new();
+    /// kafka.admin()?.create_topic(&NewTopic::new("clicks", 2)).await?;
+    /// let feeder = kafka.producer(ProducerConfig::idempotent("feeder"))?;
+    /// feeder.send(ProducerRecord::new("clicks", "ada", "{}").to_partition(1)).await?.await?;
+    /// // A transaction left open on partition 1: it raises the high watermark only.
+    /// let producer = kafka.producer(ProducerConfig::transactional("pod-0", "app-1"))?;
+    /// producer.init_transactions().await?;
+    /// producer.begin_transaction().await?;
+    /// producer.send(ProducerRecord::new("clicks", "bob", "{}").to_partition(1)).await?.await?;
+    /// let mut consumer = kafka.consumer(ConsumerConfig::groupless("reader"))?;
+    /// let partitions = [TopicPartition::new("clicks", 0), TopicPartition::new("clicks", 1)];
+    /// let stable = consumer.extents(&partitions, LogEnd::Stable).await?;
+    /// assert_eq!(stable, [Extent { start: 0, end: 0 }, Extent { start: 0, end: 1 }]);
+    /// let high = consumer.extents(&partitions, LogEnd::HighWatermark).await?;
+    /// assert_eq!(high[1], Extent { start: 0, end: 2 });
+    /// # producer.abort_transaction().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    async fn extents(&mut self, partitions: &[TopicPartition], end: LogEnd) -> KafkaResult<Vec<Extent>>;
 
     /// The partition count of `topic`, `None` when the topic does not exist. Fresh metadata: a
     /// topic created a moment ago is visible.

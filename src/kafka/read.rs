@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::{Consumer, KafkaError, KafkaErrorKind, StartOffset, TopicPartition};
+use super::{Consumer, Extent, KafkaError, KafkaErrorKind, StartOffset, TopicPartition};
 use std::sync::Arc;
 
 use crate::wire::{RawRecord, RecordRef};
@@ -119,6 +119,7 @@ pub enum ReadError<E> {
 /// # Ok(())
 /// # }
 /// ```
+#[cfg_attr(not(feature = "testing"), allow(dead_code))]
 pub async fn read_to_end<E: Send>(
     consumer: &mut dyn Consumer,
     partitions: &[TopicPartition],
@@ -172,6 +173,28 @@ pub(crate) async fn read_to<E: Send>(
     read_to_batched(consumer, ends, stall_max, READ_BATCH_RECORDS, Sink::<_, NoReader<E>>::Owned(on_record)).await
 }
 
+/// Reads every partition of `extents` from its start to its end, as [`read_to`], assigning
+/// only the partitions with something to read: a partition whose extent is empty (its log
+/// start at its end) is left out, so a read of empty partitions only costs the lookup that
+/// found the extents. The extents must have been looked up after whatever the ends must
+/// include (a restore's: after the fence).
+pub(crate) async fn read_extents<E: Send>(
+    consumer: &mut dyn Consumer,
+    extents: &BTreeMap<TopicPartition, Extent>,
+    stall_max: Duration,
+    on_record: impl FnMut(RawRecord) -> Result<(), E>,
+) -> Result<ReadToEnd, ReadError<E>> {
+    let ranges: BTreeMap<TopicPartition, (StartOffset, i64)> = extents
+        .iter()
+        .filter(|(_, extent)| !extent.is_empty())
+        .map(|(partition, extent)| (partition.clone(), (StartOffset::At(extent.start), extent.end)))
+        .collect();
+    if ranges.is_empty() {
+        return Ok(ReadToEnd::default());
+    }
+    read_ranges(consumer, ranges, stall_max, READ_BATCH_RECORDS, Sink::<_, NoReader<E>>::Owned(on_record)).await
+}
+
 /// Where a read's records go: owned (polled with [`Consumer::poll`]) or by reference
 /// ([`Consumer::poll_borrowed`]).
 enum Sink<'r, O, R> {
@@ -216,6 +239,23 @@ async fn read_to_batched<E, O, R>(
     ends: BTreeMap<TopicPartition, i64>,
     stall_max: Duration,
     batch_records: usize,
+    sink: Sink<'_, O, R>,
+) -> Result<ReadToEnd, ReadError<E>>
+where
+    O: FnMut(RawRecord) -> Result<(), E>,
+    R: BorrowedReader<Error = E>,
+    E: Send,
+{
+    let ranges = ends.into_iter().map(|(partition, end)| (partition, (StartOffset::Beginning, end))).collect();
+    read_ranges(consumer, ranges, stall_max, batch_records, sink).await
+}
+
+/// Reads each partition of `ranges` from its start offset up to its end (exclusive).
+async fn read_ranges<E, O, R>(
+    consumer: &mut dyn Consumer,
+    ranges: BTreeMap<TopicPartition, (StartOffset, i64)>,
+    stall_max: Duration,
+    batch_records: usize,
     mut sink: Sink<'_, O, R>,
 ) -> Result<ReadToEnd, ReadError<E>>
 where
@@ -223,9 +263,9 @@ where
     R: BorrowedReader<Error = E>,
     E: Send,
 {
-    let partitions: Vec<TopicPartition> = ends.keys().cloned().collect();
     let assignment: Vec<(TopicPartition, StartOffset)> =
-        partitions.iter().map(|p| (p.clone(), StartOffset::Beginning)).collect();
+        ranges.iter().map(|(p, (start, _))| (p.clone(), *start)).collect();
+    let ends: BTreeMap<TopicPartition, i64> = ranges.into_iter().map(|(p, (_, end))| (p, end)).collect();
     consumer.assign(&assignment).await?;
 
     let mut open: Vec<TopicPartition> = Vec::new();

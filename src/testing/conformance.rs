@@ -169,7 +169,7 @@ pub struct Scenario {
 /// ```
 /// let names: Vec<&str> = flechtwerk::testing::conformance::scenarios().iter().map(|s| s.name).collect();
 /// assert!(names.contains(&"zombie-races-init"));
-/// assert_eq!(names.len(), 16);
+/// assert_eq!(names.len(), 17);
 /// ```
 pub fn scenarios() -> Vec<Scenario> {
     vec![
@@ -192,6 +192,11 @@ pub fn scenarios() -> Vec<Scenario> {
             name: "lso",
             pins: "read to end under an open transaction returns committed only (IT-LB-2)",
             run: |k, e| Box::pin(lso(k, e)),
+        },
+        Scenario {
+            name: "extents",
+            pins: "extents: Stable ends at an open transaction, HighWatermark past it; a fence moves the LSO (STO-11, TRX-43)",
+            run: |k, e| Box::pin(extents(k, e)),
         },
         Scenario {
             name: "fencing",
@@ -422,6 +427,52 @@ async fn lso(kafka: &dyn Kafka, env: &Env) -> Result<(), Failure> {
     committer.close().await;
     let after = read_at_least(kafka, env, &topic, 1).await?;
     check(after.len() == 1, || format!("after the abort, {} records are visible", after.len()))
+}
+
+/// What a restore's one lookup of its changelog partitions answers (STO-11, TRX-43): partition
+/// 0 empty; partition 1 holding only a zombie's open transaction (empty up to its LSO, not up
+/// to its high watermark); partition 2 a committed record, then the open transaction. Once
+/// the zombie's successor (same transactional id) has initialised, the zombie's transaction
+/// is aborted and the LSO has caught up with the high watermark on both: a restore that looks
+/// its ends up after its fence reads to where the previous owner's writes end.
+async fn extents(kafka: &dyn Kafka, env: &Env) -> Result<(), Failure> {
+    use crate::kafka::{Extent, LogEnd};
+    let topic = env.name("extents");
+    create(kafka, env, &topic, 3, true).await?;
+    let committer = kafka.producer(ProducerConfig::transactional(env.name("c"), env.name("txn-c")))?;
+    committer.init_transactions().await?;
+    committer.begin_transaction().await?;
+    committer.send(ProducerRecord::new(&topic, "kept", b"1".to_vec()).to_partition(2)).await?.await?;
+    committer.commit_transaction().await?;
+    committer.close().await;
+    let zombie = kafka.producer(ProducerConfig::transactional(env.name("z"), env.name("txn-z")))?;
+    zombie.init_transactions().await?;
+    zombie.begin_transaction().await?;
+    zombie.send(ProducerRecord::new(&topic, "open", b"2".to_vec()).to_partition(1)).await?.await?;
+    zombie.send(ProducerRecord::new(&topic, "open", b"3".to_vec()).to_partition(2)).await?.await?;
+    let partitions: Vec<TopicPartition> = (0..3).map(|p| TopicPartition::new(&topic, p)).collect();
+    let mut consumer = kafka.consumer(ConsumerConfig::groupless(env.name("extents-reader")))?;
+    let stable = consumer.extents(&partitions, LogEnd::Stable).await?;
+    // Partition 2's committed record sits after the committer's marker: offsets 0 and 1.
+    let expected = [Extent { start: 0, end: 0 }, Extent { start: 0, end: 0 }, Extent { start: 0, end: 2 }];
+    check(stable == expected, || format!("stable extents under an open transaction: {stable:?}"))?;
+    let high = consumer.extents(&partitions, LogEnd::HighWatermark).await?;
+    let expected = [Extent { start: 0, end: 0 }, Extent { start: 0, end: 1 }, Extent { start: 0, end: 3 }];
+    check(high == expected, || format!("high-watermark extents under an open transaction: {high:?}"))?;
+    check(stable[1].is_empty() && !high[1].is_empty(), || "partition 1 must be empty only up to its LSO".into())?;
+    // The successor's fence aborts the zombie's transaction (its marker follows its records).
+    let successor = kafka.producer(ProducerConfig::transactional(env.name("z2"), env.name("txn-z")))?;
+    successor.init_transactions().await?;
+    let stable = consumer.extents(&partitions, LogEnd::Stable).await?;
+    let high = consumer.extents(&partitions, LogEnd::HighWatermark).await?;
+    check(
+        stable == high && stable[1] == Extent { start: 0, end: 2 } && stable[2] == Extent { start: 0, end: 4 },
+        || format!("after the fence: stable {stable:?}, high watermark {high:?}"),
+    )?;
+    let _ = consumer.close().await;
+    successor.close().await;
+    zombie.close().await;
+    Ok(())
 }
 
 async fn fencing(kafka: &dyn Kafka, env: &Env) -> Result<(), Failure> {

@@ -31,6 +31,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use futures::future::try_join_all;
+use tracing::Instrument as _;
 
 use self::task::{SharedProducer, Tasks};
 use crate::engine::bounds::{CLOSE_TIMEOUT, POLL_TIMEOUT, TASK_TRANSACTION_TIMEOUT};
@@ -41,8 +42,8 @@ use crate::engine::settings::{Guarantee, Producers, Settings};
 use crate::engine::stop::Stop;
 use crate::error::Error;
 use crate::kafka::{
-    Consumer, ConsumerConfig, Kafka, KafkaError, KafkaErrorKind, NewTopic, ProducerConfig, Rebalance, TopicCreation,
-    TopicPartition,
+    Consumer, ConsumerConfig, Kafka, KafkaError, KafkaErrorKind, LogEnd, NewTopic, ProducerConfig, Rebalance,
+    TopicCreation, TopicPartition,
 };
 use crate::observer::Observer;
 use crate::stage::Transformer;
@@ -271,7 +272,9 @@ impl<S: Transformer> Runner<S> {
         }
     }
 
-    /// Starts tasks concurrently (TRX-31): fence, restore, then resume their partitions.
+    /// Starts the tasks of an assignment (TRX-31): every task's fence concurrently, then one
+    /// restore of all their changelog partitions, then the seeks and resumes. The restore's
+    /// one client is made first and connects while the producers fence.
     #[tracing::instrument(name = "tasks.start", skip_all, fields(tasks = ?pending, generation = tracing::field::Empty))]
     async fn start_tasks(
         &self,
@@ -283,28 +286,58 @@ impl<S: Transformer> Runner<S> {
         if let Some(metadata) = consumer.group_metadata() {
             tracing::Span::current().record("generation", metadata.generation);
         }
-        if self.per_instance() {
-            return self.start_shared_tasks(consumer, pending, tasks, inputs).await;
-        }
-        let started = try_join_all(pending.iter().map(|&p| self.start_task(p))).await?;
-        for task in started {
-            let partitions: Vec<TopicPartition> =
-                inputs.iter().map(|t| TopicPartition::new(t, task.partition)).collect();
-            // Position from the offsets committed *now*, after the fence: a zombie that
-            // committed between the assignment and the fence moved them, and its changes are
-            // in the restored state, so its records must not be processed again. (A client
-            // that looked the offsets up at assignment time would be behind.)
-            let committed = consumer.committed(&partitions).await?;
-            for (partition, offset) in partitions.iter().zip(committed) {
-                if let Some(offset) = offset {
-                    consumer.seek(partition, offset).await?;
-                }
+        // The process identity itself, as Python's restore consumers have it (LIFE-04).
+        let mut restorer = self.kafka.consumer(ConsumerConfig::groupless(self.settings.client_id.clone()))?;
+        let started = if self.per_instance() {
+            self.start_shared_tasks(consumer, restorer.as_mut(), pending, inputs).await
+        } else {
+            self.start_own_tasks(consumer, restorer.as_mut(), pending, inputs).await
+        };
+        // Closed in the background: the tasks need nothing more of it (its close took ~0.1 s
+        // on the start's path).
+        let closing = async move {
+            if tokio::time::timeout(CLOSE_TIMEOUT, restorer.close()).await.is_err() {
+                tracing::warn!("closing the restore consumer timed out");
             }
+        };
+        tokio::spawn(closing.instrument(tracing::debug_span!("tasks.close_restorer")));
+        for task in started? {
             tasks.live.insert(task.partition, task);
-            consumer.resume(&partitions)?;
         }
         self.observer.tasks_assigned(tasks.live.len());
         Ok(())
+    }
+
+    /// The default shape's start (TRX-31): the fences, concurrently, while the restore client
+    /// connects; the restore of every task once all have fenced; then each task's partitions
+    /// positioned from the offsets committed now and resumed.
+    async fn start_own_tasks(
+        &self,
+        consumer: &mut dyn Consumer,
+        restorer: &mut dyn Consumer,
+        pending: &BTreeSet<i32>,
+        inputs: &[String],
+    ) -> Result<Vec<task::Task>, Error> {
+        let changelog = self.settings.changelog_topic();
+        let connect = async {
+            // Metadata only (reads no offsets): connects the client while the fences run.
+            if let Err(error) = restorer.partition_count(&changelog).await {
+                tracing::debug!(%error, "connecting the restore consumer");
+            }
+        };
+        let (fenced, ()) = tokio::join!(try_join_all(pending.iter().map(|&p| self.fence_task(p))), connect);
+        let mut started = fenced?;
+        self.restore_tasks(restorer, &mut started, LogEnd::Stable).await?;
+        let partitions: Vec<TopicPartition> =
+            started.iter().flat_map(|t| inputs.iter().map(|i| TopicPartition::new(i, t.partition))).collect();
+        // Position from the offsets committed *now*, after the fence: a zombie that committed
+        // between the assignment and the fence moved them, and its changes are in the
+        // restored state, so its records must not be processed again. (A client that looked
+        // the offsets up at assignment time would be behind.)
+        let committed = consumer.committed(&partitions).await?;
+        position(consumer, &partitions, &committed).await?;
+        consumer.resume(&partitions)?;
+        Ok(started)
     }
 
     /// Whether this runner writes through one producer per instance (KIP-447).
@@ -334,37 +367,60 @@ impl<S: Transformer> Runner<S> {
 
     /// Starts tasks of the per-instance shape (TRX-43): the group's offsets of every pending
     /// partition first — read as stable, which waits while a previous owner's transaction
-    /// holds offsets of them — then the restores, concurrently, then the seeks and resumes.
-    /// After the offsets read stable, no previous owner's transaction can commit: any it
-    /// still sends offsets with carries a generation older than this assignment's, which the
-    /// coordinator refuses, and a transaction without offsets never commits (TRX-42).
+    /// holds offsets of them — then one restore of all their changelog partitions, each to
+    /// the high watermark seen after that read, then the seeks and resumes. After the offsets
+    /// read stable, no previous owner's transaction can commit: any it still sends offsets
+    /// with carries a generation older than this assignment's, which the coordinator refuses,
+    /// and a transaction without offsets never commits (TRX-42). Reading to the high watermark
+    /// waits until every transaction open below it is decided (a zombie's is aborted at the
+    /// latest by its transaction timeout), so no committed change is missed behind a zombie's
+    /// open transaction — reading to the LSO would stop in front of it.
     async fn start_shared_tasks(
         &self,
         consumer: &mut dyn Consumer,
+        restorer: &mut dyn Consumer,
         pending: &BTreeSet<i32>,
-        tasks: &mut Tasks,
         inputs: &[String],
-    ) -> Result<(), Error> {
+    ) -> Result<Vec<task::Task>, Error> {
         let partitions: Vec<TopicPartition> =
             pending.iter().flat_map(|&p| inputs.iter().map(move |t| TopicPartition::new(t, p))).collect();
-        let committed = stable_committed(consumer, &partitions).await?;
-        buggify::point("tasks.after_offsets").await;
-        let started = try_join_all(pending.iter().map(|&p| self.start_task(p))).await?;
-        let offsets: BTreeMap<&TopicPartition, Option<i64>> = partitions.iter().zip(committed).collect();
-        for task in started {
-            let partitions: Vec<TopicPartition> =
-                inputs.iter().map(|t| TopicPartition::new(t, task.partition)).collect();
-            for partition in &partitions {
-                if let Some(offset) = offsets[partition] {
-                    consumer.seek(partition, offset).await?;
-                }
+        let changelog = self.settings.changelog_topic();
+        let connect = async {
+            if let Err(error) = restorer.partition_count(&changelog).await {
+                tracing::debug!(%error, "connecting the restore consumer");
             }
-            tasks.live.insert(task.partition, task);
-            consumer.resume(&partitions)?;
-        }
-        self.observer.tasks_assigned(tasks.live.len());
-        Ok(())
+        };
+        let (committed, ()) = tokio::join!(stable_committed(consumer, &partitions), connect);
+        let committed = committed?;
+        buggify::point("tasks.after_offsets").await;
+        let mut started: Vec<task::Task> =
+            pending.iter().map(|&p| self.open_shared_task(p)).collect::<Result<_, _>>()?;
+        self.restore_tasks(restorer, &mut started, LogEnd::HighWatermark).await?;
+        position(consumer, &partitions, &committed).await?;
+        consumer.resume(&partitions)?;
+        Ok(started)
     }
+}
+
+/// Positions a task's `partitions` (paused, of the group consumer) where processing resumes:
+/// at the offset the group committed, else at the log start (the group consumer resets to the
+/// earliest offset), looked up here. Left to the client, librdkafka resets a partition it was
+/// just assigned after a 500 ms back-off (the partition's leader is not known yet when it
+/// starts fetching), which held back a new application's first batch by half a second.
+async fn position(
+    consumer: &mut dyn Consumer,
+    partitions: &[TopicPartition],
+    committed: &[Option<i64>],
+) -> Result<(), Error> {
+    let fresh: Vec<TopicPartition> =
+        partitions.iter().zip(committed).filter(|(_, c)| c.is_none()).map(|(p, _)| p.clone()).collect();
+    let starts = if fresh.is_empty() { Vec::new() } else { consumer.extents(&fresh, LogEnd::Stable).await? };
+    let starts: BTreeMap<&TopicPartition, i64> = fresh.iter().zip(starts).map(|(p, e)| (p, e.start)).collect();
+    for (partition, offset) in partitions.iter().zip(committed) {
+        let offset = offset.unwrap_or_else(|| starts[partition]);
+        consumer.seek(partition, offset).await?;
+    }
+    Ok(())
 }
 
 /// The group's committed offsets of `partitions`, read as stable: a read that stays unstable

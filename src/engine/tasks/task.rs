@@ -10,11 +10,10 @@ use super::Runner;
 use crate::engine::bounds::{CLOSE_TIMEOUT, TASK_TRANSACTION_TIMEOUT};
 use crate::engine::buggify;
 use crate::engine::settings::Guarantee;
-use crate::engine::settings::Producers;
 use crate::engine::txn::{abort_open, TxnState};
 use crate::error::Error;
-use crate::kafka::read::{read_to, read_to_end, ReadError, READ_STALL_MAX};
-use crate::kafka::{ConsumerConfig, Producer, ProducerConfig, TopicPartition};
+use crate::kafka::read::{read_extents, ReadError, READ_STALL_MAX};
+use crate::kafka::{Consumer, Extent, LogEnd, Producer, ProducerConfig, TopicPartition};
 use crate::observer::Observer;
 use crate::stage::Transformer;
 use crate::state::StateStore;
@@ -61,20 +60,14 @@ impl Task {
 }
 
 impl<S: Transformer> Runner<S> {
-    /// Starts task `partition` in the order TRX-31 fixes: producer (its `init_transactions`
-    /// fences the previous owner and aborts its open transaction) → store → restore of
-    /// changelog partition `partition` to its last stable offset. Restoring before the fence
-    /// could miss the previous owner's last commit.
-    #[tracing::instrument(
-        name = "task.start",
-        skip(self),
-        fields(transactional_id = tracing::field::Empty, restored = tracing::field::Empty)
-    )]
-    pub(super) async fn start_task(&self, partition: i32) -> Result<Task, Error> {
+    /// The first two steps of TRX-31 for task `partition`: its producer (whose
+    /// `init_transactions` fences the previous owner and aborts its open transaction), then its
+    /// store. The third, the restore, follows with [`Runner::restore_tasks`] once every task of
+    /// the assignment fenced: restoring before the fence could miss the previous owner's last
+    /// commit.
+    #[tracing::instrument(name = "task.start", skip(self), fields(transactional_id = tracing::field::Empty))]
+    pub(super) async fn fence_task(&self, partition: i32) -> Result<Task, Error> {
         let settings = &self.settings;
-        if settings.guarantee == Guarantee::ExactlyOnce && settings.producers == Producers::PerInstance {
-            return self.start_shared_task(partition).await;
-        }
         let client_id = settings.task_client_id(partition);
         let mut config = match settings.guarantee {
             Guarantee::ExactlyOnce => {
@@ -91,49 +84,42 @@ impl<S: Transformer> Runner<S> {
             tracing::Span::current().record("transactional_id", id.as_str());
             producer.init_transactions().instrument(tracing::info_span!("task.fence", transactional_id = id)).await?;
         }
-        buggify::point("task.before_restore").await;
-        let mut store = self.stores.open(&settings.application_id, partition)?;
-        let restore_span = tracing::info_span!("task.restore", partition, records = tracing::field::Empty);
-        let restored = self.restore(partition, store.as_mut(), false).instrument(restore_span.clone()).await?;
-        restore_span.record("records", restored);
-        tracing::Span::current().record("restored", restored);
-        self.observer.state_restored(partition, restored);
-        tracing::debug!(partition, restored, "task started");
+        let store = self.stores.open(&settings.application_id, partition)?;
         Ok(Task { partition, producer: Some(producer), store, txn: TxnState::default(), committed: BTreeMap::new() })
     }
 
-    /// Starts task `partition` of the per-instance shape (TRX-43): no producer to fence (the
-    /// previous owner's transactions are fenced by the group generation), and the caller has
-    /// already read the group's offsets as stable, so no transaction of a previous owner can
-    /// commit any more. Its changelog partition is read to the high watermark seen now: that
-    /// waits until every transaction open below it is decided (a zombie's is aborted at the
-    /// latest by its transaction timeout), so no committed change is missed behind a
-    /// zombie's open transaction — reading to the LSO would stop in front of it.
-    async fn start_shared_task(&self, partition: i32) -> Result<Task, Error> {
-        buggify::point("task.before_restore").await;
-        let mut store = self.stores.open(&self.settings.application_id, partition)?;
-        let restore_span = tracing::info_span!("task.restore", partition, records = tracing::field::Empty);
-        let restored = self.restore(partition, store.as_mut(), true).instrument(restore_span.clone()).await?;
-        restore_span.record("records", restored);
-        tracing::Span::current().record("restored", restored);
-        self.observer.state_restored(partition, restored);
-        tracing::debug!(partition, restored, "task started (per-instance producer)");
+    /// A task of the per-instance shape (TRX-43) before its restore: no producer to fence (the
+    /// previous owner's transactions are fenced by the group generation), only its store.
+    pub(super) fn open_shared_task(&self, partition: i32) -> Result<Task, Error> {
+        let store = self.stores.open(&self.settings.application_id, partition)?;
         Ok(Task { partition, producer: None, store, txn: TxnState::default(), committed: BTreeMap::new() })
     }
 
-    /// Replays changelog partition `partition` to its LSO into `store` (STO-11, STO-13), or to
-    /// its high watermark with `to_high_watermark` (TRX-43); returns the records replayed.
-    /// Values go in as bytes, decoded on first read.
-    async fn restore(
+    /// Replays the changelog partitions of `tasks` into their stores (STO-11, STO-13), all
+    /// through `consumer` (one client per assignment, not one per task): one lookup of every
+    /// partition's extent, then one read of the partitions that hold something. Each is read
+    /// to its last stable offset, or with [`LogEnd::HighWatermark`] to its high watermark
+    /// (TRX-43). The extents are looked up here, so the caller calls this after every fence
+    /// the ends must include. A partition whose log is empty up to that end is not read at
+    /// all. Values go in as bytes, decoded on first read.
+    #[tracing::instrument(name = "tasks.restore", skip_all, fields(partitions = tasks.len(), read = tracing::field::Empty, records = tracing::field::Empty))]
+    pub(super) async fn restore_tasks(
         &self,
-        partition: i32,
-        store: &mut dyn StateStore,
-        to_high_watermark: bool,
-    ) -> Result<usize, Error> {
-        // The process identity itself, as Python's restore consumers have it (LIFE-04).
-        let mut consumer = self.kafka.consumer(ConsumerConfig::groupless(self.settings.client_id.clone()))?;
-        let changelog = TopicPartition::new(self.settings.changelog_topic(), partition);
+        consumer: &mut dyn Consumer,
+        tasks: &mut [Task],
+        end: LogEnd,
+    ) -> Result<(), Error> {
+        buggify::point("task.before_restore").await;
+        let topic = self.settings.changelog_topic();
+        let changelogs: Vec<TopicPartition> = tasks.iter().map(|t| TopicPartition::new(&topic, t.partition)).collect();
+        let extents = consumer.extents(&changelogs, end).instrument(tracing::debug_span!("tasks.extents")).await?;
+        let extents: BTreeMap<TopicPartition, Extent> = changelogs.into_iter().zip(extents).collect();
+        tracing::Span::current().record("read", extents.values().filter(|e| !e.is_empty()).count());
+        let mut stores: BTreeMap<i32, (&mut dyn StateStore, usize)> =
+            tasks.iter_mut().map(|t| (t.partition, (t.store.as_mut(), 0))).collect();
         let on_record = |record: crate::wire::RawRecord| -> Result<(), Error> {
+            let partition = record.partition;
+            let (store, restored) = stores.get_mut(&partition).expect("a record of a partition being restored");
             let key = wire::decode_key(record.key.as_deref()).map_err(|source| Error::CorruptState {
                 partition,
                 key: String::from_utf8_lossy(record.key.as_deref().unwrap_or_default()).into_owned(),
@@ -144,26 +130,21 @@ impl<S: Transformer> Runner<S> {
                 Some(value) => store.put(&key, value)?,
                 None => unreachable!("an absent value is a tombstone"),
             }
+            *restored += 1;
             Ok(())
         };
-        let read = if to_high_watermark {
-            match consumer.log_end_offset(&changelog).await {
-                Ok(end) => {
-                    read_to(consumer.as_mut(), BTreeMap::from([(changelog, end)]), READ_STALL_MAX, on_record).await
-                }
-                Err(error) => Err(ReadError::Kafka(error)),
-            }
-        } else {
-            read_to_end(consumer.as_mut(), &[changelog], on_record).await
+        let read = read_extents(consumer, &extents, READ_STALL_MAX, on_record).await;
+        let summary = match read {
+            Ok(summary) => summary,
+            Err(ReadError::Kafka(e)) => return Err(e.into()),
+            Err(ReadError::Callback(e)) => return Err(e),
         };
-        if tokio::time::timeout(CLOSE_TIMEOUT, consumer.close()).await.is_err() {
-            tracing::warn!(partition, "closing the restore consumer timed out");
+        tracing::Span::current().record("records", summary.records);
+        for (partition, (_, restored)) in stores {
+            self.observer.state_restored(partition, restored);
+            tracing::debug!(partition, restored, "task restored");
         }
-        match read {
-            Ok(summary) => Ok(usize::try_from(summary.records).expect("a partition's records fit in memory")),
-            Err(ReadError::Kafka(e)) => Err(e.into()),
-            Err(ReadError::Callback(e)) => Err(e),
-        }
+        Ok(())
     }
 }
 

@@ -840,6 +840,36 @@ impl Consumer for RdConsumer {
         .await
     }
 
+    async fn extents(&mut self, partitions: &[TopicPartition], end: LogEnd) -> KafkaResult<Vec<Extent>> {
+        let shared = self.shared("extents")?;
+        let targets = partitions.to_vec();
+        let refusal = shared.ctx().log.refusal.clone();
+        let client_id = self.client_id.clone();
+        blocking_unless_refused(&refusal, "extents", move || {
+            // Two ListOffsets per broker: the log starts, then the ends — the high watermark
+            // asked of the read_uncommitted twin (the isolation level of the client that asks
+            // decides what `latest` answers).
+            let starts = list_offsets(&shared.consumer, &targets, Offset::Beginning, "extents")?;
+            let ends = match end {
+                LogEnd::Stable => list_offsets(&shared.consumer, &targets, Offset::End, "extents")?,
+                LogEnd::HighWatermark => {
+                    let mut uncommitted = lock(&shared.uncommitted);
+                    let (config, client) = &mut *uncommitted;
+                    if client.is_none() {
+                        let context = ConsumerCtx::new(&format!("{client_id}-watermarks"), shared.tls);
+                        let created: BaseConsumer<ConsumerCtx> = config
+                            .create_with_context(context)
+                            .map_err(|e| rd_error("extents", &e, None).with_context(client_id.clone()))?;
+                        *client = Some(created);
+                    }
+                    list_offsets(client.as_ref().expect("created above"), &targets, Offset::End, "extents")?
+                }
+            };
+            Ok(starts.into_iter().zip(ends).map(|(start, end)| Extent { start, end }).collect())
+        })
+        .await
+    }
+
     async fn partition_count(&mut self, topic: &str) -> KafkaResult<Option<u32>> {
         let shared = self.shared("partition_count")?;
         let topic = topic.to_owned();
@@ -950,6 +980,61 @@ fn high_watermark<C: rdkafka::consumer::ConsumerContext>(
             Ok((_, high)) => return Ok(high),
             Err(e) => {
                 let error = rd_error(operation, &e, None).with_context(target.to_string());
+                if error.kind() != KafkaErrorKind::Retriable || std::time::Instant::now() + backoff >= deadline {
+                    return Err(error);
+                }
+                tracing::debug!(%error, "retrying");
+                std::thread::sleep(backoff);
+                backoff = (backoff * 2).min(std::time::Duration::from_secs(1));
+            }
+        }
+    }
+}
+
+/// `ListOffsets(which)` of every partition of `targets` at once (one request per leader), in
+/// their order, retrying retriable errors (the whole list, or one partition's) within
+/// [`WATERMARK_BUDGET`]. Blocking.
+fn list_offsets<C: rdkafka::consumer::ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    targets: &[TopicPartition],
+    which: Offset,
+    operation: &'static str,
+) -> KafkaResult<Vec<i64>> {
+    let deadline = std::time::Instant::now() + WATERMARK_BUDGET;
+    let mut backoff = std::time::Duration::from_millis(50);
+    loop {
+        let timeout = deadline.saturating_duration_since(std::time::Instant::now()).min(REQUEST_TIMEOUT);
+        let attempt = (|| {
+            let mut tpl = TopicPartitionList::new();
+            for target in targets {
+                tpl.add_partition_offset(&target.topic, target.partition, which)
+                    .map_err(|e| rd_error(operation, &e, None).with_context(target.to_string()))?;
+            }
+            let answered = consumer
+                .offsets_for_times(tpl, timeout)
+                .map_err(|e| rd_error(operation, &e, None).with_context(format!("{} partitions", targets.len())))?;
+            targets
+                .iter()
+                .map(|target| {
+                    let element = answered
+                        .find_partition(&target.topic, target.partition)
+                        .ok_or_else(|| KafkaError::new(KafkaErrorKind::Retriable, operation, "no answer"))?;
+                    element.error().map_err(|e| rd_error(operation, &e, None).with_context(target.to_string()))?;
+                    match element.offset() {
+                        Offset::Offset(offset) => Ok(offset),
+                        other => Err(KafkaError::new(
+                            KafkaErrorKind::Retriable,
+                            operation,
+                            format!("the broker answered {other:?}"),
+                        )
+                        .with_context(target.to_string())),
+                    }
+                })
+                .collect::<KafkaResult<Vec<i64>>>()
+        })();
+        match attempt {
+            Ok(offsets) => return Ok(offsets),
+            Err(error) => {
                 if error.kind() != KafkaErrorKind::Retriable || std::time::Instant::now() + backoff >= deadline {
                     return Err(error);
                 }

@@ -48,9 +48,9 @@ use rdkafka::IntoOpaque;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
 use super::{
-    Admin, Consumer, ConsumerConfig, Delivered, DeliveryFuture, FetchLimits, GroupMetadata, Kafka, KafkaError,
-    KafkaErrorKind, KafkaResult, NewTopic, OffsetReset, Polled, Producer, ProducerConfig, ProducerRecord, Rebalance,
-    StartOffset, TopicCreation, TopicPartition,
+    Admin, Consumer, ConsumerConfig, Delivered, DeliveryFuture, Extent, FetchLimits, GroupMetadata, Kafka, KafkaError,
+    KafkaErrorKind, KafkaResult, LogEnd, NewTopic, OffsetReset, Polled, Producer, ProducerConfig, ProducerRecord,
+    Rebalance, StartOffset, TopicCreation, TopicPartition,
 };
 use crate::wire::{Header, RawRecord, RecordRef};
 

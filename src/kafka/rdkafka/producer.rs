@@ -247,6 +247,30 @@ impl RdProducer {
     }
 }
 
+/// Waits (up to `timeout`) until the client has a broker connection up, with a metadata
+/// request naming no topic (brokers only). Best effort: a failure is left to the call that
+/// follows, which reports it.
+fn await_connection(producer: &RdFutureProducer, timeout: Duration) {
+    let mut metadata: *const rdsys::rd_kafka_metadata_t = std::ptr::null();
+    let timeout_ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+    // SAFETY: the client outlives the call; `all_topics` 0 with no topic asks for the brokers
+    // only; the metadata librdkafka returns is destroyed here, once.
+    unsafe {
+        let error = rdsys::rd_kafka_metadata(
+            producer.client().native_ptr(),
+            0,
+            std::ptr::null_mut(),
+            &mut metadata,
+            timeout_ms,
+        );
+        if error == rdsys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR && !metadata.is_null() {
+            rdsys::rd_kafka_metadata_destroy(metadata);
+        } else {
+            tracing::debug!(?error, "the broker-only metadata request before init_transactions failed");
+        }
+    }
+}
+
 pub(super) fn delivery_error(
     error: &RdError,
     producer: &Weak<RdFutureProducer>,
@@ -300,7 +324,16 @@ impl Producer for RdProducer {
 
     async fn init_transactions(&self) -> KafkaResult<()> {
         let timeout = self.timeout;
-        self.transactional("init_transactions", move |p| p.init_transactions(timeout)).await
+        self.transactional("init_transactions", move |p| {
+            // A new client knows no usable broker until its first connection is up; an
+            // init_transactions called before that finds no broker to ask for the coordinator
+            // and librdkafka retries on a 500 ms timer (half of the fences of a task start
+            // waited for it). A broker-only metadata request waits for that connection, and
+            // only for it.
+            await_connection(p, timeout);
+            p.init_transactions(timeout)
+        })
+        .await
     }
 
     async fn begin_transaction(&self) -> KafkaResult<()> {

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use flechtwerk::kafka::{
-    Consumer, ConsumerConfig, GroupMetadata, KafkaError, KafkaErrorKind, KafkaResult, OffsetReset, Polled, Rebalance,
-    StartOffset, TopicPartition,
+    Consumer, ConsumerConfig, Extent, GroupMetadata, KafkaError, KafkaErrorKind, KafkaResult, LogEnd, OffsetReset,
+    Polled, Rebalance, StartOffset, TopicPartition,
 };
 use flechtwerk::wire::RawRecord;
 use tokio::task::JoinHandle;
@@ -378,6 +378,26 @@ impl Consumer for SimConsumer {
     async fn log_end_offset(&mut self, partition: &TopicPartition) -> KafkaResult<i64> {
         self.check_open("log_end_offset")?;
         self.list_offset("log_end_offset", partition, OffsetSpec::HighWatermark).await
+    }
+
+    async fn extents(&mut self, partitions: &[TopicPartition], end: LogEnd) -> KafkaResult<Vec<Extent>> {
+        self.check_open("extents")?;
+        // One request per partition and kind, each answered at its own instant (librdkafka
+        // sends one per broker and kind; a partition's answers are no more atomic there): the
+        // log starts first, then the ends, so an end is never older than its start.
+        let mut starts = Vec::with_capacity(partitions.len());
+        for partition in partitions {
+            starts.push(self.list_offset("extents", partition, OffsetSpec::Earliest).await?);
+        }
+        let spec = match end {
+            LogEnd::Stable => OffsetSpec::LastStable,
+            LogEnd::HighWatermark => OffsetSpec::HighWatermark,
+        };
+        let mut extents = Vec::with_capacity(partitions.len());
+        for (partition, start) in partitions.iter().zip(starts) {
+            extents.push(Extent { start, end: self.list_offset("extents", partition, spec).await? });
+        }
+        Ok(extents)
     }
 
     async fn partition_count(&mut self, topic: &str) -> KafkaResult<Option<u32>> {
