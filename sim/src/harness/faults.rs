@@ -67,6 +67,12 @@ pub enum Fault {
     },
     /// The broker restarts with its log intact; requests in flight are lost.
     BrokerRestart,
+    /// The broker goes down (log intact, requests in flight lost), refuses every connection for
+    /// `down`, then starts again: an outage the clients must ride out, not a quick restart.
+    BrokerDown {
+        /// How long the broker is down.
+        down: Duration,
+    },
     /// Requests of every kind are lost, answered late, held past the client's timeout, or
     /// answered with retriable or fatal errors — including ambiguous outcomes (handled, answer
     /// lost) — for a while.
@@ -120,6 +126,7 @@ impl Fault {
             Fault::Pause { .. } => "pause",
             Fault::Isolate { .. } => "isolate",
             Fault::BrokerRestart => "broker-restart",
+            Fault::BrokerDown { .. } => "broker-down",
             Fault::RequestChaos { .. } => "request-chaos",
             Fault::FailTransactions { .. } => "fail-transactions",
             Fault::LateMarkers { .. } => "late-markers",
@@ -136,6 +143,7 @@ impl Fault {
             | Fault::RequestChaos { duration, .. }
             | Fault::FailTransactions { duration }
             | Fault::LateMarkers { duration, .. }
+            | Fault::BrokerDown { down: duration }
             | Fault::MqttBrokerRestart { down: duration } => *duration,
             _ => Duration::ZERO,
         }
@@ -151,6 +159,7 @@ impl fmt::Display for Fault {
             Fault::Pause { replica, duration } => write!(f, "pause replica#{replica} for {duration:?}"),
             Fault::Isolate { replica, duration } => write!(f, "isolate replica#{replica} for {duration:?}"),
             Fault::BrokerRestart => write!(f, "broker-restart"),
+            Fault::BrokerDown { down } => write!(f, "broker-down for {down:?}"),
             Fault::RequestChaos { duration, faults } => write!(
                 f,
                 "request-chaos for {duration:?} (drop {:.2}/{:.2}, delay {:.2}/{:.2} ≤{:?}, hold {:.2}, retriable {:.2}, fatal {:.2})",
@@ -277,6 +286,9 @@ pub struct FaultProfile {
     /// Weight of [`Fault::MqttDisconnect`] (MQTT bridge runs only; zero in every preset, see
     /// [`FaultProfile::for_mqtt`]).
     pub mqtt_disconnect: u32,
+    /// Weight of [`Fault::BrokerDown`] (zero in every preset, so the presets' seeds draw the
+    /// schedules they drew before the kind existed; the `kafka-chaos` scenario sets it).
+    pub broker_down: u32,
     /// Gap between two faults (uniform).
     pub gap: (Duration, Duration),
     /// Session timeout of the replicas: pauses are drawn around it.
@@ -306,6 +318,7 @@ impl FaultProfile {
             late_changelog_handover: 0,
             mqtt_broker_restart: 0,
             mqtt_disconnect: 0,
+            broker_down: 0,
             gap: (Duration::from_millis(300), Duration::from_millis(3_000)),
             session_timeout: Duration::from_secs(6),
             transaction_timeout: Duration::from_secs(60),
@@ -400,6 +413,7 @@ impl FaultProfile {
             + self.late_changelog_handover
             + self.mqtt_broker_restart
             + self.mqtt_disconnect
+            + self.broker_down
     }
 
     /// This profile for an MQTT bridge (what [`crate::chaos::Chaos::mqtt`] runs): no
@@ -502,6 +516,10 @@ impl FaultProfile {
                 Fault::MqttBrokerRestart { down: uniform(rng, Duration::from_millis(50), Duration::from_secs(6)) }
             } else if take(self.mqtt_disconnect) {
                 Fault::MqttDisconnect { replica: slot }
+            } else if take(self.broker_down) {
+                // Drawn last among the single faults, and only when picked: a profile with no
+                // weight on it draws exactly the schedules it drew before the kind existed.
+                Fault::BrokerDown { down: uniform(rng, Duration::from_millis(500), Duration::from_secs(4)) }
             } else {
                 // A handover while only the changelog's markers are late. The owner that loses
                 // its tasks must have committed inside the window first (so the handover comes
@@ -645,6 +663,7 @@ impl FaultProfile {
             FaultKind::LateMarkers => self.late_markers,
             FaultKind::MqttBrokerRestart => self.mqtt_broker_restart,
             FaultKind::MqttDisconnect => self.mqtt_disconnect,
+            FaultKind::BrokerDown => self.broker_down,
         }
     }
 }
@@ -674,11 +693,13 @@ pub enum FaultKind {
     MqttBrokerRestart,
     /// [`Fault::MqttDisconnect`].
     MqttDisconnect,
+    /// [`Fault::BrokerDown`].
+    BrokerDown,
 }
 
 impl FaultKind {
     /// Every kind.
-    pub const ALL: [FaultKind; 11] = [
+    pub const ALL: [FaultKind; 12] = [
         FaultKind::CrashRestart,
         FaultKind::AddReplica,
         FaultKind::RemoveReplica,
@@ -690,6 +711,7 @@ impl FaultKind {
         FaultKind::LateMarkers,
         FaultKind::MqttBrokerRestart,
         FaultKind::MqttDisconnect,
+        FaultKind::BrokerDown,
     ];
 }
 
@@ -766,6 +788,9 @@ impl Fault {
                 .prop_map(|down| Fault::MqttBrokerRestart { down })
                 .boxed(),
             FaultKind::MqttDisconnect => slot().prop_map(|replica| Fault::MqttDisconnect { replica }).boxed(),
+            FaultKind::BrokerDown => span(Duration::from_millis(500), Duration::from_secs(4))
+                .prop_map(|down| Fault::BrokerDown { down })
+                .boxed(),
         }
     }
 }
@@ -807,6 +832,7 @@ mod tests {
             Fault::Pause { .. } => profile.pause > 0 || handover,
             Fault::Isolate { .. } => profile.isolate > 0,
             Fault::BrokerRestart => profile.broker_restart > 0,
+            Fault::BrokerDown { .. } => profile.broker_down > 0,
             Fault::RequestChaos { .. } => profile.request_chaos > 0,
             Fault::FailTransactions { .. } => profile.fail_transactions > 0,
             Fault::LateMarkers { only_changelog, .. } => profile.late_markers > 0 || (handover && *only_changelog),
@@ -835,6 +861,58 @@ mod tests {
                 })
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
         }
+    }
+
+    /// SplitMix64, for drawing schedules outside a simulation.
+    struct Mix(u64);
+
+    impl madsim::rand::RngCore for Mix {
+        fn next_u32(&mut self) -> u32 {
+            (self.next_u64() >> 32) as u32
+        }
+
+        fn next_u64(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        }
+
+        fn fill_bytes(&mut self, dest: &mut [u8]) {
+            for chunk in dest.chunks_mut(8) {
+                chunk.copy_from_slice(&self.next_u64().to_le_bytes()[..chunk.len()]);
+            }
+        }
+
+        fn try_fill_bytes(&mut self, dest: &mut [u8]) -> Result<(), madsim::rand::Error> {
+            self.fill_bytes(dest);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn broker_outages_are_drawn_only_with_weight_and_last_half_a_second_to_four() {
+        let period = Duration::from_secs(600);
+        for name in FaultProfile::PRESETS {
+            let profile = FaultProfile::named(name).expect("a preset");
+            assert_eq!(profile.broker_down, 0, "{name}");
+            let schedule = profile.generate(&mut Mix(7), period);
+            assert!(!schedule.faults.iter().any(|t| matches!(t.fault, Fault::BrokerDown { .. })), "{name}");
+        }
+        let outages = FaultProfile { broker_down: 1, broker_restart: 1, ..FaultProfile::calm() };
+        let schedule = outages.generate(&mut Mix(7), period);
+        let downs: Vec<Duration> = schedule
+            .faults
+            .iter()
+            .filter_map(|t| match t.fault {
+                Fault::BrokerDown { down } => Some(down),
+                _ => None,
+            })
+            .collect();
+        assert!(downs.len() > 50 && downs.len() < schedule.len(), "{schedule}");
+        assert!(downs.iter().all(|d| *d >= Duration::from_millis(500) && *d < Duration::from_secs(4)), "{downs:?}");
+        assert!(schedule.end() >= schedule.faults.last().expect("faults").at);
     }
 
     #[test]

@@ -197,6 +197,11 @@ pub struct Replicas {
     list: Vec<Replica>,
     /// Markers always land with a little jitter; a late-marker window returns to this.
     baseline_markers: MarkerFaults,
+    /// Request faults outside request-chaos windows (none unless set).
+    baseline_requests: RequestFaults,
+    /// When the broker comes back from a [`Fault::BrokerDown`] outage (`None`: it is up).
+    /// Outages that overlap merge into one; a restart during one is skipped.
+    broker_back_at: Arc<Mutex<Option<madsim::time::Instant>>>,
     /// The MQTT broker of a bridge run, which MQTT faults hit.
     mqtt: Option<MqttBroker>,
 }
@@ -215,6 +220,8 @@ impl Replicas {
             max,
             list: Vec::new(),
             baseline_markers,
+            baseline_requests: RequestFaults::default(),
+            broker_back_at: Arc::default(),
             mqtt: None,
         };
         for _ in 0..count {
@@ -227,6 +234,14 @@ impl Replicas {
     pub fn set_baseline_markers(&mut self, markers: MarkerFaults) {
         self.cluster.faults().update(|f| f.markers = markers.clone());
         self.baseline_markers = markers;
+    }
+
+    /// Makes `requests` the request faults of every kind outside request-chaos windows (instead
+    /// of none), from now until [`calm_down`](Self::calm_down): a cluster whose network is never
+    /// quite clean during the fault period.
+    pub fn set_baseline_requests(&mut self, requests: RequestFaults) {
+        self.cluster.faults().update(|f| f.requests = requests.clone());
+        self.baseline_requests = requests;
     }
 
     /// The simulated MQTT broker that [`Fault::MqttBrokerRestart`] and [`Fault::MqttDisconnect`]
@@ -322,14 +337,41 @@ impl Replicas {
                     cluster.heal(node, &name);
                 });
             }
+            Fault::BrokerRestart if self.broker_back_at.lock().expect("broker lock").is_some() => {
+                self.ctx.event(format!("skipped {fault}: the broker is down"));
+            }
             Fault::BrokerRestart => cluster.restart_broker(),
+            Fault::BrokerDown { down } => {
+                let back = madsim::time::Instant::now() + down;
+                let mut back_at = self.broker_back_at.lock().expect("broker lock");
+                match *back_at {
+                    Some(at) => {
+                        self.ctx.event(format!("{fault}: the broker is down already, the outage lasts on"));
+                        *back_at = Some(at.max(back));
+                    }
+                    None => {
+                        *back_at = Some(back);
+                        cluster.stop_broker();
+                    }
+                }
+                let back_at = self.broker_back_at.clone();
+                tokio::spawn(async move {
+                    sleep(down).await;
+                    let mut back_at = back_at.lock().expect("broker lock");
+                    if back_at.is_some_and(|at| at <= madsim::time::Instant::now()) {
+                        *back_at = None;
+                        cluster.start_broker();
+                    }
+                });
+            }
             Fault::RequestChaos { duration, ref faults } => {
                 self.ctx.fault("request-chaos", format!("{fault}"));
                 let faults = faults.clone();
                 cluster.faults().update(|f| f.requests = faults);
+                let baseline = self.baseline_requests.clone();
                 tokio::spawn(async move {
                     sleep(duration).await;
-                    cluster.faults().update(|f| f.requests = RequestFaults::default());
+                    cluster.faults().update(|f| f.requests = baseline);
                 });
             }
             Fault::FailTransactions { duration } => {
@@ -448,9 +490,12 @@ impl Replicas {
         violations
     }
 
-    /// Ends every fault for good (quiescence): request faults off, markers on time, the MQTT
-    /// broker (if any) up.
+    /// Ends every fault for good (quiescence): request faults off, markers on time, the broker
+    /// and the MQTT broker (if any) up.
     pub fn calm_down(&self) {
+        if self.broker_back_at.lock().expect("broker lock").take().is_some() {
+            self.cluster.start_broker();
+        }
         self.cluster.faults().update(|f| {
             f.requests = RequestFaults::default();
             f.by_kind.clear();

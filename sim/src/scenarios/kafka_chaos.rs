@@ -4,9 +4,12 @@
 //! A feeder appends records to `input` (idempotent producer). Three copiers in one group read
 //! `input` and, per poll, copy the records to `output` and commit their offsets in one
 //! transaction (KIP-447 style: one transactional id per copier, the group generation fences
-//! zombies). Meanwhile the broker restarts and goes down, copiers crash, pause past their
-//! session and get cut off the network; requests and responses are lost, delayed and
-//! answered with retriable errors; markers land late.
+//! zombies). The copiers are the harness's replicas (`Replicas`, a `Launch` that runs the
+//! copier; a crashed copier starts again under its supervisor), and the faults a schedule drawn
+//! from the seed by a `FaultProfile`: the broker restarts and goes down for a
+//! while, copiers crash, pause past their session (sometimes past the transaction timeout) and
+//! get cut off the network. All through the fault period, as the cluster's baseline, requests
+//! and responses are lost, delayed and answered with retriable errors, and markers land late.
 //!
 //! Property (exactly-once, design.md "Properties"): after quiescence, every `input` record
 //! (partition, offset) appears exactly once in the `read_committed` `output`, and the group's
@@ -15,19 +18,23 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use flechtwerk::kafka::{
-    Consumer, ConsumerConfig, Kafka, KafkaError, KafkaErrorKind, KafkaResult, NewTopic, Producer, ProducerConfig,
-    ProducerRecord, Rebalance, TopicPartition,
+    Consumer, ConsumerConfig, Kafka, KafkaError, KafkaErrorKind, KafkaResult, Producer, ProducerConfig, ProducerRecord,
+    Rebalance, TopicPartition,
 };
 use flechtwerk::wire::RawRecord;
 use madsim::rand::{thread_rng, Rng};
 use madsim::runtime::Handle;
 use madsim::time::sleep;
 
-use crate::cluster::protocol::RequestKind;
-use crate::cluster::{Cluster, Faults, KafkaClient, MarkerFaults, RequestFaults};
+use crate::cluster::{Cluster, KafkaClient, MarkerFaults, RequestFaults};
+use crate::harness::disk::SimDisk;
+use crate::harness::faults::FaultProfile;
+use crate::harness::replicas::{Launch, ReplicaEnv, Replicas};
+use crate::harness::{setup, topic, truth};
 use crate::runner::{Ctx, Scenario};
 
 /// The scenario.
@@ -58,15 +65,37 @@ const PARTITIONS: u32 = 4;
 const COPIERS: usize = 3;
 /// Records the feeder writes.
 const FEED_RECORDS_MAX: usize = 300;
-/// How long the fault schedule runs.
+/// How long faults are drawn for (the last one may outlast it).
 const CHAOS_DURATION: Duration = Duration::from_secs(60);
 /// How long the copiers get to finish once the faults stop.
 const QUIESCENCE_MAX: Duration = Duration::from_secs(240);
 /// Transaction timeout of the copiers (a crashed copier's transaction blocks this long).
 const TRANSACTION_TIMEOUT: Duration = Duration::from_secs(20);
+/// Session timeout of the copiers (the consumer default): pauses are drawn past it.
+const SESSION_TIMEOUT: Duration = Duration::from_secs(10);
 
-fn faults() -> Faults {
-    let requests = RequestFaults {
+/// The faults the schedule is drawn from: broker restarts, broker outages of 0.5–4 s, copier
+/// crash-restarts, pauses past the session timeout (one in ten past the transaction timeout as
+/// well) and network partitions of 0.5–8 s, equally likely, 1–5 s apart.
+fn profile() -> FaultProfile {
+    FaultProfile {
+        name: "kafka-chaos",
+        broker_restart: 1,
+        broker_down: 1,
+        crash_restart: 1,
+        pause: 1,
+        isolate: 1,
+        gap: (Duration::from_secs(1), Duration::from_secs(5)),
+        session_timeout: SESSION_TIMEOUT,
+        transaction_timeout: TRANSACTION_TIMEOUT,
+        pause_past_transaction_timeout: 0.1,
+        ..FaultProfile::calm()
+    }
+}
+
+/// The request faults of the whole fault period (the cluster's baseline, beside the schedule).
+fn baseline_requests() -> RequestFaults {
+    RequestFaults {
         drop_request: 0.01,
         drop_response: 0.01,
         delay_request: 0.05,
@@ -75,27 +104,20 @@ fn faults() -> Faults {
         delay_max: Duration::from_millis(1_500),
         retriable_error: 0.01,
         fatal_error: 0.0,
-    };
-    let create = RequestFaults { drop_response: 0.0, delay_response: 0.0, ..requests.clone() };
-    Faults {
-        requests,
-        by_kind: BTreeMap::from([(RequestKind::CreateTopic, create)]),
-        markers: MarkerFaults {
-            delay: 0.3,
-            delay_max: Duration::from_millis(1_000),
-            complete_before_markers: 0.0,
-            ..MarkerFaults::default()
-        },
+    }
+}
+
+/// The marker faults of the whole fault period: three markers in ten land up to a second late.
+fn baseline_markers() -> MarkerFaults {
+    MarkerFaults {
+        delay: 0.3,
+        delay_max: Duration::from_millis(1_000),
+        complete_before_markers: 0.0,
+        ..MarkerFaults::default()
     }
 }
 
 async fn feeder(kafka: KafkaClient, ctx: Ctx) {
-    let admin = kafka.admin().expect("admin");
-    for topic in [INPUT, OUTPUT] {
-        while admin.create_topic(&NewTopic::new(topic, PARTITIONS)).await.is_err() {
-            sleep(Duration::from_secs(1)).await;
-        }
-    }
     let producer = kafka.producer(ProducerConfig::idempotent("feeder")).expect("producer");
     for i in 0..FEED_RECORDS_MAX {
         let key = format!("k{}", i % 17);
@@ -186,74 +208,20 @@ async fn copy_until_failure(kafka: &KafkaClient, name: &str) -> KafkaResult<()> 
     }
 }
 
-async fn copier(kafka: KafkaClient, ctx: Ctx, name: String) {
-    loop {
-        if let Err(error) = copy_until_failure(&kafka, &name).await {
-            ctx.event(format!("{name}: restarting after {:?} error in {}", error.kind(), error.operation()));
-        }
-        sleep(Duration::from_secs(1)).await;
-    }
-}
-
-async fn chaos(cluster: &Cluster, copiers: &[madsim::task::NodeId]) {
-    let end = madsim::time::Instant::now() + CHAOS_DURATION;
-    while madsim::time::Instant::now() < end {
-        sleep(Duration::from_millis(thread_rng().gen_range(1_000..5_000))).await;
-        let i = thread_rng().gen_range(0..copiers.len());
-        let name = format!("copier-{i}");
-        match thread_rng().gen_range(0..6) {
-            0 => cluster.restart_broker(),
-            1 => {
-                cluster.stop_broker();
-                sleep(Duration::from_millis(thread_rng().gen_range(500..4_000))).await;
-                cluster.start_broker();
-            }
-            2 => cluster.crash_restart(copiers[i], &name),
-            3 => {
-                let pause = Duration::from_millis(thread_rng().gen_range(1_000..15_000));
-                cluster.pause_for(copiers[i], &name, pause).await;
-            }
-            4 => {
-                cluster.isolate(copiers[i], &name);
-                sleep(Duration::from_millis(thread_rng().gen_range(1_000..12_000))).await;
-                cluster.heal(copiers[i], &name);
-            }
-            _ => {}
-        }
-    }
-}
-
-/// Whether the group's committed offsets reached the end of every input partition.
-/// Quiescence: the group's offsets reach the end of every input partition, and as many outputs
-/// are visible as there are inputs. (Committed offsets alone are not enough: a delayed commit
-/// marker on an output partition can land after the group's offsets marker, and until it does
-/// that transaction's outputs are invisible, like on Kafka.)
-fn caught_up(cluster: &Cluster) -> bool {
-    cluster.inspect(|broker| {
-        let Some(group) = broker.group(GROUP) else { return false };
-        let offsets_done = (0..PARTITIONS as i32).all(|p| {
-            let tp = TopicPartition::new(INPUT, p);
-            let end = broker.log(&tp).map(|l| l.high_watermark()).unwrap_or(0);
-            end == 0 || group.committed.get(&tp) == Some(&end)
-        });
-        let visible = |topic: &str| -> usize {
-            (0..PARTITIONS as i32)
-                .map(|p| broker.read_committed(&TopicPartition::new(topic, p)).map_or(0, |r| r.len()))
-                .sum()
-        };
-        offsets_done && visible(OUTPUT) >= visible(INPUT)
+/// The copier as a replica's application: its name is its client and transactional id; an
+/// error ends the incarnation (the supervisor starts the next one).
+fn copier_launch() -> Launch {
+    Arc::new(|env: ReplicaEnv| {
+        Box::pin(async move {
+            copy_until_failure(&env.kafka, &env.name)
+                .await
+                .map_err(|error| format!("{:?} error in {}", error.kind(), error.operation()))
+        })
     })
 }
 
 fn check_exactly_once(ctx: &Ctx, cluster: &Cluster) {
-    let (inputs, outputs) = cluster.inspect(|broker| {
-        let read = |topic: &str| -> Vec<RawRecord> {
-            (0..PARTITIONS as i32)
-                .flat_map(|p| broker.read_committed(&TopicPartition::new(topic, p)).unwrap_or_default())
-                .collect()
-        };
-        (read(INPUT), read(OUTPUT))
-    });
+    let (inputs, outputs) = (truth::committed_records(cluster, INPUT), truth::committed_records(cluster, OUTPUT));
     let mut copies: BTreeMap<String, usize> = BTreeMap::new();
     for record in &outputs {
         let value = String::from_utf8_lossy(record.value.as_deref().unwrap_or_default()).into_owned();
@@ -271,33 +239,22 @@ fn check_exactly_once(ctx: &Ctx, cluster: &Cluster) {
 
 async fn run(ctx: Ctx) {
     let cluster = Cluster::start(&ctx);
-    cluster.faults().set(faults());
-    let handle = Handle::current();
-    let feeder_node = {
+    let schedule = profile().generate(&mut thread_rng(), CHAOS_DURATION);
+    ctx.event(format!(
+        "kafka-chaos: {COPIERS} copiers, {} faults over {CHAOS_DURATION:?}:\n{schedule}",
+        schedule.len()
+    ));
+    setup(&cluster, vec![topic(INPUT, PARTITIONS, false), topic(OUTPUT, PARTITIONS, false)], Vec::new()).await;
+    let mut copiers = Replicas::start(&cluster, &ctx, &SimDisk::default(), copier_launch(), COPIERS, COPIERS);
+    copiers.set_baseline_requests(baseline_requests());
+    copiers.set_baseline_markers(baseline_markers());
+    let feeding = {
         let (kafka, ctx) = (cluster.kafka(), ctx.clone());
-        handle.create_node().name("feeder").ip(cluster.client_ip()).build().spawn(feeder(kafka, ctx))
+        Handle::current().create_node().name("feeder").ip(cluster.client_ip()).build().spawn(feeder(kafka, ctx))
     };
-    let mut copiers = Vec::with_capacity(COPIERS);
-    for i in 0..COPIERS {
-        let (kafka, ctx, name) = (cluster.kafka(), ctx.clone(), format!("copier-{i}"));
-        let init = move || copier(kafka.clone(), ctx.clone(), name.clone());
-        let node = handle.create_node().name(format!("copier-{i}")).ip(cluster.client_ip()).init(init).build();
-        copiers.push(node.id());
-    }
-    chaos(&cluster, &copiers).await;
-    cluster.faults().set(Faults::none());
-    ctx.event("faults stopped");
-    if feeder_node.await.is_err() {
-        ctx.violation("the feeder node died");
-        return;
-    }
-    let deadline = madsim::time::Instant::now() + QUIESCENCE_MAX;
-    while !caught_up(&cluster) {
-        if madsim::time::Instant::now() > deadline {
-            ctx.violation(format!("the copiers did not commit to the end of {INPUT} within {QUIESCENCE_MAX:?}"));
-            break;
-        }
-        sleep(Duration::from_millis(500)).await;
+    copiers.run_faults(&schedule, vec![feeding]).await;
+    if !truth::await_quiescence(&ctx, &cluster, GROUP, &[INPUT], &[OUTPUT], QUIESCENCE_MAX).await {
+        ctx.violation(format!("the copiers did not commit to the end of {INPUT} within {QUIESCENCE_MAX:?}"));
     }
     check_exactly_once(&ctx, &cluster);
 }
