@@ -125,7 +125,7 @@ impl Input {
 pub struct Gen(u64);
 
 impl Gen {
-    fn new(seed: u64, stream: u64) -> Self {
+    pub(crate) fn new(seed: u64, stream: u64) -> Self {
         Gen(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ stream)
     }
 

@@ -863,45 +863,17 @@ mod tests {
         }
     }
 
-    /// SplitMix64, for drawing schedules outside a simulation.
-    struct Mix(u64);
-
-    impl madsim::rand::RngCore for Mix {
-        fn next_u32(&mut self) -> u32 {
-            (self.next_u64() >> 32) as u32
-        }
-
-        fn next_u64(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
-        }
-
-        fn fill_bytes(&mut self, dest: &mut [u8]) {
-            for chunk in dest.chunks_mut(8) {
-                chunk.copy_from_slice(&self.next_u64().to_le_bytes()[..chunk.len()]);
-            }
-        }
-
-        fn try_fill_bytes(&mut self, dest: &mut [u8]) -> Result<(), madsim::rand::Error> {
-            self.fill_bytes(dest);
-            Ok(())
-        }
-    }
-
     #[test]
     fn broker_outages_are_drawn_only_with_weight_and_last_half_a_second_to_four() {
         let period = Duration::from_secs(600);
         for name in FaultProfile::PRESETS {
             let profile = FaultProfile::named(name).expect("a preset");
             assert_eq!(profile.broker_down, 0, "{name}");
-            let schedule = profile.generate(&mut Mix(7), period);
+            let schedule = profile.generate(&mut crate::chaos::Gen::new(7, 0), period);
             assert!(!schedule.faults.iter().any(|t| matches!(t.fault, Fault::BrokerDown { .. })), "{name}");
         }
         let outages = FaultProfile { broker_down: 1, broker_restart: 1, ..FaultProfile::calm() };
-        let schedule = outages.generate(&mut Mix(7), period);
+        let schedule = outages.generate(&mut crate::chaos::Gen::new(7, 0), period);
         let downs: Vec<Duration> = schedule
             .faults
             .iter()

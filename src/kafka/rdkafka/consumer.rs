@@ -335,6 +335,26 @@ impl Drop for Shared {
 }
 
 impl Shared {
+    /// Runs `ask` with the consumer's `read_uncommitted` twin (made on first use, then kept):
+    /// the isolation level of the client that asks decides what `latest` answers.
+    fn with_uncommitted<T>(
+        &self,
+        client_id: &str,
+        operation: &'static str,
+        ask: impl FnOnce(&BaseConsumer<ConsumerCtx>) -> KafkaResult<T>,
+    ) -> KafkaResult<T> {
+        let mut uncommitted = lock(&self.uncommitted);
+        let (config, client) = &mut *uncommitted;
+        if client.is_none() {
+            let context = ConsumerCtx::new(&format!("{client_id}-watermarks"), self.tls);
+            let created: BaseConsumer<ConsumerCtx> = config
+                .create_with_context(context)
+                .map_err(|e| rd_error(operation, &e, None).with_context(client_id.to_owned()))?;
+            *client = Some(created);
+        }
+        ask(client.as_ref().expect("created above"))
+    }
+
     pub(super) fn ctx(&self) -> &ConsumerCtx {
         self.consumer.context()
     }
@@ -826,16 +846,9 @@ impl Consumer for RdConsumer {
         let refusal = shared.ctx().log.refusal.clone();
         let client_id = self.client_id.clone();
         blocking_unless_refused(&refusal, "log_end_offset", move || {
-            let mut uncommitted = lock(&shared.uncommitted);
-            let (config, client) = &mut *uncommitted;
-            if client.is_none() {
-                let context = ConsumerCtx::new(&format!("{client_id}-watermarks"), shared.tls);
-                let created: BaseConsumer<ConsumerCtx> = config
-                    .create_with_context(context)
-                    .map_err(|e| rd_error("log_end_offset", &e, None).with_context(client_id.clone()))?;
-                *client = Some(created);
-            }
-            high_watermark(client.as_ref().expect("created above"), &target, "log_end_offset")
+            shared.with_uncommitted(&client_id, "log_end_offset", |client| {
+                high_watermark(client, &target, "log_end_offset")
+            })
         })
         .await
     }
@@ -852,18 +865,9 @@ impl Consumer for RdConsumer {
             let starts = list_offsets(&shared.consumer, &targets, Offset::Beginning, "extents")?;
             let ends = match end {
                 LogEnd::Stable => list_offsets(&shared.consumer, &targets, Offset::End, "extents")?,
-                LogEnd::HighWatermark => {
-                    let mut uncommitted = lock(&shared.uncommitted);
-                    let (config, client) = &mut *uncommitted;
-                    if client.is_none() {
-                        let context = ConsumerCtx::new(&format!("{client_id}-watermarks"), shared.tls);
-                        let created: BaseConsumer<ConsumerCtx> = config
-                            .create_with_context(context)
-                            .map_err(|e| rd_error("extents", &e, None).with_context(client_id.clone()))?;
-                        *client = Some(created);
-                    }
-                    list_offsets(client.as_ref().expect("created above"), &targets, Offset::End, "extents")?
-                }
+                LogEnd::HighWatermark => shared.with_uncommitted(&client_id, "extents", |client| {
+                    list_offsets(client, &targets, Offset::End, "extents")
+                })?,
             };
             Ok(starts.into_iter().zip(ends).map(|(start, end)| Extent { start, end }).collect())
         })
