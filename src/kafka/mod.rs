@@ -118,6 +118,14 @@ pub struct Extent {
 
 impl Extent {
     /// Whether a read from the start to the end meets no offset at all.
+    ///
+    /// ```
+    /// use flechtwerk::kafka::Extent;
+    ///
+    /// // A compacted-away or never-written partition: nothing to restore.
+    /// assert!(Extent { start: 42, end: 42 }.is_empty());
+    /// assert!(!Extent { start: 41, end: 42 }.is_empty());
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.start >= self.end
     }

@@ -149,6 +149,19 @@ pub struct RecordRef<'a> {
 
 impl RecordRef<'_> {
     /// An owned copy of the record (with no headers).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use flechtwerk::wire::RecordRef;
+    ///
+    /// let topic: Arc<str> = Arc::from("configs");
+    /// let value = br#"{"unit":"C"}"#.to_vec();
+    /// let record = RecordRef { topic: &topic, partition: 2, offset: 9, timestamp_ms: Some(1), key: None, value: Some(&value) };
+    /// let owned = record.to_raw();
+    /// drop(value); // the copy does not borrow the buffer
+    /// assert_eq!(owned.value.as_deref(), Some(&br#"{"unit":"C"}"#[..]));
+    /// assert!(owned.key.is_none() && owned.headers.is_empty() && owned.partition == 2);
+    /// ```
     pub fn to_raw(&self) -> RawRecord {
         RawRecord {
             topic: Arc::clone(self.topic),
