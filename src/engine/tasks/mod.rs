@@ -318,13 +318,7 @@ impl<S: Transformer> Runner<S> {
         pending: &BTreeSet<i32>,
         inputs: &[String],
     ) -> Result<Vec<task::Task>, Error> {
-        let changelog = self.settings.changelog_topic();
-        let connect = async {
-            // Metadata only (reads no offsets): connects the client while the fences run.
-            if let Err(error) = restorer.partition_count(&changelog).await {
-                tracing::debug!(%error, "connecting the restore consumer");
-            }
-        };
+        let connect = connect_restorer(restorer, self.settings.changelog_topic());
         let (fenced, ()) = tokio::join!(try_join_all(pending.iter().map(|&p| self.fence_task(p))), connect);
         let mut started = fenced?;
         self.restore_tasks(restorer, &mut started, LogEnd::Stable).await?;
@@ -384,12 +378,7 @@ impl<S: Transformer> Runner<S> {
     ) -> Result<Vec<task::Task>, Error> {
         let partitions: Vec<TopicPartition> =
             pending.iter().flat_map(|&p| inputs.iter().map(move |t| TopicPartition::new(t, p))).collect();
-        let changelog = self.settings.changelog_topic();
-        let connect = async {
-            if let Err(error) = restorer.partition_count(&changelog).await {
-                tracing::debug!(%error, "connecting the restore consumer");
-            }
-        };
+        let connect = connect_restorer(restorer, self.settings.changelog_topic());
         let (committed, ()) = tokio::join!(stable_committed(consumer, &partitions), connect);
         let committed = committed?;
         buggify::point("tasks.after_offsets").await;
@@ -399,6 +388,14 @@ impl<S: Transformer> Runner<S> {
         position(consumer, &partitions, &committed).await?;
         consumer.resume(&partitions)?;
         Ok(started)
+    }
+}
+
+/// Connects the restore consumer ahead of the restore, while the start's other requests run:
+/// a metadata request only (it reads no offsets). A failure is left to the restore to meet.
+async fn connect_restorer(restorer: &mut dyn Consumer, changelog: String) {
+    if let Err(error) = restorer.partition_count(&changelog).await {
+        tracing::debug!(%error, "connecting the restore consumer");
     }
 }
 

@@ -506,12 +506,29 @@ impl RdConsumer {
 
     /// Hands out buffered items: leading rebalances, then up to `max` records up to the next
     /// rebalance. Records of paused partitions are dropped and rewound instead.
-    pub(super) fn take(&mut self, shared: &Shared, max: usize) -> Polled {
-        let mut polled = Polled::default();
+    /// Fills the buffer (waiting up to `timeout` for a first item) and takes the next hand-out
+    /// ([`take_held`](Self::take_held)): its records go to `lend` as librdkafka's messages,
+    /// which live no longer than this call; returns what `lend` made of them and the
+    /// rebalance events. The one path of [`Consumer::poll`] and [`Consumer::poll_borrowed`].
+    async fn poll_held<T>(
+        &mut self,
+        max_records: usize,
+        timeout: Duration,
+        lend: impl FnOnce(&[Held]) -> T + Send,
+    ) -> KafkaResult<(T, Vec<Rebalance>)> {
+        let shared = self.shared("poll")?;
+        let max = max_records.max(1);
+        let watched = rd_partitions(self.assigned.iter().filter(|p| !self.paused.contains(*p)));
+        let filler = shared.clone();
+        let context = self.context();
+        blocking("poll", move || filler.fill(max, timeout, &watched).map_err(|e| e.with_context(context))).await?;
+        // Declared after `shared`, so dropped before it: the messages borrow its client.
         let mut held = Vec::new();
-        polled.rebalances = self.take_held(shared, max, &mut held);
-        polled.records = held.iter().map(Held::to_raw).collect();
-        polled
+        let rebalances = self.take_held(&shared, max, &mut held);
+        if !held.is_empty() || !rebalances.is_empty() {
+            shared.ctx().log.refusal.mark_connected();
+        }
+        Ok((lend(&held), rebalances))
     }
 
     /// [`take`](Self::take) with the records left as librdkafka's messages (appended to `held`);
@@ -648,17 +665,9 @@ impl Consumer for RdConsumer {
     }
 
     async fn poll(&mut self, max_records: usize, timeout: Duration) -> KafkaResult<Polled> {
-        let shared = self.shared("poll")?;
-        let max = max_records.max(1);
-        let watched = rd_partitions(self.assigned.iter().filter(|p| !self.paused.contains(*p)));
-        let filler = shared.clone();
-        let context = self.context();
-        blocking("poll", move || filler.fill(max, timeout, &watched).map_err(|e| e.with_context(context))).await?;
-        let polled = self.take(&shared, max);
-        if !polled.records.is_empty() || !polled.rebalances.is_empty() {
-            shared.ctx().log.refusal.mark_connected();
-        }
-        Ok(polled)
+        let (records, rebalances) =
+            self.poll_held(max_records, timeout, |held| held.iter().map(Held::to_raw).collect()).await?;
+        Ok(Polled { records, rebalances })
     }
 
     async fn poll_borrowed(
@@ -667,21 +676,13 @@ impl Consumer for RdConsumer {
         timeout: Duration,
         on_records: &mut (dyn for<'s, 'r> FnMut(&'s [RecordRef<'r>]) + Send),
     ) -> KafkaResult<Vec<Rebalance>> {
-        let shared = self.shared("poll")?;
-        let max = max_records.max(1);
-        let watched = rd_partitions(self.assigned.iter().filter(|p| !self.paused.contains(*p)));
-        let filler = shared.clone();
-        let context = self.context();
-        blocking("poll", move || filler.fill(max, timeout, &watched).map_err(|e| e.with_context(context))).await?;
-        let mut held = Vec::new();
-        let rebalances = self.take_held(&shared, max, &mut held);
-        if !held.is_empty() || !rebalances.is_empty() {
-            shared.ctx().log.refusal.mark_connected();
-        }
-        if !held.is_empty() {
-            let records: Vec<RecordRef<'_>> = held.iter().map(Held::borrowed).collect();
-            on_records(&records);
-        }
+        let lend = |held: &[Held]| {
+            if !held.is_empty() {
+                let records: Vec<RecordRef<'_>> = held.iter().map(Held::borrowed).collect();
+                on_records(&records);
+            }
+        };
+        let ((), rebalances) = self.poll_held(max_records, timeout, lend).await?;
         Ok(rebalances)
     }
 
