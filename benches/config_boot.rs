@@ -20,7 +20,8 @@
 //! - wall: seconds since it called `run()`;
 //! - cpu: user + system seconds of the child since then (`getrusage`: every thread of the
 //!   child, librdkafka's included; the broker's CPU is not counted);
-//! - peak: the child's peak resident set (`ru_maxrss`), absolute (the "base" column is its
+//! - peak: the child's peak resident set (`VmHWM`; not `ru_maxrss`, which Linux carries over
+//!   the exec from the bench process the child was forked from), absolute (the "base" column is its
 //!   resident set when it called `run()`), and its ratio to the wire size (keys + values of the
 //!   surviving records: what the compacted topic holds).
 //!

@@ -16,7 +16,7 @@ the process at once (`os._exit`: the group join that follows is not part of a bo
 
 Printed: `RESULT <wall s> <cpu s> <peak bytes> <base bytes> <entries>`: wall seconds and
 CPU seconds (getrusage, user + system, this process only) since `run()` was called, the peak
-resident set (`ru_maxrss`) of the process, its resident set when `run()` was called, and the
+resident set (`VmHWM`) of the process, its resident set when `run()` was called, and the
 entries in the store.
 """
 import argparse
@@ -32,12 +32,22 @@ import uvloop
 from flechtwerk import Flechtwerk, IncomingMessage, Message, State, Transformer
 
 
-def rss_bytes() -> int:
+def status_bytes(field: str) -> int:
     with open("/proc/self/status") as status:
         for line in status:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field):
                 return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmRSS in /proc/self/status")
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def rss_bytes() -> int:
+    return status_bytes("VmRSS:")
+
+
+def peak_rss() -> int:
+    # VmHWM, not ru_maxrss: Linux carries ru_maxrss over the exec from the (forked) bench
+    # process, so a small child would report its parent's size.
+    return status_bytes("VmHWM:")
 
 
 def cpu_seconds() -> float:
@@ -58,7 +68,7 @@ class Booted(Transformer):
     async def __aenter__(self) -> "Booted":
         wall = time.perf_counter() - self.started
         cpu = cpu_seconds() - self.cpu_started
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        peak = peak_rss()
         print(f"RESULT {wall:.3f} {cpu:.3f} {peak} {self.base} {len(self.configs)}", flush=True)
         os._exit(0)
 

@@ -14,9 +14,21 @@ pub fn cpu_time() -> Duration {
     time(usage.ru_utime) + time(usage.ru_stime)
 }
 
-/// The peak resident set of this process so far, in bytes (`getrusage`'s `ru_maxrss`).
+/// The peak resident set of this process's address space so far, in bytes (`VmHWM` of
+/// `/proc/self/status`).
+///
+/// Not `getrusage`'s `ru_maxrss`: Linux carries that over an `execve` from the address space
+/// it replaces, so a child spawned by a large bench process (fork, then exec) reports the
+/// parent's resident set as its own peak until it grows past it. `VmHWM` belongs to the
+/// address space, which starts empty at the exec.
 pub fn peak_rss_bytes() -> u64 {
-    rusage().ru_maxrss as u64 * 1024
+    let status = std::fs::read_to_string("/proc/self/status").expect("read /proc/self/status");
+    let kib = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .expect("VmHWM in /proc/self/status");
+    kib * 1024
 }
 
 fn rusage() -> libc::rusage {
