@@ -321,3 +321,75 @@ async fn a_borrowed_poll_lends_what_a_poll_returns() {
         assert_eq!((&*record.topic, record.partition), (topic.as_str(), 0));
     }
 }
+
+/// `poll_borrowed` takes librdkafka's next records into its buffer while the caller looks at
+/// the current ones (a prefetch: the config bootstrap's poll and its indexing overlap). Whatever
+/// the caller does next sees the consumer as if nothing had been taken ahead: the position is
+/// the first record not yet lent, an ordinary poll continues where the borrowed one stopped, a
+/// seek discards what was taken ahead, and a pause holds back a partition's prefetched records
+/// until the resume. Nothing is lost or repeated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_borrowed_poll_takes_ahead_without_changing_what_comes_next() {
+    let kafka = kafka();
+    let topic = topic(&kafka, "prefetch").await;
+    produce(&kafka, &topic, 0, 1_000).await;
+    let tp = TopicPartition::new(&topic, 0);
+    let mut consumer = kafka.consumer(ConsumerConfig::groupless(unique("prefetch"))).expect("consumer");
+    consumer.assign(&[(tp.clone(), StartOffset::Beginning)]).await.expect("assign");
+
+    async fn borrowed(consumer: &mut dyn Consumer, max: usize) -> Vec<i64> {
+        let mut offsets = Vec::new();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while offsets.is_empty() {
+            consumer
+                .poll_borrowed(max, Duration::from_millis(500), &mut |records| {
+                    offsets.extend(records.iter().map(|r| r.offset));
+                })
+                .await
+                .expect("borrowed poll");
+            assert!(tokio::time::Instant::now() < deadline, "no record within 30 s");
+        }
+        offsets
+    }
+    let mut seen = Vec::new();
+    // Borrowed polls, each followed by a position: it names the next record to be lent.
+    while seen.len() < 300 {
+        seen.extend(borrowed(consumer.as_mut(), 100).await);
+        let next = *seen.last().unwrap() + 1;
+        assert_eq!(consumer.position(&tp).await.expect("position"), next, "after {} records", seen.len());
+    }
+    // An ordinary poll continues where the borrowed ones stopped.
+    let after = seen.len();
+    let values = read(consumer.as_mut(), 50).await;
+    seen.extend(values.iter().map(|v| v.parse::<i64>().unwrap()));
+    assert_eq!(seen, (0..seen.len() as i64).collect::<Vec<_>>(), "in order, no gap, no repeat");
+    assert_eq!(seen[after], after as i64);
+
+    // A seek after a borrowed poll: what was taken ahead is dropped, reading restarts there.
+    let lent = borrowed(consumer.as_mut(), 100).await;
+    assert_eq!(lent[0], seen.len() as i64);
+    consumer.seek(&tp, 10).await.expect("seek");
+    assert_eq!(consumer.position(&tp).await.expect("position"), 10);
+    assert_eq!(borrowed(consumer.as_mut(), 100).await[0], 10, "the seek wins over the prefetch");
+
+    // A pause after a borrowed poll: the prefetched records of the partition stay back.
+    let lent = borrowed(consumer.as_mut(), 100).await;
+    let next = *lent.last().unwrap() + 1;
+    consumer.pause(std::slice::from_ref(&tp)).expect("pause");
+    let polled = consumer.poll(100, Duration::from_millis(300)).await.expect("poll");
+    assert!(polled.records.is_empty(), "a paused partition's records: {:?}", polled.records.len());
+    assert_eq!(consumer.position(&tp).await.expect("position"), next);
+    consumer.resume(std::slice::from_ref(&tp)).expect("resume");
+    let resumed = borrowed(consumer.as_mut(), 100).await;
+    assert_eq!(resumed[0], next, "resumed where it paused");
+
+    // Read to the end by borrowed polls: exactly the rest, once each.
+    let mut expected = *resumed.last().unwrap() + 1;
+    while expected < 1_000 {
+        let lent = borrowed(consumer.as_mut(), 128).await;
+        assert_eq!(lent, (expected..expected + lent.len() as i64).collect::<Vec<_>>(), "no gap, no repeat");
+        expected += lent.len() as i64;
+    }
+    assert_eq!(consumer.position(&tp).await.expect("position"), 1_000);
+    consumer.close().await.expect("close");
+}

@@ -19,14 +19,18 @@ use super::{JsonError, JSON_DEPTH_MAX};
 /// assert!(check_canonical_object(b"{oops").is_err());
 /// ```
 pub fn check_canonical_object(bytes: &[u8]) -> Result<bool, CanonicalScanError> {
-    let text = std::str::from_utf8(bytes).map_err(CanonicalScanError::Utf8)?;
-    let mut scanner = Scanner { bytes: text.as_bytes(), pos: 0, canonical: true, key_stack: Vec::new() };
+    // One pass: the scanner validates UTF-8 as it goes (only a string's bytes can be non-ASCII in
+    // JSON; anything else non-ASCII is a grammar error). A failed scan looks at the encoding
+    // once more, so that input which is not UTF-8 is reported as such whatever else is wrong
+    // with it, as when the encoding was checked first.
+    let mut scanner = Scanner { bytes, pos: 0, canonical: true, key_stack: Vec::new() };
     let is_object = scanner.bytes.first() == Some(&b'{');
-    scanner.skip_whitespace();
-    scanner.value(0).map_err(CanonicalScanError::Json)?;
-    scanner.skip_whitespace();
-    if scanner.pos != scanner.bytes.len() {
-        return Err(CanonicalScanError::Json(JsonError::TrailingData { offset: scanner.pos }));
+    let scanned = scanner.scan_all();
+    if let Err(error) = scanned {
+        return Err(match std::str::from_utf8(bytes) {
+            Err(utf8) => CanonicalScanError::Utf8(utf8),
+            Ok(_) => CanonicalScanError::Json(error),
+        });
     }
     Ok(scanner.canonical && is_object)
 }
@@ -83,8 +87,56 @@ pub(super) fn plain_run_end(bytes: &[u8], from: usize) -> usize {
     i
 }
 
+/// The end of the run of string bytes starting at `from` that need no attention and are ASCII:
+/// [`plain_run_end`], stopping also at the first byte >= 0x80 (the start of a UTF-8 sequence
+/// the caller validates).
+#[inline]
+fn plain_ascii_run_end(bytes: &[u8], from: usize) -> usize {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
+    fn zero_bytes(w: u64) -> u64 {
+        w.wrapping_sub(ONES) & !w & HIGHS
+    }
+    let mut i = from;
+    while let Some(chunk) = bytes.get(i..i + 8) {
+        let w = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
+        // As in `plain_run_end`, plus the high bit of every non-ASCII byte. The lowest flagged
+        // byte is exact: a borrow can only run upward from a byte that is flagged itself.
+        let control = w.wrapping_sub(ONES * 0x20) & !w & HIGHS;
+        let quote = zero_bytes(w ^ (ONES * u64::from(b'"')));
+        let backslash = zero_bytes(w ^ (ONES * u64::from(b'\\')));
+        let found = control | quote | backslash | (w & HIGHS);
+        if found != 0 {
+            return i + (found.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while let Some(&b) = bytes.get(i) {
+        if b == b'"' || b == b'\\' || !(0x20..0x80).contains(&b) {
+            break;
+        }
+        i += 1;
+    }
+    i
+}
+
+/// The length of the UTF-8 sequence starting at `at` (whose first byte is >= 0x80), or `None`
+/// when it is not a valid one (overlong forms, surrogates and truncation included).
+#[inline]
+fn utf8_sequence_len(bytes: &[u8], at: usize) -> Option<usize> {
+    let width = match bytes[at] {
+        0xc2..=0xdf => 2,
+        0xe0..=0xef => 3,
+        0xf0..=0xf4 => 4,
+        _ => return None,
+    };
+    let sequence = bytes.get(at..at + width)?;
+    std::str::from_utf8(sequence).ok().map(|_| width)
+}
+
 /// The allocation-free twin of [`Parser`]: the same grammar, plus a running "still canonical"
-/// verdict. Keeping both grammars identical is pinned by property tests and a fuzz target.
+/// verdict, over bytes it validates as UTF-8 while it scans. Keeping both grammars identical is
+/// pinned by property tests and a fuzz target.
 struct Scanner<'a> {
     bytes: &'a [u8],
     pos: usize,
@@ -110,6 +162,18 @@ impl ScannedKey {
 }
 
 impl Scanner<'_> {
+    /// The whole input as one JSON value with optional whitespace around it. An error may also
+    /// mean the input is not UTF-8 (the caller tells which).
+    fn scan_all(&mut self) -> Result<(), JsonError> {
+        self.skip_whitespace();
+        self.value(0)?;
+        self.skip_whitespace();
+        if self.pos != self.bytes.len() {
+            return Err(JsonError::TrailingData { offset: self.pos });
+        }
+        Ok(())
+    }
+
     fn peek(&self) -> Option<u8> {
         self.bytes.get(self.pos).copied()
     }
@@ -239,13 +303,18 @@ impl Scanner<'_> {
         let start = self.pos;
         let mut escaped = false;
         loop {
-            self.pos = plain_run_end(self.bytes, self.pos);
+            self.pos = plain_ascii_run_end(self.bytes, self.pos);
             match self.peek() {
                 Some(b'"') => {
                     let end = self.pos;
                     self.pos += 1;
                     return Ok((start, end, escaped));
                 }
+                Some(0x80..) => match utf8_sequence_len(self.bytes, self.pos) {
+                    Some(width) => self.pos += width,
+                    // Not UTF-8: `check_canonical_object` reports it as such.
+                    None => return Err(JsonError::ControlCharacter { offset: self.pos }),
+                },
                 Some(b'\\') => {
                     escaped = true;
                     let at = self.pos;

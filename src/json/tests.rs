@@ -129,3 +129,68 @@ proptest::proptest! {
         }
     }
 }
+
+/// Inputs dense in what the canonical scan must get right: JSON syntax, strings with
+/// multi-byte characters, and bytes that are not UTF-8 (stray continuation bytes, truncated
+/// sequences, overlong forms, surrogates) inside and outside strings.
+fn json_ish_bytes() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+    use proptest::prelude::*;
+    let piece = prop_oneof![
+        Just(b"{".to_vec()),
+        Just(b"}".to_vec()),
+        Just(b"\"".to_vec()),
+        Just(b":".to_vec()),
+        Just(b",".to_vec()),
+        Just(b"[1,2.5]".to_vec()),
+        Just(b"\"a\"".to_vec()),
+        Just(b"\"b\":".to_vec()),
+        Just(b"\\u00e9".to_vec()),
+        Just(b"\\n".to_vec()),
+        Just(b" ".to_vec()),
+        Just("é".as_bytes().to_vec()),
+        Just("€".as_bytes().to_vec()),
+        Just("😀".as_bytes().to_vec()),
+        Just(vec![0x80]),
+        Just(vec![0xc3]),
+        Just(vec![0xe2, 0x82]),
+        Just(vec![0xc0, 0xaf]),
+        Just(vec![0xed, 0xa0, 0x80]),
+        Just(vec![0xf4, 0x90, 0x80, 0x80]),
+        Just(vec![0xff]),
+        any::<u8>().prop_map(|b| vec![b]),
+        "[a-z]{0,12}".prop_map(String::into_bytes),
+    ];
+    let shaped = proptest::collection::vec(piece.clone(), 0..8).prop_map(|pieces| {
+        // Mostly inside one string value of an object, where non-ASCII bytes are legal.
+        let mut bytes = br#"{"k":""#.to_vec();
+        bytes.extend(pieces.concat());
+        bytes.extend_from_slice(br#""}"#);
+        bytes
+    });
+    prop_oneof![shaped, proptest::collection::vec(piece, 0..12).prop_map(|pieces| pieces.concat())]
+}
+
+proptest::proptest! {
+    /// The canonical scan validates UTF-8 as it scans (one pass, no separate check): the input is
+    /// refused as not UTF-8 exactly when `std::str::from_utf8` refuses it; otherwise the scan
+    /// accepts exactly what the parser accepts, and calls canonical exactly the objects that
+    /// re-encode to themselves.
+    #[test]
+    fn the_canonical_scan_validates_utf8_as_the_parser_and_encoder_decide(bytes in json_ish_bytes()) {
+        let scanned = check_canonical_object(&bytes);
+        match std::str::from_utf8(&bytes) {
+            Err(_) => proptest::prop_assert!(
+                matches!(scanned, Err(CanonicalScanError::Utf8(_))), "{:?}: {:?}", bytes, scanned
+            ),
+            Ok(text) => {
+                let parsed = parse(text);
+                proptest::prop_assert_eq!(scanned.is_ok(), parsed.is_ok(), "{:?}: {:?}", text, scanned);
+                if let Ok(value) = parsed {
+                    let canonical = matches!(value, Value::Object(_))
+                        && to_canonical_bytes(&value).is_ok_and(|encoded| encoded == bytes);
+                    proptest::prop_assert_eq!(scanned, Ok(canonical), "{:?}", text);
+                }
+            }
+        }
+    }
+}

@@ -706,7 +706,11 @@ pub trait Consumer: Send {
     ///
     /// The provided method polls and lends the owned records; the rdkafka adapter lends
     /// librdkafka's messages themselves, so the config bootstrap copies each key and value
-    /// once, into its store.
+    /// once, into its store. The rdkafka adapter also takes the next records out of librdkafka
+    /// while `on_records` runs (a prefetch on a blocking thread, so the client's work and the
+    /// reader's overlap); nothing of it is visible: the next call of any method sees the
+    /// consumer as if the records had not been taken ahead (positions, seeks and pauses
+    /// included).
     ///
     /// ```
     /// use flechtwerk::kafka::{ConsumerConfig, Kafka, NewTopic, ProducerConfig, ProducerRecord, StartOffset, TopicPartition};

@@ -488,9 +488,25 @@ pub(super) struct RdConsumer {
     pub(super) known: BTreeMap<TopicPartition, i64>,
     /// Whether an assignment has been handed out (group metadata exists from then on).
     pub(super) joined: bool,
+    /// A fill [`Consumer::poll_borrowed`] started before it lent its records: librdkafka's next
+    /// records are taken into the buffer (a blocking thread's work) while the caller looks at
+    /// the current ones. Whatever touches the buffer or the assignment next waits for it first
+    /// ([`settle_prefetch`](Self::settle_prefetch)) and reports its error.
+    pub(super) prefetch: Option<tokio::task::JoinHandle<KafkaResult<()>>>,
 }
 
 impl RdConsumer {
+    /// Waits for a prefetching fill, if one runs; its error is this call's.
+    pub(super) async fn settle_prefetch(&mut self) -> KafkaResult<()> {
+        match self.prefetch.take() {
+            None => Ok(()),
+            Some(fill) => fill.await.map_err(|e| {
+                KafkaError::new(KafkaErrorKind::Fatal, "poll", format!("blocking librdkafka call failed: {e}"))
+                    .with_context(self.context())
+            })?,
+        }
+    }
+
     pub(super) fn shared(&self, operation: &'static str) -> KafkaResult<Arc<Shared>> {
         self.shared.clone().ok_or_else(|| {
             KafkaError::new(KafkaErrorKind::Fatal, operation, "the consumer is closed").with_context(self.context())
@@ -514,19 +530,36 @@ impl RdConsumer {
         &mut self,
         max_records: usize,
         timeout: Duration,
+        prefetch: bool,
         lend: impl FnOnce(&[Held]) -> T + Send,
     ) -> KafkaResult<(T, Vec<Rebalance>)> {
+        self.settle_prefetch().await?;
         let shared = self.shared("poll")?;
         let max = max_records.max(1);
         let watched = rd_partitions(self.assigned.iter().filter(|p| !self.paused.contains(*p)));
-        let filler = shared.clone();
-        let context = self.context();
-        blocking("poll", move || filler.fill(max, timeout, &watched).map_err(|e| e.with_context(context))).await?;
+        // A prefetch may have filled a whole hand-out already: then there is nothing to wait for
+        // (unless a rewind is pending: only a fill applies it, before it takes more records).
+        let ready = prefetch && {
+            let buffer = lock(&shared.buffer);
+            buffer.rewinds.is_empty() && buffer.settled(max)
+        };
+        if !ready {
+            let (filler, watched, context) = (shared.clone(), watched.clone(), self.context());
+            blocking("poll", move || filler.fill(max, timeout, &watched).map_err(|e| e.with_context(context))).await?;
+        }
         // Declared after `shared`, so dropped before it: the messages borrow its client.
         let mut held = Vec::new();
         let rebalances = self.take_held(&shared, max, &mut held);
         if !held.is_empty() || !rebalances.is_empty() {
             shared.ctx().log.refusal.mark_connected();
+        }
+        if prefetch && !held.is_empty() && rebalances.is_empty() {
+            // Take what librdkafka has ready for the next poll while the caller looks at these
+            // (a zero timeout: at most a millisecond's wait for a first record).
+            let (filler, context) = (shared.clone(), self.context());
+            self.prefetch = Some(tokio::task::spawn_blocking(move || {
+                filler.fill(max, Duration::ZERO, &watched).map_err(|e| e.with_context(context))
+            }));
         }
         Ok((lend(&held), rebalances))
     }
@@ -618,6 +651,7 @@ impl Consumer for RdConsumer {
     }
 
     async fn assign(&mut self, partitions: &[(TopicPartition, StartOffset)]) -> KafkaResult<()> {
+        self.settle_prefetch().await?;
         let shared = self.shared("assign")?;
         let partitions = partitions.to_vec();
         let context = self.context();
@@ -666,7 +700,7 @@ impl Consumer for RdConsumer {
 
     async fn poll(&mut self, max_records: usize, timeout: Duration) -> KafkaResult<Polled> {
         let (records, rebalances) =
-            self.poll_held(max_records, timeout, |held| held.iter().map(Held::to_raw).collect()).await?;
+            self.poll_held(max_records, timeout, false, |held| held.iter().map(Held::to_raw).collect()).await?;
         Ok(Polled { records, rebalances })
     }
 
@@ -682,7 +716,7 @@ impl Consumer for RdConsumer {
                 on_records(&records);
             }
         };
-        let ((), rebalances) = self.poll_held(max_records, timeout, lend).await?;
+        let ((), rebalances) = self.poll_held(max_records, timeout, true, lend).await?;
         Ok(rebalances)
     }
 
@@ -707,6 +741,7 @@ impl Consumer for RdConsumer {
     }
 
     async fn seek(&mut self, partition: &TopicPartition, offset: i64) -> KafkaResult<()> {
+        self.settle_prefetch().await?;
         let shared = self.shared("seek")?;
         let target = partition.clone();
         let refusal = shared.ctx().log.refusal.clone();
@@ -734,6 +769,7 @@ impl Consumer for RdConsumer {
     }
 
     async fn position(&mut self, partition: &TopicPartition) -> KafkaResult<i64> {
+        self.settle_prefetch().await?;
         let shared = self.shared("position")?;
         if !self.assigned.contains(partition) {
             return Err(KafkaError::new(KafkaErrorKind::Other, "position", "the partition is not assigned")
@@ -780,6 +816,7 @@ impl Consumer for RdConsumer {
     }
 
     async fn commit_offsets(&mut self, offsets: &[(TopicPartition, i64)]) -> KafkaResult<()> {
+        self.settle_prefetch().await?;
         let shared = self.shared("commit_offsets")?;
         if self.group_id.is_none() {
             return Err(KafkaError::new(
@@ -806,6 +843,7 @@ impl Consumer for RdConsumer {
     }
 
     async fn committed(&mut self, partitions: &[TopicPartition]) -> KafkaResult<Vec<Option<i64>>> {
+        self.settle_prefetch().await?;
         let shared = self.shared("committed")?;
         if self.group_id.is_none() {
             return Err(KafkaError::new(KafkaErrorKind::Other, "committed", "a group-less consumer has no offsets")
@@ -897,6 +935,8 @@ impl Consumer for RdConsumer {
     }
 
     async fn close(&mut self) -> KafkaResult<()> {
+        // What a prefetch found no longer matters: the consumer closes either way.
+        let _ = self.settle_prefetch().await;
         let Some(shared) = self.shared.take() else { return Ok(()) };
         self.assigned.clear();
         self.paused.clear();

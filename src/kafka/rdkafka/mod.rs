@@ -314,6 +314,7 @@ impl Kafka for RdKafka {
             paused: BTreeSet::new(),
             known: BTreeMap::new(),
             joined: false,
+            prefetch: None,
         }))
     }
 
