@@ -775,6 +775,19 @@ impl Consumer for RdConsumer {
             return Err(KafkaError::new(KafkaErrorKind::Other, "position", "the partition is not assigned")
                 .with_context(partition.to_string()));
         }
+        // What the buffer or librdkafka's own state already tells needs no hop to a blocking
+        // thread (`rd_kafka_position` sends no request): the common case, asked after every poll
+        // of a read to its end. Under the buffer's lock, which a fill holds while it takes
+        // records, so the two answers agree; a fill still running (a cancelled poll's) sends
+        // this to the blocking path below, as does a client the cluster refused.
+        if let (None, Ok(buffer)) = (shared.ctx().log.refusal.get(), shared.buffer.try_lock()) {
+            let buffered = buffer.first_buffered(partition);
+            let rewound = || buffer.rewinds.iter().find(|(p, _)| p == partition).map(|(_, o)| *o);
+            let current = || rd_positions(&shared.consumer, &rd_partitions([partition])).first().copied().flatten();
+            if let Some(offset) = buffered.or_else(rewound).or_else(current) {
+                return Ok(offset);
+            }
+        }
         let target = partition.clone();
         let known = self.known.get(partition).copied();
         let offset_reset = self.offset_reset;
