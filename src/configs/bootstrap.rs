@@ -135,6 +135,13 @@ impl ConfigBootstrap {
         ConfigBootstrap { store: ConfigStore::with_chunk_bytes(chunk_bytes), ..Self::default() }
     }
 
+    /// An empty bootstrap building into `store` (tests: a store with a small narrow index).
+    #[cfg(test)]
+    pub(super) fn with_store(store: ConfigStore) -> Self {
+        assert!(store.is_empty(), "a bootstrap starts from an empty store");
+        ConfigBootstrap { store, ..Self::default() }
+    }
+
     /// This bootstrap for a stage that does not enrich: canonical values are stored as they
     /// are offered, and [`next_survivor`](Self::next_survivor) yields only the survivors whose
     /// values still need a decision (not canonical: parse, re-encode, or the policy).
