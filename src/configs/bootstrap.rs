@@ -20,7 +20,8 @@ use crate::wire::{
 };
 
 /// The largest index reservation a bootstrap makes ahead of its read
-/// ([`ConfigBootstrap::reserve`]): 64 M records, ~1 GiB of index. A topic that holds more
+/// ([`ConfigBootstrap::reserve`]): 64 M records, 2^27 slots (~0.6 GiB of index with 4-byte slots,
+/// ~1.1 GiB once widened to 8-byte ones). A topic that holds more
 /// grows its index as it goes.
 pub(crate) const RESERVE_HINT_MAX: u64 = 1 << 26;
 
@@ -175,7 +176,8 @@ impl ConfigBootstrap {
 
     /// Sizes the index ahead for up to `records` more records (the offsets the read will cover),
     /// so it never grows (and rehashes) during the read. An overestimate costs index memory, so
-    /// the hint is taken only up to 64 M records (~1 GiB of index); a bigger store grows on.
+    /// the hint is taken only up to 64 M records (~0.6 GiB of index, ~1.1 GiB once the store
+    /// outgrows 4-byte slots); a bigger store grows on.
     ///
     /// ```
     /// use flechtwerk::testing::ConfigBootstrap;

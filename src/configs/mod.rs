@@ -11,8 +11,9 @@
 //! footprint is the product's size contract. The Python store (a dict of bytes) measured 337 MiB
 //! RSS for 191 MiB of wire bytes, and its bootstrap peaked near 755 MiB because it retained every
 //! record before applying any. This store keeps keys and values back to back in a log of
-//! [`CHUNK_BYTES`] chunks, indexed by an open-addressing table of 8-byte positions (no per-entry
-//! allocation, no stored hash), and the bootstrap compacts while it reads: a superseded record's
+//! [`CHUNK_BYTES`] chunks, indexed by an open-addressing table of 4-byte positions (chunk number
+//! modulo 2^12 and byte offset; 8-byte positions once the live chunks span more than 4096 chunks,
+//! 4 GiB; no per-entry allocation, no stored hash), and the bootstrap compacts while it reads: a superseded record's
 //! bytes become garbage that compaction reclaims chunk by chunk, and a chunk whose records are
 //! all dead is returned to the allocator at once. `docs/performance.md` has the measured figures.
 //!
