@@ -204,10 +204,10 @@ impl Index {
         moved_to: &[Pos],
     ) -> usize {
         if let (Slots::Narrow(_), Some(layout)) = (&self.slots, self.narrow) {
-            // Every chunk from the base to the arena's end must be told apart, and every new
-            // position must fit.
-            let end = arena.first + arena.chunks.len() as u64;
-            if end - base > layout.span() || !moved_to.iter().all(|&pos| layout.fits(pos, base)) {
+            // The slots the table holds now lie within the span of `base` (each entered checked
+            // against a base no later than this one), so only the new positions need checking:
+            // the last of them lies in the arena's last chunk, so if it fits, every slot does.
+            if !moved_to.iter().all(|&pos| layout.fits(pos, base)) {
                 return self.widen(arena, base, Some((batch, moved_from, moved_to)));
             }
         }
