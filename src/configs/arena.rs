@@ -44,8 +44,9 @@ pub const MIN_CHUNK_BYTES: usize = 64 << 10;
 pub(super) const GARBAGE_RATIO_MAX: usize = 10; // garbage > live / 10
 
 /// Records moved per pass over the index during compaction: the batch's old and new positions
-/// (16 bytes a record) stay cache-sized, and a 1M-entry store takes a handful of passes.
-pub(super) const COMPACTION_BATCH_RECORDS: usize = 1 << 16;
+/// (16 bytes a record) stay cache-sized, and a 1M-entry store takes a handful of passes. (Unit
+/// tests use a handful of records, so that a compaction of a small store takes several batches.)
+pub(super) const COMPACTION_BATCH_RECORDS: usize = if cfg!(test) { 5 } else { 1 << 16 };
 
 /// Seed of the index hash. Fixed so that nothing about the table depends on process randomness
 /// (simulations replay byte for byte); nothing observable iterates the table unsorted.
@@ -163,6 +164,9 @@ pub(super) fn decode_record(bytes: &[u8], at: usize) -> View<'_> {
 /// chunks from the heap, and keeps freed heap memory resident, so RSS would stay at the peak.)
 pub(super) struct Chunk {
     pub(super) map: Option<MmapMut>,
+    /// Bytes the chunk may hold: at most its map's length (a reused map may be longer). Records
+    /// start below it, which bounds the offsets the index packs.
+    pub(super) capacity: usize,
     pub(super) filled: usize,
     pub(super) live_bytes: usize,
 }
@@ -175,7 +179,7 @@ impl Chunk {
             Some(map) if map.len() >= capacity => map,
             _ => MmapMut::map_anon(capacity).expect("the config store could not map a chunk of memory"),
         };
-        Chunk { map: Some(map), filled: 0, live_bytes: 0 }
+        Chunk { map: Some(map), capacity, filled: 0, live_bytes: 0 }
     }
 
     /// The written part.
@@ -184,7 +188,11 @@ impl Chunk {
     }
 
     pub(super) fn room(&self) -> usize {
-        self.map.as_ref().map_or(0, |map| map.len() - self.filled)
+        if self.map.is_some() {
+            self.capacity - self.filled
+        } else {
+            0
+        }
     }
 
     pub(super) fn push(&mut self, bytes: &[u8]) {
@@ -324,6 +332,12 @@ impl Arena {
             }
         }
         kind
+    }
+
+    /// The largest offset a record can start at, plus one: chunks are at most this large, except
+    /// a chunk made for one record larger than that (which starts at offset 0).
+    pub(super) fn max_chunk_bytes(&self) -> usize {
+        self.fixed_chunk_bytes.unwrap_or(CHUNK_BYTES)
     }
 
     /// The size of the next chunk.

@@ -20,7 +20,8 @@ use crate::wire::{
 };
 
 /// The largest index reservation a bootstrap makes ahead of its read
-/// ([`ConfigBootstrap::reserve`]): 64 M records, ~1 GiB of index. A topic that holds more
+/// ([`ConfigBootstrap::reserve`]): 64 M records, 2^27 slots (~0.6 GiB of index with 4-byte slots,
+/// ~1.1 GiB once widened to 8-byte ones). A topic that holds more
 /// grows its index as it goes.
 pub(crate) const RESERVE_HINT_MAX: u64 = 1 << 26;
 
@@ -135,6 +136,13 @@ impl ConfigBootstrap {
         ConfigBootstrap { store: ConfigStore::with_chunk_bytes(chunk_bytes), ..Self::default() }
     }
 
+    /// An empty bootstrap building into `store` (tests: a store with a small narrow index).
+    #[cfg(test)]
+    pub(super) fn with_store(store: ConfigStore) -> Self {
+        assert!(store.is_empty(), "a bootstrap starts from an empty store");
+        ConfigBootstrap { store, ..Self::default() }
+    }
+
     /// This bootstrap for a stage that does not enrich: canonical values are stored as they
     /// are offered, and [`next_survivor`](Self::next_survivor) yields only the survivors whose
     /// values still need a decision (not canonical: parse, re-encode, or the policy).
@@ -168,7 +176,8 @@ impl ConfigBootstrap {
 
     /// Sizes the index ahead for up to `records` more records (the offsets the read will cover),
     /// so it never grows (and rehashes) during the read. An overestimate costs index memory, so
-    /// the hint is taken only up to 64 M records (~1 GiB of index); a bigger store grows on.
+    /// the hint is taken only up to 64 M records (~0.6 GiB of index, ~1.1 GiB once the store
+    /// outgrows 4-byte slots); a bigger store grows on.
     ///
     /// ```
     /// use flechtwerk::testing::ConfigBootstrap;

@@ -11,8 +11,9 @@
 //! footprint is the product's size contract. The Python store (a dict of bytes) measured 337 MiB
 //! RSS for 191 MiB of wire bytes, and its bootstrap peaked near 755 MiB because it retained every
 //! record before applying any. This store keeps keys and values back to back in a log of
-//! [`CHUNK_BYTES`] chunks, indexed by an open-addressing table of 8-byte positions (no per-entry
-//! allocation, no stored hash), and the bootstrap compacts while it reads: a superseded record's
+//! [`CHUNK_BYTES`] chunks, indexed by an open-addressing table of 4-byte positions (chunk number
+//! modulo 2^12 and byte offset; 8-byte positions once the live chunks span more than 4096 chunks,
+//! 4 GiB; no per-entry allocation, no stored hash), and the bootstrap compacts while it reads: a superseded record's
 //! bytes become garbage that compaction reclaims chunk by chunk, and a chunk whose records are
 //! all dead is returned to the allocator at once. `docs/performance.md` has the measured figures.
 //!
@@ -20,6 +21,7 @@
 
 pub(crate) mod arena;
 pub(crate) mod bootstrap;
+mod index;
 mod store;
 
 pub(crate) use bootstrap::{decode_config_update, ConfigBootstrap};
@@ -240,5 +242,197 @@ mod tests {
             let got = store.get_bytes(&format!("key-{k}")).unwrap();
             assert_eq!(got, value.replace('x', "9").as_bytes());
         }
+    }
+
+    /// One step of the narrow-index property: a put (value padded to `pad` bytes) or a delete.
+    #[derive(Clone, Debug)]
+    enum IndexOp {
+        Put { key: u8, pad: usize },
+        Delete { key: u8 },
+    }
+
+    fn index_op(keys: u8) -> impl proptest::strategy::Strategy<Value = IndexOp> {
+        use proptest::prelude::*;
+        prop_oneof![
+            5 => (0..keys, 0usize..300).prop_map(|(key, pad)| IndexOp::Put { key, pad }),
+            1 => (0..keys).prop_map(|key| IndexOp::Delete { key }),
+        ]
+    }
+
+    fn index_value(step: usize, pad: usize) -> Vec<u8> {
+        format!(r#"{{"pad":"{}","step":{step}}}"#, "p".repeat(pad)).into_bytes()
+    }
+
+    /// A store of `chunk_bytes` chunks whose narrow index tells at most `2^chunk_bits` chunks
+    /// apart: its chunk numbers wrap within a few chunks, and it widens once its live chunks
+    /// span more.
+    fn small_narrow_store(chunk_bytes: usize, chunk_bits: u32) -> ConfigStore {
+        ConfigStore::with_arena_and_chunk_bits(super::arena::Arena::new(Some(chunk_bytes)), chunk_bits)
+    }
+
+    /// Every key and value the store holds equals the model, each key found through the index.
+    fn assert_matches_model(
+        store: &ConfigStore,
+        model: &std::collections::BTreeMap<String, Vec<u8>>,
+    ) -> Result<(), proptest::test_runner::TestCaseError> {
+        proptest::prop_assert_eq!(store.len(), model.len());
+        proptest::prop_assert_eq!(store.keys(), model.keys().cloned().collect::<Vec<_>>());
+        for (key, value) in model {
+            proptest::prop_assert_eq!(store.get_bytes(key), Some(&value[..]), "key {}", key);
+        }
+        proptest::prop_assert_eq!(store.wire_bytes(), model.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>());
+        Ok(())
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config { cases: 256, ..Default::default() })]
+
+        /// CFG-01/CFG-03 with a narrow index: puts and deletes against a model, with chunk
+        /// numbers wrapping every few chunks, compaction in batches of a few records (each batch
+        /// repointed by a sorted search over decoded positions, across the wrap), and the switch
+        /// to the wide index happening wherever the live chunks outgrow the narrow span (on an
+        /// insert or in the middle of a compaction). Checked after every step.
+        #[test]
+        fn narrow_index_matches_a_model_across_wrap_and_widening(
+            keys in 1u8..40,
+            chunk_bytes in 64usize..1_200,
+            chunk_bits in 1u32..6,
+            ops in proptest::collection::vec(index_op(40), 0..400),
+        ) {
+            let mut store = small_narrow_store(chunk_bytes, chunk_bits);
+            let mut model = std::collections::BTreeMap::new();
+            let mut was_wide = false;
+            for (step, op) in ops.iter().enumerate() {
+                match *op {
+                    IndexOp::Put { key, pad } => {
+                        let (key, value) = (format!("k{}", key % keys), index_value(step, pad));
+                        store.put_bytes(&key, &value).unwrap();
+                        proptest::prop_assert_eq!(store.get_bytes(&key), Some(&value[..]));
+                        model.insert(key, value);
+                    }
+                    IndexOp::Delete { key } => {
+                        let key = format!("k{}", key % keys);
+                        proptest::prop_assert_eq!(store.delete(&key), model.remove(&key).is_some());
+                    }
+                }
+                // Widening is for good.
+                proptest::prop_assert!(!(was_wide && store.table.is_narrow()));
+                was_wide = !store.table.is_narrow();
+                if step % 16 == 0 {
+                    assert_matches_model(&store, &model)?;
+                }
+            }
+            assert_matches_model(&store, &model)?;
+        }
+
+        /// CFG-12 with a narrow index: a bootstrap (pending records with origins, promoted in
+        /// place or decided one by one) over a store whose chunk numbers wrap and whose index
+        /// may widen mid-read, then live updates, against the model.
+        #[test]
+        fn narrow_index_bootstrap_matches_a_model(
+            keys in 1u8..40,
+            chunk_bytes in 64usize..1_200,
+            chunk_bits in 1u32..6,
+            ops in proptest::collection::vec(index_op(40), 0..400),
+            split in proptest::arbitrary::any::<proptest::sample::Index>(),
+            settle in proptest::bool::ANY,
+            one_call in proptest::bool::ANY,
+        ) {
+            let split = split.index(ops.len() + 1);
+            let records: Vec<RawRecord> = ops
+                .iter()
+                .enumerate()
+                .map(|(step, op)| match *op {
+                    IndexOp::Put { key, pad } => {
+                        let mut value = index_value(step, pad);
+                        if pad % 3 == 0 {
+                            value.insert(0, b' '); // not canonical: decided at the end
+                        }
+                        record("cfg", step as i64, Some(format!("k{}", key % keys).as_bytes()), Some(&value))
+                    }
+                    IndexOp::Delete { key } => record("cfg", step as i64, Some(format!("k{}", key % keys).as_bytes()), None),
+                })
+                .collect();
+            let mut model = std::collections::BTreeMap::new();
+            for (step, op) in ops.iter().enumerate() {
+                match *op {
+                    IndexOp::Put { key, pad } => { model.insert(format!("k{}", key % keys), index_value(step, pad)); }
+                    IndexOp::Delete { key } => { model.remove(&format!("k{}", key % keys)); }
+                }
+                if step + 1 == split {
+                    break;
+                }
+            }
+            if split == 0 {
+                model.clear();
+            }
+            let mut bootstrap = ConfigBootstrap::with_store(small_narrow_store(chunk_bytes, chunk_bits));
+            if settle {
+                bootstrap = bootstrap.without_enrichment();
+            }
+            for r in &records[..split] {
+                bootstrap.offer(r, &RaisePolicy, &NoopObserver).unwrap();
+            }
+            let mut store = if one_call {
+                bootstrap.finish_unenriched(&RaisePolicy, &NoopObserver).unwrap()
+            } else {
+                while let Some(s) = bootstrap.next_survivor() {
+                    proptest::prop_assert!(bootstrap.apply_unenriched(&s, &RaisePolicy, &NoopObserver).unwrap());
+                }
+                bootstrap.finish()
+            };
+            assert_matches_model(&store, &model)?;
+            for (step, (r, op)) in records.iter().zip(&ops).enumerate().skip(split) {
+                let key = std::str::from_utf8(r.key.as_deref().unwrap()).unwrap().to_owned();
+                match *op {
+                    IndexOp::Put { pad, .. } => {
+                        store.put_bytes(&key, r.value.as_deref().unwrap()).unwrap();
+                        model.insert(key, index_value(step, pad));
+                    }
+                    IndexOp::Delete { .. } => {
+                        store.delete(&key);
+                        model.remove(&key);
+                    }
+                }
+            }
+            assert_matches_model(&store, &model)?;
+        }
+    }
+
+    /// The two regimes the properties above are for are both reached: a store that stays narrow
+    /// while its chunk numbers wrap many times over, and one that widens, with every key intact.
+    #[test]
+    fn narrow_index_wraps_and_widens() {
+        let mut store = small_narrow_store(256, 3); // 8 chunks apart
+        for step in 0..2_000 {
+            store.put_bytes(&format!("k{}", step % 3), &index_value(step, 20)).unwrap();
+        }
+        let created = store.arena.first + store.arena.chunks.len() as u64;
+        assert!(store.table.is_narrow() && created > 100, "still narrow after {created} chunks");
+        for step in 2_000 - 3..2_000 {
+            assert_eq!(store.get_bytes(&format!("k{}", step % 3)), Some(&index_value(step, 20)[..]));
+        }
+        // Live records over more than 8 chunks: the index widens, and nothing is lost.
+        for step in 0..100 {
+            store.put_bytes(&format!("w{step}"), &index_value(step, 100)).unwrap();
+        }
+        assert!(!store.table.is_narrow());
+        for step in 0..100 {
+            assert_eq!(store.get_bytes(&format!("w{step}")), Some(&index_value(step, 100)[..]));
+        }
+        assert_eq!(store.len(), 103);
+    }
+
+    /// At 1M-entry scale the narrow index is half the wide one: 4-byte slots.
+    #[test]
+    fn narrow_index_slots_are_four_bytes() {
+        let mut narrow = ConfigStore::new();
+        let mut wide = small_narrow_store(CHUNK_BYTES, 0); // no chunk bit: wide from the start
+        assert!(narrow.table.is_narrow() && !wide.table.is_narrow());
+        narrow.reserve(1 << 20);
+        wide.reserve(1 << 20);
+        let (n, w) = (narrow.table.allocation_size(), wide.table.allocation_size());
+        // 2^21 slots: 4 (narrow) or 8 (wide) bytes plus a control byte each.
+        assert_eq!((n >> 21, w >> 21), (5, 9));
     }
 }

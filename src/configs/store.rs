@@ -11,6 +11,7 @@ use hashbrown::HashTable;
 use memmap2::MmapMut;
 
 use super::arena::*;
+use super::index::{Index, Narrow};
 use crate::json::{self, EncodeError, Map};
 use crate::observer::Observer;
 use crate::record::Config;
@@ -55,9 +56,8 @@ pub struct ConfigStoreError {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct ConfigStore {
-    pub(super) table: HashTable<Pos>,
+    pub(super) table: Index,
     pub(super) arena: Arena,
-    pub(super) hasher: FixedState,
     /// UTF-8 key bytes plus value bytes of every record the index holds, kept as records come
     /// and go (the wire footprint, `flechtwerk_config_store_bytes`).
     pub(super) wire_bytes: usize,
@@ -105,7 +105,14 @@ impl ConfigStore {
     }
 
     pub(super) fn with_arena(arena: Arena) -> Self {
-        ConfigStore { table: HashTable::new(), arena, hasher: FixedState::with_seed(INDEX_SEED), wire_bytes: 0 }
+        Self::with_arena_and_chunk_bits(arena, 32)
+    }
+
+    /// A store whose narrow index has at most `chunk_bits` bits for the chunk number (tests use
+    /// a few, so the chunk numbers wrap and the index widens within a small store).
+    pub(super) fn with_arena_and_chunk_bits(arena: Arena, chunk_bits: u32) -> Self {
+        let narrow = Narrow::for_chunks(arena.max_chunk_bytes(), chunk_bits);
+        ConfigStore { table: Index::new(narrow, FixedState::with_seed(INDEX_SEED)), arena, wire_bytes: 0 }
     }
 
     /// A pre-seeded store (CFG-05): the test entry point.
@@ -129,18 +136,15 @@ impl ConfigStore {
 
     /// Makes room in the index for `additional` more keys.
     pub(super) fn reserve(&mut self, additional: usize) {
-        let arena = &self.arena;
-        let hasher = &self.hasher;
-        self.table.reserve(additional, |&pos| hasher.hash_one(arena.key(pos)));
+        self.table.reserve(&self.arena, additional);
     }
 
     pub(super) fn hash(&self, key: &[u8]) -> u64 {
-        self.hasher.hash_one(key)
+        self.table.hasher.hash_one(key)
     }
 
     pub(super) fn find(&self, key: &[u8]) -> Option<Pos> {
-        let arena = &self.arena;
-        self.table.find(self.hash(key), |&pos| arena.key(pos) == key).copied()
+        self.table.find(&self.arena, self.hash(key), key)
     }
 
     /// The config for `key`, freshly decoded: mutating it never touches the store (CFG-02).
@@ -230,8 +234,8 @@ impl ConfigStore {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn keys(&self) -> Vec<String> {
-        let mut keys: Vec<String> =
-            self.table.iter().map(|&pos| String::from_utf8_lossy(self.arena.key(pos)).into_owned()).collect();
+        let mut keys = Vec::with_capacity(self.len());
+        self.table.for_each(&self.arena, |pos| keys.push(String::from_utf8_lossy(self.arena.key(pos)).into_owned()));
         keys.sort_unstable();
         keys
     }
@@ -339,8 +343,7 @@ impl ConfigStore {
     /// Removes `key`; returns the kind of the removed record.
     pub(super) fn remove(&mut self, key: &[u8]) -> Option<u8> {
         let hash = self.hash(key);
-        let arena = &self.arena;
-        let (pos, _) = self.table.find_entry(hash, |&pos| arena.key(pos) == key).ok()?.remove();
+        let pos = self.table.remove(&self.arena, hash, key)?;
         self.wire_bytes -= self.weigh(pos);
         let kind = self.arena.kill(pos);
         self.maybe_compact();
@@ -351,15 +354,7 @@ impl ConfigStore {
     pub(super) fn insert(&mut self, key: &[u8], value: &[u8], origin: Option<Origin>) -> Option<u8> {
         let new = self.arena.append(key, value, origin);
         let hash = self.hash(key);
-        let arena = &self.arena;
-        let hasher = &self.hasher;
-        let old = match self.table.entry(hash, |&pos| arena.key(pos) == key, |&pos| hasher.hash_one(arena.key(pos))) {
-            hashbrown::hash_table::Entry::Occupied(mut slot) => Some(std::mem::replace(slot.get_mut(), new)),
-            hashbrown::hash_table::Entry::Vacant(slot) => {
-                slot.insert(new);
-                None
-            }
-        };
+        let old = self.table.insert(&self.arena, hash, key, new);
         self.wire_bytes += key.len() + value.len();
         if let Some(old) = old {
             self.wire_bytes -= self.weigh(old);
@@ -379,7 +374,7 @@ impl ConfigStore {
         scratch.extend_from_slice(view.key);
         scratch.extend_from_slice(view.value);
         let new = self.arena.append(&scratch[..key_len], &scratch[key_len..], None);
-        *self.table.find_mut(hash, |&p| p == pos).expect("a promoted record is in the table") = new;
+        self.table.replace(&self.arena, hash, pos, new);
         self.arena.kill(pos);
         self.maybe_compact();
     }
@@ -398,7 +393,7 @@ impl ConfigStore {
         let first = self.arena.first;
         let end = first + self.arena.chunks.len() as u64;
         // Seal the current tail so moved records land in new chunks, after `end`.
-        self.arena.chunks.push_back(Chunk { map: None, filled: 0, live_bytes: 0 });
+        self.arena.chunks.push_back(Chunk { map: None, capacity: 0, filled: 0, live_bytes: 0 });
         self.arena.recycle = true;
         let mut record = Vec::new();
         let mut moved_from: Vec<Pos> = Vec::new();
@@ -426,15 +421,8 @@ impl ConfigStore {
                 }
                 number += 1;
             }
-            let batch = batch_first..number;
-            let mut repointed = 0;
-            for slot in self.table.iter_mut() {
-                if batch.contains(&(*slot >> 32)) {
-                    let i = moved_from.binary_search(slot).expect("every live record of a batch moved");
-                    *slot = moved_to[i];
-                    repointed += 1;
-                }
-            }
+            // The batch's chunks may be popped by now: slots are decoded against its first.
+            let repointed = self.table.repoint(&self.arena, batch_first, batch_first..number, &moved_from, &moved_to);
             assert_eq!(repointed, moved_from.len(), "the index holds exactly the live records");
         }
         self.arena.recycle = false;
