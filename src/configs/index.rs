@@ -195,20 +195,14 @@ impl Index {
     /// the table. `base` is the batch's first chunk: the batch's chunks may be freed and popped
     /// already, so the arena's first chunk may lie past the positions the slots still hold.
     /// Returns the number of slots repointed.
-    pub(super) fn repoint(
-        &mut self,
-        arena: &Arena,
-        base: u64,
-        batch: Range<u64>,
-        moved_from: &[Pos],
-        moved_to: &[Pos],
-    ) -> usize {
+    pub(super) fn repoint(&mut self, arena: &Arena, base: u64, batch: Range<u64>, moved: &Moved<'_>) -> usize {
+        let moved_to = moved.to;
         if let (Slots::Narrow(_), Some(layout)) = (&self.slots, self.narrow) {
             // The slots the table holds now lie within the span of `base` (each entered checked
             // against a base no later than this one), so only the new positions need checking:
             // the last of them lies in the arena's last chunk, so if it fits, every slot does.
             if !moved_to.iter().all(|&pos| layout.fits(pos, base)) {
-                return self.widen(arena, base, Some((batch, moved_from, moved_to)));
+                return self.widen(arena, base, Some((batch, moved)));
             }
         }
         let mut repointed = 0;
@@ -216,8 +210,7 @@ impl Index {
             for slot in t.iter_mut() {
                 let pos = dec(*slot);
                 if batch.contains(&(pos >> 32)) {
-                    let i = moved_from.binary_search(&pos).expect("every live record of a batch moved");
-                    *slot = enc(moved_to[i]);
+                    *slot = enc(moved_to[moved.index_of(pos)]);
                     repointed += 1;
                 }
             }
@@ -228,7 +221,7 @@ impl Index {
     /// Rebuilds the index with 8-byte slots, for good. Slots are decoded against `base`; with a
     /// compaction batch, the batch's slots are repointed on the way (their old records may be
     /// unmapped already, so they are hashed by their new ones). Returns the number repointed.
-    fn widen(&mut self, arena: &Arena, base: u64, batch: Option<(Range<u64>, &[Pos], &[Pos])>) -> usize {
+    fn widen(&mut self, arena: &Arena, base: u64, batch: Option<(Range<u64>, &Moved<'_>)>) -> usize {
         let (Slots::Narrow(narrow), Some(layout)) = (&self.slots, self.narrow) else {
             return 0;
         };
@@ -237,10 +230,9 @@ impl Index {
         let mut repointed = 0;
         for &slot in narrow.iter() {
             let mut pos = layout.decode(slot, base);
-            if let Some((batch, moved_from, moved_to)) = &batch {
+            if let Some((batch, moved)) = &batch {
                 if batch.contains(&(pos >> 32)) {
-                    let i = moved_from.binary_search(&pos).expect("every live record of a batch moved");
-                    pos = moved_to[i];
+                    pos = moved.to[moved.index_of(pos)];
                     repointed += 1;
                 }
             }
@@ -281,5 +273,40 @@ mod tests {
         assert_eq!(Narrow::for_chunks(100, 3).unwrap().chunk_bits, 3);
         assert_eq!(Narrow::for_chunks(1 << 31, 32).unwrap().chunk_bits, 1);
         assert_eq!(Narrow::for_chunks(1 << 32, 32), None);
+    }
+}
+
+/// The records one compaction batch moved: their old positions (`from`, sorted: the batch is
+/// walked in log order) and new ones (`to`), and per chunk of the batch (from `first` on) where
+/// its records start in `from` and how many bytes the chunk held.
+pub(super) struct Moved<'a> {
+    pub(super) first: u64,
+    pub(super) from: &'a [Pos],
+    pub(super) to: &'a [Pos],
+    /// One entry per chunk of the batch plus a closing one (`from.len()`, 0).
+    pub(super) runs: &'a [(usize, usize)],
+}
+
+impl Moved<'_> {
+    /// The index of `pos` in `from`. Records are of similar sizes, so a record's offset in its
+    /// chunk predicts its index among the chunk's moved records: a guess and a short walk (a
+    /// binary search of the whole batch per slot was half of a compaction's time, a chain of
+    /// dependent loads). Panics when `pos` is not there: the index would hold a record the
+    /// compaction did not move.
+    pub(super) fn index_of(&self, pos: Pos) -> usize {
+        let k = ((pos >> 32) - self.first) as usize;
+        let ((lo, filled), hi) = (self.runs[k], self.runs[k + 1].0);
+        let run = &self.from[lo..hi];
+        let offset = (pos & 0xffff_ffff) as u128;
+        let guess = if filled == 0 { 0 } else { (offset * run.len() as u128 / filled as u128) as usize };
+        let mut i = guess.min(run.len().saturating_sub(1));
+        while i > 0 && run[i] > pos {
+            i -= 1;
+        }
+        while i + 1 < run.len() && run[i] < pos {
+            i += 1;
+        }
+        assert!(run.get(i) == Some(&pos), "every live record of a batch moved");
+        lo + i
     }
 }

@@ -11,7 +11,7 @@ use hashbrown::HashTable;
 use memmap2::MmapMut;
 
 use super::arena::*;
-use super::index::{Index, Narrow};
+use super::index::{Index, Moved, Narrow};
 use crate::json::{self, EncodeError, Map};
 use crate::observer::Observer;
 use crate::record::Config;
@@ -398,12 +398,16 @@ impl ConfigStore {
         let mut record = Vec::new();
         let mut moved_from: Vec<Pos> = Vec::new();
         let mut moved_to: Vec<Pos> = Vec::new();
+        // Per chunk of a batch: where its records start in `moved_from`, and its written size.
+        let mut runs: Vec<(usize, usize)> = Vec::new();
         let mut number = first;
         while number < end {
             let batch_first = number;
             moved_from.clear();
             moved_to.clear();
+            runs.clear();
             while number < end && moved_from.len() < COMPACTION_BATCH_RECORDS {
+                runs.push((moved_from.len(), self.arena.chunk_by_number(number).map_or(0, |c| c.filled)));
                 let mut offset = 0;
                 // A chunk freed and popped meanwhile had nothing live left in it.
                 while let Some(chunk) = self.arena.chunk_by_number(number).filter(|c| offset < c.filled) {
@@ -422,7 +426,9 @@ impl ConfigStore {
                 number += 1;
             }
             // The batch's chunks may be popped by now: slots are decoded against its first.
-            let repointed = self.table.repoint(&self.arena, batch_first, batch_first..number, &moved_from, &moved_to);
+            runs.push((moved_from.len(), 0));
+            let moved = Moved { first: batch_first, from: &moved_from, to: &moved_to, runs: &runs };
+            let repointed = self.table.repoint(&self.arena, batch_first, batch_first..number, &moved);
             assert_eq!(repointed, moved_from.len(), "the index holds exactly the live records");
         }
         self.arena.recycle = false;
