@@ -72,6 +72,8 @@ pub use security::{builtin_features, SaslMechanism, Secret, Security};
 
 /// Upper bound of one blocking metadata, offset or seek request.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long the request that wakes resumed partitions' fetchers may take (nothing waits for it).
+const WAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A blocking poll waits in slices of this length, checking in between whether a transaction
 /// marker moved a position (markers are consumed silently and would otherwise let a poll sleep
