@@ -1060,18 +1060,20 @@ fn list_offsets<C: rdkafka::consumer::ConsumerContext>(
 /// wake-up — I/O, an operation for it, or at the latest after 1 s (its fixed idle timeout).
 /// Measured on a new application's start-up (`eos_side_by_side`): the fetch went out ~1 s after
 /// the tasks resumed in most runs, and the first batch missed the main loop's first poll. Any
-/// request for the broker wakes it, and it then fetches the resumed partitions at once.
+/// request for the broker wakes it, and it then fetches the resumed partitions at once. The
+/// request holds a handle of the consumer until it is answered (within [`WAKE_TIMEOUT`]): a
+/// close just after a resume finishes when the last handle drops, off the runtime either way.
 fn wake_fetchers(shared: &Arc<Shared>, partitions: &[TopicPartition]) {
     if partitions.is_empty() {
         return;
     }
     let shared = shared.clone();
-    let tpl = rd_partitions(partitions);
+    let mut ends = TopicPartitionList::new();
+    for partition in partitions {
+        // Fails only for an offset librdkafka cannot represent; `End` is one it can.
+        let _ = ends.add_partition_offset(&partition.topic, partition.partition, Offset::End);
+    }
     let ask = move || {
-        let mut ends = TopicPartitionList::new();
-        for element in tpl.elements() {
-            let _ = ends.add_partition_offset(element.topic(), element.partition(), Offset::End);
-        }
         if let Err(error) = shared.consumer.offsets_for_times(ends, WAKE_TIMEOUT) {
             tracing::debug!(client = &*shared.ctx().log.client, %error, "waking the fetchers of resumed partitions");
         }
