@@ -393,3 +393,54 @@ async fn a_borrowed_poll_takes_ahead_without_changing_what_comes_next() {
     assert_eq!(consumer.position(&tp).await.expect("position"), 1_000);
     consumer.close().await.expect("close");
 }
+
+/// A task's start (TRX-31) in the adapter's terms: a member's partitions arrive paused, are
+/// sought and resumed; the first poll after the resume must return the records waiting there.
+/// librdkafka's resume only clears the partition's pause flag, and its broker thread, idle while
+/// everything it fetches was paused, looks again only on its next wake-up — any request for that
+/// broker, or after its fixed idle timeout of 1 s. The ListOffsets of `extents` (as the engine's
+/// start asks it, just before the seeks) starts such a 1 s idle; without a wake-up at the
+/// resume, the fetch went out ~1 s later and a poll of the main loop's length came back empty
+/// (issue #14's start-up stall). The poll's timeout is generous for a fetch from a local broker
+/// (a few ms) and below that idle second, so a resume that leaves the fetch to the idle timeout
+/// fails here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trx_31_the_first_poll_after_a_resume_returns_the_waiting_records() {
+    let kafka = kafka();
+    let topic = topic(&kafka, "resume").await;
+    let tp = TopicPartition::new(&topic, 0);
+    produce(&kafka, &topic, 0, 20).await;
+    let group = unique("group");
+    let mut member = kafka.consumer(ConsumerConfig::member(unique("member"), &group)).expect("consumer");
+    member.subscribe(std::slice::from_ref(&topic)).await.expect("subscribe");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let polled = member.poll(10, Duration::from_millis(200)).await.expect("poll");
+        assert!(polled.records.is_empty(), "records of a partition that starts paused");
+        if polled.rebalances.iter().any(|r| matches!(r, flechtwerk::kafka::Rebalance::Assigned { .. })) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no assignment within 60 s");
+    }
+    // Paused since the assignment: librdkafka fetches nothing, its broker thread goes idle.
+    let polled = member.poll(10, Duration::from_millis(300)).await.expect("poll");
+    assert!(polled.records.is_empty(), "a paused partition's records: {:?}", polled.records);
+    let starts = member.extents(std::slice::from_ref(&tp), flechtwerk::kafka::LogEnd::Stable).await.expect("extents");
+    assert_eq!((starts[0].start, starts[0].end), (0, 20));
+    member.seek(&tp, starts[0].start).await.expect("seek");
+    member.resume(std::slice::from_ref(&tp)).expect("resume");
+
+    let polled = member.poll(100, Duration::from_millis(600)).await.expect("poll");
+    let values: Vec<String> =
+        polled.records.iter().map(|r| String::from_utf8_lossy(r.value.as_deref().unwrap()).into_owned()).collect();
+    assert!(
+        !values.is_empty(),
+        "the first poll after the resume returned nothing (the fetch waited for librdkafka's idle timeout)"
+    );
+    assert_eq!(
+        values,
+        (0..values.len()).map(|i| i.to_string()).collect::<Vec<_>>(),
+        "from the sought offset, in order"
+    );
+    member.close().await.expect("close");
+}

@@ -21,6 +21,9 @@
 //! rebalance callback runs inside its poll, on that blocking thread: it assigns, **pauses** the
 //! new partitions before anything of them can be fetched, and queues a [`Rebalance`] event that
 //! the next [`Consumer::poll`] returns. Nothing in the callback waits for the engine.
+//! [`Consumer::resume`] also sends the resumed partitions' leaders a request it does not wait
+//! for: librdkafka's own resume leaves a broker thread that idled while its partitions were
+//! paused asleep for up to a second before it fetches them again.
 //!
 //! Poll is cancellation-safe: records a cancelled poll had already taken from librdkafka stay
 //! buffered for the next poll (or are rewound when their partition is paused, sought or
@@ -72,6 +75,8 @@ pub use security::{builtin_features, SaslMechanism, Secret, Security};
 
 /// Upper bound of one blocking metadata, offset or seek request.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long the request that wakes resumed partitions' fetchers may take (nothing waits for it).
+const WAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A blocking poll waits in slices of this length, checking in between whether a transaction
 /// marker moved a position (markers are consumed silently and would otherwise let a poll sleep
