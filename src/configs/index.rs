@@ -248,34 +248,6 @@ impl Index {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn narrow_packing_round_trips_across_the_wrap() {
-        let layout = Narrow::for_chunks(1 << 20, 32).unwrap();
-        assert_eq!((layout.offset_bits, layout.chunk_bits, layout.span()), (20, 12, 4096));
-        let base = 4090;
-        for chunk in base..base + layout.span() {
-            for offset in [0, 1, (1 << 20) - 1] {
-                let pos = (chunk << 32) | offset;
-                assert!(layout.fits(pos, base));
-                assert_eq!(layout.decode(layout.encode(pos), base), pos);
-            }
-        }
-        // One chunk past the span, an offset past the chunk, or below the base: never narrow.
-        assert!(!layout.fits((base + layout.span()) << 32, base));
-        assert!(!layout.fits((base << 32) | (1 << 20), base));
-        assert!(!layout.fits((base - 1) << 32, base));
-        // Chunks of 64 bytes leave 26 bits, of 2 GiB one, of 4 GiB none: such a store is wide.
-        assert_eq!(Narrow::for_chunks(64, 32).unwrap().chunk_bits, 26);
-        assert_eq!(Narrow::for_chunks(100, 3).unwrap().chunk_bits, 3);
-        assert_eq!(Narrow::for_chunks(1 << 31, 32).unwrap().chunk_bits, 1);
-        assert_eq!(Narrow::for_chunks(1 << 32, 32), None);
-    }
-}
-
 /// The records one compaction batch moved: their old positions (`from`, sorted: the batch is
 /// walked in log order) and new ones (`to`), and per chunk of the batch (from `first` on) where
 /// its records start in `from` and how many bytes the chunk held.
@@ -308,5 +280,33 @@ impl Moved<'_> {
         }
         assert!(run.get(i) == Some(&pos), "every live record of a batch moved");
         lo + i
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn narrow_packing_round_trips_across_the_wrap() {
+        let layout = Narrow::for_chunks(1 << 20, 32).unwrap();
+        assert_eq!((layout.offset_bits, layout.chunk_bits, layout.span()), (20, 12, 4096));
+        let base = 4090;
+        for chunk in base..base + layout.span() {
+            for offset in [0, 1, (1 << 20) - 1] {
+                let pos = (chunk << 32) | offset;
+                assert!(layout.fits(pos, base));
+                assert_eq!(layout.decode(layout.encode(pos), base), pos);
+            }
+        }
+        // One chunk past the span, an offset past the chunk, or below the base: never narrow.
+        assert!(!layout.fits((base + layout.span()) << 32, base));
+        assert!(!layout.fits((base << 32) | (1 << 20), base));
+        assert!(!layout.fits((base - 1) << 32, base));
+        // Chunks of 64 bytes leave 26 bits, of 2 GiB one, of 4 GiB none: such a store is wide.
+        assert_eq!(Narrow::for_chunks(64, 32).unwrap().chunk_bits, 26);
+        assert_eq!(Narrow::for_chunks(100, 3).unwrap().chunk_bits, 3);
+        assert_eq!(Narrow::for_chunks(1 << 31, 32).unwrap().chunk_bits, 1);
+        assert_eq!(Narrow::for_chunks(1 << 32, 32), None);
     }
 }
