@@ -93,6 +93,23 @@ async fn produce(kafka: &RdKafka, topic: &str, from: usize, count: usize) {
     producer.close().await;
 }
 
+/// A group member of `topic` (a group of its own), polled until its assignment arrived. The
+/// assigned partitions start paused, as the engine's do: the polls return no records.
+async fn assigned_member(kafka: &RdKafka, topic: &str) -> Box<dyn Consumer> {
+    let group = unique("group");
+    let mut member = kafka.consumer(ConsumerConfig::member(unique("member"), &group)).expect("consumer");
+    member.subscribe(&[topic.to_owned()]).await.expect("subscribe");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let polled = member.poll(10, Duration::from_millis(200)).await.expect("poll");
+        assert!(polled.records.is_empty(), "records of a partition that starts paused");
+        if polled.rebalances.iter().any(|r| matches!(r, flechtwerk::kafka::Rebalance::Assigned { .. })) {
+            return member;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no assignment within 60 s");
+    }
+}
+
 /// Reads until `count` records arrived; returns their values.
 async fn read(consumer: &mut dyn Consumer, count: usize) -> Vec<String> {
     let mut values = Vec::new();
@@ -152,18 +169,7 @@ async fn a_member_commits_offsets_outside_transactions() {
     let topic = topic(&kafka, "commit").await;
     let tp = TopicPartition::new(&topic, 0);
     produce(&kafka, &topic, 0, 3).await;
-    let group = unique("group");
-    let mut member = kafka.consumer(ConsumerConfig::member(unique("member"), &group)).expect("consumer");
-    member.subscribe(std::slice::from_ref(&topic)).await.expect("subscribe");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let polled = member.poll(10, Duration::from_millis(200)).await.expect("poll");
-        assert!(polled.records.is_empty(), "records of a partition that starts paused");
-        if polled.rebalances.iter().any(|r| matches!(r, flechtwerk::kafka::Rebalance::Assigned { .. })) {
-            break;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "no assignment within 60 s");
-    }
+    let mut member = assigned_member(&kafka, &topic).await;
     let metadata = member.group_metadata().expect("group metadata after the assignment");
     assert!(metadata.generation >= 0 && !metadata.member_id.is_empty(), "{metadata:?}");
     assert_eq!(member.position(&tp).await.expect("position"), 0, "no committed offset: earliest");
@@ -410,18 +416,7 @@ async fn trx_31_the_first_poll_after_a_resume_returns_the_waiting_records() {
     let topic = topic(&kafka, "resume").await;
     let tp = TopicPartition::new(&topic, 0);
     produce(&kafka, &topic, 0, 20).await;
-    let group = unique("group");
-    let mut member = kafka.consumer(ConsumerConfig::member(unique("member"), &group)).expect("consumer");
-    member.subscribe(std::slice::from_ref(&topic)).await.expect("subscribe");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let polled = member.poll(10, Duration::from_millis(200)).await.expect("poll");
-        assert!(polled.records.is_empty(), "records of a partition that starts paused");
-        if polled.rebalances.iter().any(|r| matches!(r, flechtwerk::kafka::Rebalance::Assigned { .. })) {
-            break;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "no assignment within 60 s");
-    }
+    let mut member = assigned_member(&kafka, &topic).await;
     // Paused since the assignment: librdkafka fetches nothing, its broker thread goes idle.
     let polled = member.poll(10, Duration::from_millis(300)).await.expect("poll");
     assert!(polled.records.is_empty(), "a paused partition's records: {:?}", polled.records);
