@@ -190,26 +190,26 @@ impl Index {
         })
     }
 
-    /// After a compaction batch: every slot pointing into the chunks `batch` (whose records
-    /// were copied from the sorted `moved_from` to `moved_to`) is repointed, in one pass over
-    /// the table. `base` is the batch's first chunk: the batch's chunks may be freed and popped
-    /// already, so the arena's first chunk may lie past the positions the slots still hold.
-    /// Returns the number of slots repointed.
-    pub(super) fn repoint(&mut self, arena: &Arena, base: u64, batch: Range<u64>, moved: &Moved<'_>) -> usize {
-        let moved_to = moved.to;
+    /// After a compaction batch: every slot pointing into the batch's chunks (whose records were
+    /// copied from the sorted `moved.from` to `moved.to`) is repointed, in one pass over the
+    /// table. Slots are decoded against the batch's first chunk: the batch's chunks may be freed
+    /// and popped already, so the arena's first chunk may lie past the positions the slots still
+    /// hold. Returns the number of slots repointed.
+    pub(super) fn repoint(&mut self, arena: &Arena, moved: &Moved<'_>) -> usize {
+        let (base, moved_to) = (moved.chunks.start, moved.to);
         if let (Slots::Narrow(_), Some(layout)) = (&self.slots, self.narrow) {
             // The slots the table holds now lie within the span of `base` (each entered checked
             // against a base no later than this one), so only the new positions need checking:
             // the last of them lies in the arena's last chunk, so if it fits, every slot does.
             if !moved_to.iter().all(|&pos| layout.fits(pos, base)) {
-                return self.widen(arena, base, Some((batch, moved)));
+                return self.widen(arena, base, Some(moved));
             }
         }
         let mut repointed = 0;
         with_slots!(&mut self.slots, self.narrow, base, |t, dec, enc| {
             for slot in t.iter_mut() {
                 let pos = dec(*slot);
-                if batch.contains(&(pos >> 32)) {
+                if moved.chunks.contains(&(pos >> 32)) {
                     *slot = enc(moved_to[moved.index_of(pos)]);
                     repointed += 1;
                 }
@@ -221,7 +221,7 @@ impl Index {
     /// Rebuilds the index with 8-byte slots, for good. Slots are decoded against `base`; with a
     /// compaction batch, the batch's slots are repointed on the way (their old records may be
     /// unmapped already, so they are hashed by their new ones). Returns the number repointed.
-    fn widen(&mut self, arena: &Arena, base: u64, batch: Option<(Range<u64>, &Moved<'_>)>) -> usize {
+    fn widen(&mut self, arena: &Arena, base: u64, batch: Option<&Moved<'_>>) -> usize {
         let (Slots::Narrow(narrow), Some(layout)) = (&self.slots, self.narrow) else {
             return 0;
         };
@@ -230,8 +230,8 @@ impl Index {
         let mut repointed = 0;
         for &slot in narrow.iter() {
             let mut pos = layout.decode(slot, base);
-            if let Some((batch, moved)) = &batch {
-                if batch.contains(&(pos >> 32)) {
+            if let Some(moved) = batch {
+                if moved.chunks.contains(&(pos >> 32)) {
                     pos = moved.to[moved.index_of(pos)];
                     repointed += 1;
                 }
@@ -249,10 +249,10 @@ impl Index {
 }
 
 /// The records one compaction batch moved: their old positions (`from`, sorted: the batch is
-/// walked in log order) and new ones (`to`), and per chunk of the batch (from `first` on) where
-/// its records start in `from` and how many bytes the chunk held.
+/// walked in log order) and new ones (`to`), and per chunk of the batch (`chunks`) where its
+/// records start in `from` and how many bytes the chunk held.
 pub(super) struct Moved<'a> {
-    pub(super) first: u64,
+    pub(super) chunks: Range<u64>,
     pub(super) from: &'a [Pos],
     pub(super) to: &'a [Pos],
     /// One entry per chunk of the batch plus a closing one (`from.len()`, 0).
@@ -266,7 +266,7 @@ impl Moved<'_> {
     /// dependent loads). Panics when `pos` is not there: the index would hold a record the
     /// compaction did not move.
     pub(super) fn index_of(&self, pos: Pos) -> usize {
-        let k = ((pos >> 32) - self.first) as usize;
+        let k = ((pos >> 32) - self.chunks.start) as usize;
         let ((lo, filled), hi) = (self.runs[k], self.runs[k + 1].0);
         let run = &self.from[lo..hi];
         let offset = (pos & 0xffff_ffff) as u128;

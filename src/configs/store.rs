@@ -427,8 +427,8 @@ impl ConfigStore {
             }
             // The batch's chunks may be popped by now: slots are decoded against its first.
             runs.push((moved_from.len(), 0));
-            let moved = Moved { first: batch_first, from: &moved_from, to: &moved_to, runs: &runs };
-            let repointed = self.table.repoint(&self.arena, batch_first, batch_first..number, &moved);
+            let moved = Moved { chunks: batch_first..number, from: &moved_from, to: &moved_to, runs: &runs };
+            let repointed = self.table.repoint(&self.arena, &moved);
             assert_eq!(repointed, moved_from.len(), "the index holds exactly the live records");
         }
         self.arena.recycle = false;

@@ -359,6 +359,17 @@ impl Shared {
         self.consumer.context()
     }
 
+    /// The position of `partition` as far as this client knows it without a request: its first
+    /// buffered record, else the offset a rewind will seek it back to, else librdkafka's own
+    /// (`rd_kafka_position`). Asked under the buffer's lock (`buffer`), which a fill holds while
+    /// it takes records, so the buffer and librdkafka agree.
+    pub(super) fn position_at_hand(&self, buffer: &Buffer, partition: &TopicPartition) -> Option<i64> {
+        buffer
+            .first_buffered(partition)
+            .or_else(|| buffer.rewinds.iter().find(|(p, _)| p == partition).map(|(_, o)| *o))
+            .or_else(|| rd_positions(&self.consumer, &rd_partitions([partition])).first().copied().flatten())
+    }
+
     /// Seeks partitions whose buffered records were dropped back to the first of them.
     pub(super) fn apply_rewinds(&self, buffer: &mut Buffer) {
         for (partition, offset) in std::mem::take(&mut buffer.rewinds) {
@@ -520,8 +531,6 @@ impl RdConsumer {
         }
     }
 
-    /// Hands out buffered items: leading rebalances, then up to `max` records up to the next
-    /// rebalance. Records of paused partitions are dropped and rewound instead.
     /// Fills the buffer (waiting up to `timeout` for a first item) and takes the next hand-out
     /// ([`take_held`](Self::take_held)): its records go to `lend` as librdkafka's messages,
     /// which live no longer than this call; returns what `lend` made of them and the
@@ -564,8 +573,9 @@ impl RdConsumer {
         Ok((lend(&held), rebalances))
     }
 
-    /// [`take`](Self::take) with the records left as librdkafka's messages (appended to `held`);
-    /// returns the rebalance events.
+    /// Hands out buffered items: leading rebalances, then up to `max` records up to the next
+    /// rebalance, left as librdkafka's messages (appended to `held`); returns the rebalance
+    /// events. Records of paused partitions are dropped and rewound instead.
     pub(super) fn take_held(&mut self, shared: &Shared, max: usize, held: &mut Vec<Held>) -> Vec<Rebalance> {
         let mut rebalances = Vec::new();
         // A cancelled poll may still be filling the buffer: then nothing is ready yet.
@@ -782,10 +792,7 @@ impl Consumer for RdConsumer {
         // records, so the two answers agree; a fill still running (a cancelled poll's) sends
         // this to the blocking path below, as does a client the cluster refused.
         if let (None, Ok(buffer)) = (shared.ctx().log.refusal.get(), shared.buffer.try_lock()) {
-            let buffered = buffer.first_buffered(partition);
-            let rewound = || buffer.rewinds.iter().find(|(p, _)| p == partition).map(|(_, o)| *o);
-            let current = || rd_positions(&shared.consumer, &rd_partitions([partition])).first().copied().flatten();
-            if let Some(offset) = buffered.or_else(rewound).or_else(current) {
+            if let Some(offset) = shared.position_at_hand(&buffer, partition) {
                 return Ok(offset);
             }
         }
@@ -794,16 +801,8 @@ impl Consumer for RdConsumer {
         let offset_reset = self.offset_reset;
         let refusal = shared.ctx().log.refusal.clone();
         let position = blocking_unless_refused(&refusal, "position", move || {
-            let buffer = lock(&shared.buffer);
-            if let Some(offset) = buffer.first_buffered(&target) {
+            if let Some(offset) = shared.position_at_hand(&lock(&shared.buffer), &target) {
                 return Ok(offset);
-            }
-            if let Some(offset) = buffer.rewinds.iter().find(|(p, _)| *p == target).map(|(_, o)| *o) {
-                return Ok(offset);
-            }
-            drop(buffer);
-            if let Some(Some(offset)) = rd_positions(&shared.consumer, &rd_partitions([&target])).first() {
-                return Ok(*offset);
             }
             if let Some(offset) = known {
                 return Ok(offset);
