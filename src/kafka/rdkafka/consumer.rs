@@ -85,6 +85,8 @@ pub(super) trait RebalanceClient {
     fn pause(&self, tpl: &TopicPartitionList) -> Result<(), RdError>;
     fn unassign(&self) -> Result<(), RdError>;
     fn assignment(&self) -> Result<TopicPartitionList, RdError>;
+    /// Whether librdkafka's group handler has terminated (the consumer is closing).
+    fn closed(&self) -> bool;
     /// The generation of the current assignment (-1 when unknown).
     fn generation(&self) -> i32;
 }
@@ -102,6 +104,9 @@ impl RebalanceClient for BaseConsumer<ConsumerCtx> {
     fn assignment(&self) -> Result<TopicPartitionList, RdError> {
         rdkafka::consumer::Consumer::assignment(self)
     }
+    fn closed(&self) -> bool {
+        BaseConsumer::closed(self)
+    }
     fn generation(&self) -> i32 {
         member_identity(self).map_or(-1, |(generation, _)| generation)
     }
@@ -114,6 +119,18 @@ impl ConsumerCtx {
     /// task processes.
     pub(super) fn on_rebalance(&self, client: &dyn RebalanceClient, error: RDKafkaRespErr, tpl: &TopicPartitionList) {
         let partitions = port_partitions(tpl);
+        if client.closed() {
+            // A rebalance event served after the group handler terminated (a close in
+            // progress): nothing is assigned any more, and an `assign` or `unassign` now would
+            // wait for good for a reply the terminated handler never sends (librdkafka#4884).
+            tracing::debug!(
+                client = &*self.log.client,
+                ?error,
+                ?partitions,
+                "rebalance event after the consumer closed: ignored"
+            );
+            return;
+        }
         let failed = |what: &str, e: &RdError| {
             tracing::error!(client = &*self.log.client, error = %e, ?partitions, "{what} failed");
             let error = rd_error_as(KafkaErrorKind::Fatal, "rebalance", e, None)
@@ -309,7 +326,10 @@ impl Buffer {
 }
 
 pub(super) struct Shared {
-    pub(super) consumer: BaseConsumer<ConsumerCtx>,
+    /// Dropped (closed) on a thread of its own when the last handle goes: see `Drop`.
+    pub(super) consumer: std::mem::ManuallyDrop<BaseConsumer<ConsumerCtx>>,
+    /// Told when the consumer has been closed and destroyed ([`Consumer::close`] waits on it).
+    pub(super) closed: Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
     /// A group-less consumer: librdkafka still looks up the coordinator of its private group,
     /// which a least-privilege principal may not describe; that refusal is no error here.
     pub(super) groupless: bool,
@@ -324,13 +344,41 @@ pub(super) struct Shared {
 }
 
 impl Drop for Shared {
+    /// Closes and destroys the client on a detached thread of its own. librdkafka's close can
+    /// block for good: a rebalance callback's `assign`/`unassign` that reaches the group handler
+    /// after it terminated waits for a reply that never comes (librdkafka#4884; seen here at the
+    /// end of the conformance suite against Apache Kafka 4.4, after a broker restart, and for a
+    /// member evicted for exceeding max.poll.interval.ms). On a thread of tokio's blocking pool
+    /// such a close would also hold up the runtime's shutdown, so the process could not exit;
+    /// a detached thread only leaks itself.
     fn drop(&mut self) {
-        // Held messages borrow the client: they go first (the fields drop after this).
+        // Held messages borrow the client: they go first.
         let buffer = match self.buffer.get_mut() {
             Ok(buffer) => buffer,
             Err(poisoned) => poisoned.into_inner(),
         };
         buffer.items.clear();
+        // SAFETY: taken exactly once, here, and the field is not used after.
+        let consumer = unsafe { std::mem::ManuallyDrop::take(&mut self.consumer) };
+        let twin = match self.uncommitted.get_mut() {
+            Ok(uncommitted) => uncommitted.1.take(),
+            Err(poisoned) => poisoned.into_inner().1.take(),
+        };
+        let done = match self.closed.get_mut() {
+            Ok(done) => done.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        };
+        let close = move || {
+            drop(twin);
+            drop(consumer);
+            if let Some(done) = done {
+                let _ = done.send(());
+            }
+        };
+        // Should the thread not start, the closure is dropped here, and the client with it.
+        if let Err(error) = std::thread::Builder::new().name("flechtwerk-close".into()).spawn(close) {
+            tracing::warn!(%error, "no thread for closing a consumer: closed in place");
+        }
     }
 }
 
@@ -695,7 +743,7 @@ impl Consumer for RdConsumer {
             let mut buffer = lock(&shared.buffer);
             buffer.items.retain(|item| matches!(item, Item::Rebalance(_)));
             buffer.rewinds.clear();
-            rdkafka::consumer::Consumer::assign(&shared.consumer, &tpl)
+            rdkafka::consumer::Consumer::assign(&*shared.consumer, &tpl)
                 .map_err(|e| rd_error("assign", &e, None).with_context(context.clone()))?;
             // librdkafka keeps a partition's pause across assignments; a manual assign fetches.
             shared.consumer.resume(&tpl).map_err(|e| rd_error("assign", &e, None).with_context(context))?;
@@ -732,7 +780,7 @@ impl Consumer for RdConsumer {
 
     fn pause(&mut self, partitions: &[TopicPartition]) -> KafkaResult<()> {
         let shared = self.shared("pause")?;
-        rdkafka::consumer::Consumer::pause(&shared.consumer, &rd_partitions(partitions))
+        rdkafka::consumer::Consumer::pause(&*shared.consumer, &rd_partitions(partitions))
             .map_err(|e| rd_error("pause", &e, None).with_context(self.context()))?;
         self.paused.extend(partitions.iter().cloned());
         Ok(())
@@ -954,22 +1002,18 @@ impl Consumer for RdConsumer {
         self.assigned.clear();
         self.paused.clear();
         self.known.clear();
-        // Dropping the last handle closes the consumer: revoke, leave the group, destroy. A
-        // cancelled poll still running holds another handle and closes it when it returns.
-        // Bounded: librdkafka's close can block for good (seen on Apache Kafka 4.4: a member
-        // evicted for exceeding max.poll.interval.ms, whose close runs the revoke callback and
-        // its unassign waits on the group handler without a timeout). The close then goes on
-        // in the background and the caller learns it did not finish.
-        match tokio::time::timeout(
-            CLOSE_BOUND,
-            blocking("close", move || {
-                drop(shared);
-                Ok(())
-            }),
-        )
-        .await
-        {
-            Ok(closed) => closed,
+        // Dropping the last handle closes the consumer (revoke, leave the group, destroy) on a
+        // thread of its own (see `Shared`'s `Drop`). A cancelled poll still running holds
+        // another handle and starts the close when it returns. Bounded: librdkafka's close can
+        // block for good; it then goes on in the background and the caller learns it did not
+        // finish.
+        let (done, closed) = tokio::sync::oneshot::channel();
+        *lock(&shared.closed) = Some(done);
+        drop(shared);
+        match tokio::time::timeout(CLOSE_BOUND, closed).await {
+            // A dropped sender: the close thread did not start, and the client was closed in
+            // place.
+            Ok(_) => Ok(()),
             Err(_) => {
                 tracing::warn!(consumer = %self.context(), "closing the consumer did not finish within {CLOSE_BOUND:?}");
                 Err(KafkaError::new(
@@ -1151,6 +1195,9 @@ mod tests {
         pause: bool,
         unassign: bool,
         unassigned: Cell<bool>,
+        /// The group handler has terminated: any assign or unassign would hang.
+        closed: bool,
+        called: Cell<bool>,
     }
 
     fn failure() -> RdError {
@@ -1159,6 +1206,7 @@ mod tests {
 
     impl RebalanceClient for Failing {
         fn assign(&self, _: &TopicPartitionList) -> Result<(), RdError> {
+            self.called.set(true);
             if self.assign {
                 Err(failure())
             } else {
@@ -1173,6 +1221,7 @@ mod tests {
             }
         }
         fn unassign(&self) -> Result<(), RdError> {
+            self.called.set(true);
             self.unassigned.set(true);
             if self.unassign {
                 Err(failure())
@@ -1182,6 +1231,9 @@ mod tests {
         }
         fn assignment(&self) -> Result<TopicPartitionList, RdError> {
             Ok(rd_partitions(&[TopicPartition::new("in", 0)]))
+        }
+        fn closed(&self) -> bool {
+            self.closed
         }
         fn generation(&self) -> i32 {
             7
@@ -1235,6 +1287,21 @@ mod tests {
         assert!(matches!(&events[0], Rebalance::Assigned { generation: 7, partitions } if partitions.len() == 2));
         assert!(matches!(&events[1], Rebalance::Revoked { .. }));
         assert!(client.unassigned.get());
+        assert!(ctx.take_failure().is_none());
+    }
+
+    /// A rebalance event served while the consumer closes, after librdkafka's group handler
+    /// terminated: an assign or unassign would wait for good for its reply (librdkafka#4884), so
+    /// neither is called, and nothing reaches the engine or fails it.
+    #[test]
+    fn a_rebalance_after_the_group_handler_terminated_calls_nothing() {
+        let ctx = ConsumerCtx::new("pod-0", false);
+        for event in [ASSIGN, REVOKE, RDKafkaRespErr::RD_KAFKA_RESP_ERR__FATAL] {
+            let client = Failing { closed: true, ..Failing::default() };
+            ctx.on_rebalance(&client, event, &tpl());
+            assert!(!client.called.get(), "{event:?}: no call into the terminated group handler");
+        }
+        assert!(lock(&ctx.events).is_empty());
         assert!(ctx.take_failure().is_none());
     }
 }

@@ -306,7 +306,8 @@ impl Kafka for RdKafka {
             .map_err(|e| rd_error("create consumer", &e, None).with_context(config.client_id.clone()))?;
         Ok(Box::new(RdConsumer {
             shared: Some(Arc::new(Shared {
-                consumer,
+                consumer: std::mem::ManuallyDrop::new(consumer),
+                closed: Mutex::new(None),
                 groupless: config.group_id.is_none(),
                 buffer: Mutex::new(Buffer::default()),
                 uncommitted: Mutex::new((uncommitted, None)),
