@@ -33,7 +33,8 @@
 //! Python only in the first N rounds, for a loaded machine where one Python run at 1M takes
 //! minutes). Python runs only up to
 //! `--python-max` entries (default 1 000 000: at 10 M it would need ~10 minutes and ~23 GiB per
-//! run); `--no-python` skips it. Figures are printed, never asserted: docs/performance.md holds
+//! run); `--no-python` skips it; `--breakdown` prints, under each Rust run, where the child's
+//! resident memory is when its store is restored (`/proc/self/smaps` by mapping). Figures are printed, never asserted: docs/performance.md holds
 //! them.
 //!
 //! The topic is produced once per size and reused by later invocations (it is named after the
@@ -202,12 +203,19 @@ fn parse_result(out: &std::process::Output, entries: u64, what: &str, digest: Op
     }
 }
 
-fn run_rust(bootstrap: &str, topic: &str, entries: u64, digest: u64) -> Figures {
+fn run_rust(bootstrap: &str, topic: &str, entries: u64, digest: u64, breakdown: bool) -> Figures {
     let exe = std::env::current_exe().expect("own path");
-    let out = Command::new(exe)
-        .args(["--child", bootstrap, topic, &format!("config-boot-rust-{entries}")])
-        .output()
-        .expect("spawn the Rust child");
+    let mut command = Command::new(exe);
+    command.args(["--child", bootstrap, topic, &format!("config-boot-rust-{entries}")]);
+    if breakdown {
+        command.arg("--breakdown");
+    }
+    let out = command.output().expect("spawn the Rust child");
+    if breakdown {
+        for line in String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| l.strip_prefix("BREAKDOWN ")) {
+            println!("    {line}");
+        }
+    }
     parse_result(&out, entries, "Rust", Some(digest))
 }
 
@@ -255,12 +263,14 @@ fn parent(args: &[String]) {
     let mut runs = 3;
     let mut python_max = 1_000_000;
     let mut python_runs = usize::MAX;
+    let mut breakdown = false;
     let mut iter = args.iter();
     while let Some(arg) = iter.next() {
         match arg.as_str() {
             "--runs" => runs = iter.next().and_then(|v| v.parse().ok()).expect("--runs N"),
             "--python-max" => python_max = iter.next().and_then(|v| v.parse().ok()).expect("--python-max N"),
             "--no-python" => python_max = 0,
+            "--breakdown" => breakdown = true,
             "--python-runs" => python_runs = iter.next().and_then(|v| v.parse().ok()).expect("--python-runs N"),
             other => sizes.push(other.parse::<u64>().unwrap_or_else(|_| panic!("not an entry count: {other}"))),
         }
@@ -289,7 +299,7 @@ fn parent(args: &[String]) {
         println!("{:<14} {:>8} {:>8} {:>9} {:>7} {:>9}", "run", "wall s", "cpu s", "peak MiB", "x wire", "base MiB");
         let mut results: BTreeMap<&str, Vec<Figures>> = BTreeMap::new();
         for run in 1..=runs {
-            let rust = run_rust(&bootstrap, &topic, entries, digest);
+            let rust = run_rust(&bootstrap, &topic, entries, digest, breakdown);
             print_row(&format!("rust #{run}"), &rust, wire);
             results.entry("rust").or_default().push(rust);
             if let Some(python) = with_python.filter(|_| run <= python_runs) {
@@ -333,6 +343,8 @@ struct Restored {
     started: Instant,
     cpu_start: Duration,
     figures: Mutex<Option<(Figures, usize)>>,
+    /// `--breakdown`: where the resident memory is when the store is restored.
+    breakdown: Option<Mutex<Vec<String>>>,
     /// The digest of the store as first updated (right after the figures are taken).
     digest: Mutex<Option<u64>>,
     stop: tokio::sync::Notify,
@@ -347,6 +359,9 @@ impl Observer for Restored {
             base: 0,
         };
         *self.figures.lock().expect("lock") = Some((figures, count));
+        if let Some(breakdown) = &self.breakdown {
+            *breakdown.lock().expect("lock") = memory_breakdown();
+        }
         self.stop.notify_one();
     }
 
@@ -360,7 +375,78 @@ impl Observer for Restored {
     }
 }
 
-fn child(bootstrap: &str, topic: &str, app_id: &str) {
+/// The resident memory of this process by mapping (`/proc/self/smaps`): file-backed mappings by
+/// file, anonymous ones of 1 MiB or more one by one (their size and resident part), the rest
+/// summed; and the status lines of the totals.
+fn memory_breakdown() -> Vec<String> {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").expect("Linux /proc");
+    let mut files: BTreeMap<String, u64> = BTreeMap::new();
+    let mut large_anon: Vec<(u64, u64, String)> = Vec::new();
+    let (mut small_anon, mut small_count) = (0u64, 0usize);
+    let mut current: Option<(u64, String)> = None;
+    let mut flush = |current: Option<(u64, String)>, rss: u64| {
+        let Some((size, name)) = current else { return };
+        if name.starts_with('/') {
+            let file = name.rsplit('/').next().unwrap_or(&name).to_owned();
+            *files.entry(file).or_default() += rss;
+        } else if rss >= 1 << 20 {
+            large_anon.push((rss, size, name));
+        } else {
+            small_anon += rss;
+            small_count += 1;
+        }
+    };
+    let mut rss = 0;
+    for line in smaps.lines() {
+        let mut fields = line.split_whitespace();
+        let first = fields.next().unwrap_or_default();
+        if let Some((start, end)) = first.split_once('-').filter(|(a, b)| {
+            !a.is_empty() && a.bytes().all(|c| c.is_ascii_hexdigit()) && b.bytes().all(|c| c.is_ascii_hexdigit())
+        }) {
+            flush(current.take(), rss);
+            rss = 0;
+            let size = u64::from_str_radix(end, 16).unwrap_or(0) - u64::from_str_radix(start, 16).unwrap_or(0);
+            let name = fields.nth(4).unwrap_or("[anon]").to_owned();
+            current = Some((size, name));
+        } else if first == "Rss:" {
+            rss = fields.next().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0) * 1024;
+        }
+    }
+    flush(current.take(), rss);
+    let mut lines = Vec::new();
+    let status = std::fs::read_to_string("/proc/self/status").expect("Linux /proc");
+    for field in ["VmHWM:", "VmRSS:", "RssAnon:", "RssFile:"] {
+        if let Some(line) = status.lines().find(|l| l.starts_with(field)) {
+            lines.push(line.split_whitespace().collect::<Vec<_>>().join(" "));
+        }
+    }
+    let mut files: Vec<(u64, String)> = files.into_iter().map(|(name, rss)| (rss, name)).collect();
+    files.sort_unstable_by(|a, b| b.cmp(a));
+    let file_total: u64 = files.iter().map(|(rss, _)| rss).sum();
+    lines.push(format!("file-backed {:.1} MiB:", mib(file_total)));
+    for (rss, name) in files.iter().filter(|(rss, _)| *rss >= 256 << 10) {
+        lines.push(format!("  {:>7.1} MiB {name}", mib(*rss)));
+    }
+    large_anon.sort_unstable_by(|a, b| b.cmp(a));
+    let anon_total: u64 = large_anon.iter().map(|(rss, _, _)| rss).sum::<u64>() + small_anon;
+    lines.push(format!("anonymous {:.1} MiB:", mib(anon_total)));
+    for (rss, size, name) in &large_anon {
+        lines.push(format!("  {:>7.1} MiB of a {:.1} MiB mapping {name}", mib(*rss), mib(*size)));
+    }
+    lines.push(format!("  {:>7.1} MiB in {small_count} mappings under 1 MiB resident each", mib(small_anon)));
+    lines
+}
+
+fn child(bootstrap: &str, topic: &str, app_id: &str, breakdown: bool) {
+    if std::env::var_os("RUST_LOG").is_some() {
+        // RUST_LOG=flechtwerk=debug: the bootstrap's spans and its store's footprint on stderr.
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .with_ansi(false)
+            .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
+            .init();
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     runtime.block_on(async {
         let kafka: Arc<dyn Kafka> = Arc::new(RdKafka::new(bootstrap));
@@ -370,6 +456,7 @@ fn child(bootstrap: &str, topic: &str, app_id: &str) {
             started: Instant::now(),
             cpu_start: cpu_time(),
             figures: Mutex::new(None),
+            breakdown: breakdown.then(Mutex::default),
             digest: Mutex::new(None),
             stop: tokio::sync::Notify::new(),
         });
@@ -386,6 +473,11 @@ fn child(bootstrap: &str, topic: &str, app_id: &str) {
         let (mut figures, count) = restored.figures.lock().expect("lock").take().expect("the store was restored");
         figures.base = base;
         let digest = restored.digest.lock().expect("lock").expect("the store was reported");
+        if let Some(breakdown) = &restored.breakdown {
+            for line in breakdown.lock().expect("lock").iter() {
+                println!("BREAKDOWN {line}");
+            }
+        }
         println!(
             "RESULT {:.3} {:.3} {} {} {count} {digest:016x}",
             figures.wall, figures.cpu, figures.peak, figures.base
@@ -396,7 +488,7 @@ fn child(bootstrap: &str, topic: &str, app_id: &str) {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
     if args.first().map(String::as_str) == Some("--child") {
-        child(&args[1], &args[2], &args[3]);
+        child(&args[1], &args[2], &args[3], args.get(4).map(String::as_str) == Some("--breakdown"));
         return;
     }
     parent(&args);

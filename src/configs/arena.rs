@@ -67,6 +67,9 @@ pub(super) const KIND_PENDING: u8 = 1;
 /// from live without a table lookup. The low bits keep the layout, so a dead record can still
 /// be stepped over.
 pub(super) const DEAD_BIT: u8 = 0x80;
+/// A one-byte filler (always dead): what is left of a record overwritten in place by a record
+/// one or two bytes shorter, too little for a filler record's header.
+pub(super) const KIND_PAD: u8 = 2;
 
 /// Where a pending (bootstrap) record came from: enough to name it in an
 /// [`InvalidMessageError`](crate::wire::InvalidMessageError).
@@ -148,6 +151,9 @@ pub(super) fn key_value_at(bytes: &[u8], at: usize) -> (&[u8], &[u8], usize) {
 
 pub(super) fn decode_record(bytes: &[u8], at: usize) -> View<'_> {
     let kind = bytes[at];
+    if kind == KIND_PAD | DEAD_BIT {
+        return View { kind, key: &[], value: &[], origin: None, len: 1 };
+    }
     let (key, value, mut i) = key_value_at(bytes, at);
     let origin = (kind & !DEAD_BIT == KIND_PENDING).then(|| {
         let topic = get_varint(bytes, &mut i) as u32;
@@ -157,6 +163,27 @@ pub(super) fn decode_record(bytes: &[u8], at: usize) -> View<'_> {
         Origin { topic, partition, offset, timestamp_ms: (ts > 0).then(|| unzigzag(ts - 1)) }
     });
     View { kind, key, value, origin, len: i - at }
+}
+
+/// Fills `out` with dead bytes a walk steps over: pad bytes when it is too short for a record
+/// header (one or two bytes), else one dead record with an empty key whose value covers the
+/// rest (its value length written as a varint of whatever width makes the record exactly fill
+/// `out`: a varint may carry redundant high groups, which [`get_varint`] reads the same).
+pub(super) fn encode_filler(out: &mut [u8]) {
+    let n = out.len();
+    if n < 3 {
+        out.fill(KIND_PAD | DEAD_BIT);
+        return;
+    }
+    // [kind][key len 0][value len: `width` bytes][value]
+    let width = (1..=9).find(|&w| (n - 2 - w) >> (7 * w).min(63) == 0).expect("a width always fits");
+    let value_len = (n - 2 - width) as u64;
+    out[0] = KIND_LIVE | DEAD_BIT;
+    out[1] = 0;
+    for (i, byte) in out[2..2 + width].iter_mut().enumerate() {
+        let group = ((value_len >> (7 * i)) & 0x7f) as u8;
+        *byte = if i + 1 < width { group | 0x80 } else { group };
+    }
 }
 
 /// One arena chunk: an anonymous memory map, so a freed chunk returns to the OS at once. (Heap
@@ -199,6 +226,13 @@ impl Chunk {
         let map = self.map.as_mut().expect("appends go to a mapped chunk");
         map[self.filled..self.filled + bytes.len()].copy_from_slice(bytes);
         self.filled += bytes.len();
+    }
+
+    /// Writes `bytes` over already written bytes at `offset`.
+    fn write_at(&mut self, offset: usize, bytes: &[u8]) {
+        debug_assert!(offset + bytes.len() <= self.filled);
+        let map = self.map.as_mut().expect("records live in mapped chunks");
+        map[offset..offset + bytes.len()].copy_from_slice(bytes);
     }
 
     pub(super) fn is_freed(&self) -> bool {
@@ -308,6 +342,44 @@ impl Arena {
         pos
     }
 
+    /// Replaces the record at `pos` (live or pending) by a record of the same key, written where
+    /// it is, when the new one is no longer: the bytes left over become a dead filler, so
+    /// updating a key to a value of the same size or smaller makes no garbage beyond them and
+    /// its position (what the index holds) stays. Returns the kind of the replaced record, or
+    /// `None`, changing nothing, when the new record does not fit.
+    pub(super) fn overwrite(&mut self, pos: Pos, key: &[u8], value: &[u8], origin: Option<Origin>) -> Option<u8> {
+        let View { kind, len: old_len, .. } = self.view(pos);
+        debug_assert_eq!(self.key(pos), key, "an overwrite keeps the key");
+        let mut head = std::mem::take(&mut self.scratch);
+        head.clear();
+        encode_header(&mut head, if origin.is_some() { KIND_PENDING } else { KIND_LIVE }, key, value);
+        let header_len = head.len();
+        if let Some(origin) = origin {
+            encode_origin(&mut head, origin);
+        }
+        let new_len = head.len() + key.len() + value.len();
+        let replaced = (new_len <= old_len).then(|| {
+            let index = ((pos >> 32) - self.first) as usize;
+            let chunk = &mut self.chunks[index];
+            let mut at = (pos & 0xffff_ffff) as usize;
+            for part in [&head[..header_len], key, value, &head[header_len..]] {
+                chunk.write_at(at, part);
+                at += part.len();
+            }
+            let filler = old_len - new_len;
+            if filler > 0 {
+                let map = chunk.map.as_mut().expect("records live in mapped chunks");
+                encode_filler(&mut map[at..at + filler]);
+                chunk.live_bytes -= filler;
+                self.live_bytes -= filler;
+                self.dead_bytes += filler;
+            }
+            kind
+        });
+        self.scratch = head;
+        replaced
+    }
+
     /// Marks the record at `pos` dead and returns its kind; frees its chunk when nothing in it
     /// is live any more.
     pub(super) fn kill(&mut self, pos: Pos) -> u8 {
@@ -353,5 +425,59 @@ impl Arena {
     /// Bytes written to chunks still mapped (untouched capacity is not resident).
     pub(super) fn memory_bytes(&self) -> usize {
         self.chunks.iter().map(|c| c.filled).sum::<usize>() + self.chunks.capacity() * std::mem::size_of::<Chunk>()
+    }
+}
+
+#[cfg(test)]
+impl Arena {
+    /// Walks every mapped chunk record by record and checks the accounting: each walk ends
+    /// exactly where the chunk's written part does, a chunk's live bytes are its records without
+    /// the dead bit, the arena's live and dead bytes are the sums (dead: written but not live).
+    /// Returns the live records' positions.
+    pub(super) fn check_accounting(&self) -> Vec<Pos> {
+        let mut live = Vec::new();
+        let (mut live_total, mut dead_total) = (0, 0);
+        for (i, chunk) in self.chunks.iter().enumerate() {
+            let number = self.first + i as u64;
+            let (mut at, mut chunk_live) = (0, 0);
+            while at < chunk.filled {
+                let view = decode_record(chunk.data(), at);
+                if view.kind & DEAD_BIT == 0 {
+                    chunk_live += view.len;
+                    live.push(pos_of(number, at));
+                }
+                at += view.len;
+            }
+            assert_eq!(at, chunk.filled, "chunk {number}: the walk must end where the chunk does");
+            assert_eq!(chunk_live, chunk.live_bytes, "chunk {number}: live bytes");
+            live_total += chunk_live;
+            dead_total += chunk.filled - chunk_live;
+        }
+        assert_eq!(live_total, self.live_bytes, "the arena's live bytes");
+        assert_eq!(dead_total, self.dead_bytes, "the arena's dead bytes");
+        live
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A filler of any length reads as one dead stretch of exactly that length, whatever
+    /// follows it.
+    #[test]
+    fn a_filler_is_stepped_over_exactly() {
+        let lengths = (1..=2_100).chain([16_383, 16_384, 16_385, 16_386, 2_097_155, 2_097_156, 3 << 20]);
+        for n in lengths {
+            let mut bytes = vec![0xAA; n + 4];
+            encode_filler(&mut bytes[..n]);
+            let mut at = 0;
+            while at < n {
+                let view = decode_record(&bytes, at);
+                assert_ne!(view.kind & DEAD_BIT, 0, "filler of {n}: dead");
+                at += view.len;
+            }
+            assert_eq!(at, n, "filler of {n} bytes");
+        }
     }
 }

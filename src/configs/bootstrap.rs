@@ -484,6 +484,13 @@ impl ConfigBootstrap {
         self.store
     }
 
+    /// Where the store's memory is so far, for a log line: (live record bytes, dead bytes not
+    /// yet compacted, index bytes).
+    pub(crate) fn footprint(&self) -> (usize, usize, usize) {
+        let arena = &self.store.arena;
+        (arena.live_bytes, arena.dead_bytes, self.store.table.allocation_size())
+    }
+
     /// Heap bytes held so far.
     ///
     /// ```

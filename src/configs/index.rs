@@ -157,20 +157,13 @@ impl Index {
         }
     }
 
-    /// Points `key`'s slot at `new` (inserting it when absent); returns the position it held.
-    pub(super) fn insert(&mut self, arena: &Arena, hash: u64, key: &[u8], new: Pos) -> Option<Pos> {
-        self.ensure_fits(arena, new);
+    /// Adds a slot for a key the index does not hold (the caller looked it up), pointing at
+    /// `pos`: no key is compared.
+    pub(super) fn insert_new(&mut self, arena: &Arena, hash: u64, pos: Pos) {
+        self.ensure_fits(arena, pos);
         let hasher = &self.hasher;
         with_slots!(&mut self.slots, self.narrow, arena.first, |t, dec, enc| {
-            match t.entry(hash, |&s| arena.key(dec(s)) == key, |&s| hasher.hash_one(arena.key(dec(s)))) {
-                hashbrown::hash_table::Entry::Occupied(mut slot) => {
-                    Some(dec(std::mem::replace(slot.get_mut(), enc(new))))
-                }
-                hashbrown::hash_table::Entry::Vacant(slot) => {
-                    slot.insert(enc(new));
-                    None
-                }
-            }
+            t.insert_unique(hash, enc(pos), |&s| hasher.hash_one(arena.key(dec(s))));
         })
     }
 

@@ -281,6 +281,13 @@ mod tests {
             proptest::prop_assert_eq!(store.get_bytes(key), Some(&value[..]), "key {}", key);
         }
         proptest::prop_assert_eq!(store.wire_bytes(), model.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>());
+        // The arena's bookkeeping matches its bytes, and its live records are what the index holds.
+        let mut live = store.arena.check_accounting();
+        let mut indexed = Vec::new();
+        store.table.for_each(&store.arena, |pos| indexed.push(pos));
+        live.sort_unstable();
+        indexed.sort_unstable();
+        proptest::prop_assert_eq!(live, indexed);
         Ok(())
     }
 
@@ -404,13 +411,16 @@ mod tests {
     #[test]
     fn narrow_index_wraps_and_widens() {
         let mut store = small_narrow_store(256, 3); // 8 chunks apart
+                                                    // Each update of a key is longer than the last (but every 40th), so it is appended, not
+                                                    // written over its predecessor: the log moves on through the chunks.
+        let pad = |step: usize| 10 + (step / 3) % 40;
         for step in 0..2_000 {
-            store.put_bytes(&format!("k{}", step % 3), &index_value(step, 20)).unwrap();
+            store.put_bytes(&format!("k{}", step % 3), &index_value(step, pad(step))).unwrap();
         }
         let created = store.arena.first + store.arena.chunks.len() as u64;
         assert!(store.table.is_narrow() && created > 100, "still narrow after {created} chunks");
         for step in 2_000 - 3..2_000 {
-            assert_eq!(store.get_bytes(&format!("k{}", step % 3)), Some(&index_value(step, 20)[..]));
+            assert_eq!(store.get_bytes(&format!("k{}", step % 3)), Some(&index_value(step, pad(step))[..]));
         }
         // Live records over more than 8 chunks: the index widens, and nothing is lost.
         for step in 0..100 {

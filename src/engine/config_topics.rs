@@ -23,11 +23,14 @@ use crate::observer::Observer;
 use crate::record::Config;
 use crate::wire::{InvalidMessagePolicy, PolicyError, RecordRef};
 
-/// Records per poll of the bootstrap's read: five times the default read's, so the per-poll
-/// work (a hop to the client's thread, a position check per open partition) is amortised over
-/// more records; as many as the bootstrap's consumer buffers ahead
-/// ([`FetchLimits::BOOTSTRAP`]). The records of one poll are held at once (about 2 MiB).
-const BOOTSTRAP_BATCH_RECORDS: usize = 5_000;
+/// Records per poll of the bootstrap's read: 2.5 times the default read's, so the per-poll work
+/// (a hop to the client's thread, a position check per open partition) is amortised over more
+/// records. The records of one poll are held at once, and the adapter takes the next poll's
+/// ahead while they are indexed, so two polls' worth sit beside librdkafka's own queue
+/// ([`FetchLimits::BOOTSTRAP`], up to 5 000 records): each record held costs its payload and
+/// librdkafka's per-message bookkeeping, and keeps its decompressed batch alive. At 5 000 per poll
+/// a 1 M-entry boot peaked ~4 MiB higher at the same wall time (docs/performance.md, issue #17).
+const BOOTSTRAP_BATCH_RECORDS: usize = 2_500;
 
 /// The config store, shared: the loop that drains it writes it (briefly, between its own
 /// reads), stage code reads it — a transformer's batch under one read guard (one consistent
@@ -117,6 +120,8 @@ impl ConfigTopics {
             Err(ReadError::Kafka(e)) => return Err(e.into()),
             Err(ReadError::Callback(e)) => return Err(e.into()),
         };
+        let (live_bytes, dead_bytes, index_bytes) = bootstrap.footprint();
+        tracing::debug!(live_bytes, dead_bytes, index_bytes, "config topics read to their ends");
         if let Err(error) = reader.close().await {
             // Everything was read; a client that fails to close cannot change the store.
             tracing::warn!(%error, "closing the config bootstrap's consumer failed");
