@@ -122,10 +122,12 @@ impl ConfigTopics {
         };
         let (live_bytes, dead_bytes, index_bytes) = bootstrap.footprint();
         tracing::debug!(live_bytes, dead_bytes, index_bytes, "config topics read to their ends");
+        let closing = tokio::time::Instant::now();
         if let Err(error) = reader.close().await {
             // Everything was read; a client that fails to close cannot change the store.
             tracing::warn!(%error, "closing the config bootstrap's consumer failed");
         }
+        tracing::debug!(took = ?closing.elapsed(), "config bootstrap's consumer closed");
         // The drain continues exactly at the captured ends (CFG-16).
         let mut consumer = kafka.consumer(ConsumerConfig::groupless(format!("{client_id}-config")))?;
         let starts: Vec<(TopicPartition, StartOffset)> =

@@ -369,8 +369,8 @@ impl Drop for Shared {
             Err(poisoned) => poisoned.into_inner().take(),
         };
         let close = move || {
-            drop(twin);
             drop(consumer);
+            drop(twin);
             if let Some(done) = done {
                 let _ = done.send(());
             }
@@ -1003,10 +1003,18 @@ impl Consumer for RdConsumer {
         self.paused.clear();
         self.known.clear();
         // Dropping the last handle closes the consumer (revoke, leave the group, destroy) on a
-        // thread of its own (see `Shared`'s `Drop`). A cancelled poll still running holds
-        // another handle and starts the close when it returns. Bounded: librdkafka's close can
-        // block for good; it then goes on in the background and the caller learns it did not
-        // finish.
+        // thread of its own (see `Shared`'s `Drop`). Another handle still out (a cancelled poll
+        // still running, the request that woke the fetchers after a resume) starts the close
+        // when it is dropped, in the background: nobody waits for that (the bootstrap's reader
+        // would wait ~0.5 s for the wake-up request its last resume sent). With the last handle
+        // here the close is awaited, bounded: librdkafka's close can block for good; it then
+        // goes on in the background and the caller learns it did not finish.
+        if Arc::strong_count(&shared) > 1 {
+            // No handle is made from nothing, so a count of one cannot rise again; a count above
+            // one may fall meanwhile, and then this drop closes it, unawaited.
+            drop(shared);
+            return Ok(());
+        }
         let (done, closed) = tokio::sync::oneshot::channel();
         *lock(&shared.closed) = Some(done);
         drop(shared);
