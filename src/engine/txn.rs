@@ -97,6 +97,12 @@ impl<'a> Txn<'a> {
     /// Awaits every delivery, then commits (when a transaction is open). Returns whether a
     /// transaction committed.
     async fn commit(&mut self) -> Result<bool, Error> {
+        if !self.deliveries.is_empty() {
+            // Sent now, not after the client's batching delay (librdkafka's `linger.ms`, 5 ms by
+            // default, which every commit used to wait out): the writes are complete, and the
+            // commit waits for their deliveries anyway.
+            self.producer.flush().await?;
+        }
         for delivery in self.deliveries.drain(..) {
             delivery.await?;
         }

@@ -460,9 +460,22 @@ impl Producer for RdProducer {
         self.transactional("abort_transaction", move |p| p.abort_transaction(timeout)).await
     }
 
+    /// One `rd_kafka_flush` with the whole timeout: while it runs, librdkafka sends what it holds
+    /// back for batching (`linger.ms`, 5 ms by default) at once, and it returns when every
+    /// delivery report has been served (by this producer's delivery thread). rdkafka's `flush`
+    /// instead loops on a zero-timeout flush, which leaves the linger in place: a transaction's
+    /// commit waited it out every time.
     async fn flush(&self) -> KafkaResult<()> {
-        let timeout = self.timeout;
-        self.transactional("flush", move |p| p.flush(timeout)).await
+        let timeout_ms = i32::try_from(self.timeout.as_millis()).unwrap_or(i32::MAX);
+        self.transactional("flush", move |p| {
+            // SAFETY: the client outlives the call (the handle holds it).
+            let code = unsafe { rdsys::rd_kafka_flush(p.client().native_ptr(), timeout_ms) };
+            match Code::from(code) {
+                Code::NoError => Ok(()),
+                error => Err(RdError::Flush(error)),
+            }
+        })
+        .await
     }
 
     async fn close(&self) {
