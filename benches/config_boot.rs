@@ -438,15 +438,8 @@ fn memory_breakdown() -> Vec<String> {
 }
 
 fn child(bootstrap: &str, topic: &str, app_id: &str, breakdown: bool) {
-    if std::env::var_os("RUST_LOG").is_some() {
-        // RUST_LOG=flechtwerk=debug: the bootstrap's spans and its store's footprint on stderr.
-        tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-            .with_writer(std::io::stderr)
-            .with_ansi(false)
-            .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
-            .init();
-    }
+    // RUST_LOG=flechtwerk=debug: the bootstrap's spans and its store's footprint on stderr.
+    support::trace_to_stderr_if_asked();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     runtime.block_on(async {
         let kafka: Arc<dyn Kafka> = Arc::new(RdKafka::new(bootstrap));

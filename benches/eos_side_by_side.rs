@@ -135,15 +135,8 @@ impl flechtwerk::observer::Observer for Announce {
 fn stage_child(argv: &[String]) {
     let get = |name: &str| flag_value(argv, name).unwrap_or_else(|| panic!("{name}"));
     let args = parse(argv);
-    if std::env::var_os("RUST_LOG").is_some() {
-        // RUST_LOG=flechtwerk=debug: the engine's spans on stderr (where the start-up goes).
-        tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-            .with_writer(std::io::stderr)
-            .with_ansi(false)
-            .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
-            .init();
-    }
+    // RUST_LOG=flechtwerk=debug: the engine's spans on stderr (where the start-up goes).
+    support::trace_to_stderr_if_asked();
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     let result = runtime.block_on(async {
         // BENCH_RDKAFKA_DEBUG=fetch,cgrp: librdkafka's debug contexts (with RUST_LOG=librdkafka=debug).

@@ -7,6 +7,18 @@ pub mod config_log;
 
 use std::time::Duration;
 
+/// With `RUST_LOG` set (e.g. `flechtwerk=debug`): the engine's events and span closes on stderr.
+pub fn trace_to_stderr_if_asked() {
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .with_ansi(false)
+            .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
+            .init();
+    }
+}
+
 /// CPU time (user + system) this process has used so far.
 pub fn cpu_time() -> Duration {
     let usage = rusage();

@@ -323,8 +323,9 @@ impl Arena {
         pos
     }
 
-    /// Appends a record, written straight into the chunk, and returns its position.
-    pub(super) fn append(&mut self, key: &[u8], value: &[u8], origin: Option<Origin>) -> Pos {
+    /// A record's header and origin trailer, encoded into the reused scratch buffer (taken: give
+    /// it back), and the header's length (the trailer follows it in the buffer).
+    fn head(&mut self, key: &[u8], value: &[u8], origin: Option<Origin>) -> (Vec<u8>, usize) {
         let mut head = std::mem::take(&mut self.scratch);
         head.clear();
         encode_header(&mut head, if origin.is_some() { KIND_PENDING } else { KIND_LIVE }, key, value);
@@ -332,6 +333,12 @@ impl Arena {
         if let Some(origin) = origin {
             encode_origin(&mut head, origin);
         }
+        (head, header_len)
+    }
+
+    /// Appends a record, written straight into the chunk, and returns its position.
+    pub(super) fn append(&mut self, key: &[u8], value: &[u8], origin: Option<Origin>) -> Pos {
+        let (head, header_len) = self.head(key, value, origin);
         let pos = self.reserve(head.len() + key.len() + value.len());
         let chunk = self.chunks.back_mut().expect("reserved");
         chunk.push(&head[..header_len]);
@@ -350,13 +357,7 @@ impl Arena {
     pub(super) fn overwrite(&mut self, pos: Pos, key: &[u8], value: &[u8], origin: Option<Origin>) -> Option<u8> {
         let View { kind, len: old_len, .. } = self.view(pos);
         debug_assert_eq!(self.key(pos), key, "an overwrite keeps the key");
-        let mut head = std::mem::take(&mut self.scratch);
-        head.clear();
-        encode_header(&mut head, if origin.is_some() { KIND_PENDING } else { KIND_LIVE }, key, value);
-        let header_len = head.len();
-        if let Some(origin) = origin {
-            encode_origin(&mut head, origin);
-        }
+        let (head, header_len) = self.head(key, value, origin);
         let new_len = head.len() + key.len() + value.len();
         let replaced = (new_len <= old_len).then(|| {
             let index = ((pos >> 32) - self.first) as usize;
