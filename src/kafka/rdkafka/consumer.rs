@@ -353,21 +353,11 @@ impl Drop for Shared {
     /// a detached thread only leaks itself.
     fn drop(&mut self) {
         // Held messages borrow the client: they go first.
-        let buffer = match self.buffer.get_mut() {
-            Ok(buffer) => buffer,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        buffer.items.clear();
+        inner_mut(&mut self.buffer).items.clear();
         // SAFETY: taken exactly once, here, and the field is not used after.
         let consumer = unsafe { std::mem::ManuallyDrop::take(&mut self.consumer) };
-        let twin = match self.uncommitted.get_mut() {
-            Ok(uncommitted) => uncommitted.1.take(),
-            Err(poisoned) => poisoned.into_inner().1.take(),
-        };
-        let done = match self.closed.get_mut() {
-            Ok(done) => done.take(),
-            Err(poisoned) => poisoned.into_inner().take(),
-        };
+        let twin = inner_mut(&mut self.uncommitted).1.take();
+        let done = inner_mut(&mut self.closed).take();
         let close = move || {
             drop(consumer);
             drop(twin);
