@@ -1,15 +1,24 @@
 //! One fetched batch: decoded before any transaction, run per state key, committed in one
 //! transaction per task (TRX-03..23), or in one transaction for all tasks through the
 //! instance's producer (per-instance shape, TRX-44).
+//!
+//! A batch goes through three steps, which the main loop pipelines (TRX-02): it is
+//! [prepared](Runner::prepare_batch) (parsed, run, encoded: no transaction yet), then
+//! [committed](Runner::commit_batch), then [completed](Runner::complete_batch) (its state
+//! changes go into the stores, its offsets into the tasks' records). While batch N commits, the
+//! loop polls and prepares batch N+1; N+1 reads the state N leaves behind from N's prepared
+//! changes (not yet in the stores, which follow only committed changes), and commits only after
+//! N completed.
 
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::Bytes;
 use futures::future::try_join_all;
 use futures::FutureExt as _;
 
-use super::task::{SharedProducer, Task, Tasks};
+use super::task::{SharedProducer, TaskStore, TaskTxn, Tasks};
 use super::Runner;
 use crate::configs::ConfigStore;
 use crate::engine::buggify;
@@ -19,6 +28,7 @@ use crate::kafka::{GroupMetadata, ProducerRecord, TopicPartition};
 use crate::message::{IncomingMessage, Message};
 use crate::record::State;
 use crate::stage::{Output, Transformer};
+use crate::state::StateStore;
 use crate::wire::RawRecord;
 
 /// One task's part of a batch: decoded messages in bucket order, and the next offset of every
@@ -41,54 +51,127 @@ struct BucketResult {
 /// One task's share of a batch, processed and encoded, not yet written.
 struct Prepared {
     outputs: Vec<ProducerRecord>,
+    /// Sorted by key (one per key): the next batch looks its baselines up here first.
     changes: Vec<StateChange>,
+    /// The next offset of every input partition of the task's share.
+    offsets: Vec<(TopicPartition, i64)>,
 }
 
 /// A state change ready for the changelog: the key, and the value bytes (`None` deletes). The
 /// bytes are shared between the changelog record and the local store's write.
-struct StateChange {
+pub(super) struct StateChange {
     key: String,
     value: Option<Bytes>,
 }
 
+/// A batch processed and encoded, its transactions not yet begun: what the main loop commits
+/// while it prepares the next one.
+pub(super) struct PreparedBatch {
+    tasks: BTreeMap<i32, Prepared>,
+    /// The group member the batch was fetched as: its offsets commit with this generation.
+    metadata: GroupMetadata,
+    /// Records processed (skipped ones included), for the observer.
+    size: usize,
+    started: tokio::time::Instant,
+}
+
+impl PreparedBatch {
+    /// The outputs of every task, moved out for the transactions (the changes stay: the next
+    /// batch reads them while this one commits).
+    pub(super) fn take_outputs(&mut self) -> BTreeMap<i32, Vec<ProducerRecord>> {
+        self.tasks.iter_mut().map(|(&p, prepared)| (p, std::mem::take(&mut prepared.outputs))).collect()
+    }
+
+    /// The state changes of task `partition`, sorted by key (empty when it had no share).
+    pub(super) fn changes(&self, partition: i32) -> &[StateChange] {
+        self.tasks.get(&partition).map_or(&[], |p| &p.changes[..])
+    }
+}
+
 impl<S: Transformer> Runner<S> {
-    /// Decodes, processes and commits one fetched batch (TRX-10..23); returns the next offset of
-    /// every input partition it covered.
+    /// Decodes and processes one fetched batch and encodes everything it writes (TRX-10..23),
+    /// beginning no transaction. `ahead` is the batch committing meanwhile, whose state changes
+    /// are not in the stores yet: a key's baseline is its change there, else the store's value.
     #[tracing::instrument(
-        name = "batch",
+        name = "batch.prepare",
         skip_all,
         fields(records = records.len(), generation = metadata.generation, processed = tracing::field::Empty)
     )]
-    pub(super) async fn process_batch(
+    pub(super) async fn prepare_batch(
         &self,
         records: Vec<RawRecord>,
-        tasks: &mut Tasks,
+        stores: &mut BTreeMap<i32, TaskStore<'_>>,
+        ahead: Option<&PreparedBatch>,
         configs: &ConfigStore,
-        metadata: &GroupMetadata,
+        metadata: GroupMetadata,
         inputs: &[String],
-    ) -> Result<Vec<(TopicPartition, i64)>, Error> {
+    ) -> Result<PreparedBatch, Error> {
         let started = tokio::time::Instant::now();
         let mut batch = self.parse(records, inputs)?;
         let size = batch.values().map(|b| b.messages.len()).sum();
         tracing::Span::current().record("processed", size);
-        if let Some(shared) = &mut tasks.shared {
-            let committed = self.run_shared_batch(&mut tasks.live, shared, batch, configs, metadata, inputs).await?;
-            self.observer.batch_processed(size, started.elapsed());
-            return Ok(committed);
-        }
         // Each task's share is handed over (moved, not cloned): the transform receives the
-        // decoded messages themselves.
-        let work = tasks.live.iter_mut().filter_map(|(p, task)| batch.remove(p).map(|b| (task, b))).map(
-            |(task, task_batch)| {
+        // decoded messages themselves. The tasks' shares run concurrently.
+        let budget = &Budget::default();
+        let work = stores.iter_mut().filter_map(|(p, task)| batch.remove(p).map(|b| (task, b))).map(
+            |(task, task_batch)| async move {
                 let offsets = task_offsets(inputs, task.partition, &task_batch);
-                self.run_task_batch(task, task_batch, offsets, configs, metadata, inputs)
+                let overlay = ahead.map_or(&[][..], |ahead| ahead.changes(task.partition));
+                let (outputs, changes) =
+                    self.prepare_task_batch(task, overlay, task_batch, configs, inputs, budget).await?;
+                Ok::<_, Error>((task.partition, Prepared { outputs, changes, offsets }))
             },
         );
-        // A failing task drops the others' futures mid-transaction; their open transactions
-        // are aborted when the tasks stop.
-        let committed = try_join_all(work).await?;
-        self.observer.batch_processed(size, started.elapsed());
-        Ok(committed.into_iter().flatten().collect())
+        let tasks = try_join_all(work).await?.into_iter().collect();
+        Ok(PreparedBatch { tasks, metadata, size, started })
+    }
+
+    /// Writes a prepared batch: one transaction per task, concurrently (TRX-10), or with the
+    /// instance's producer one transaction for all (TRX-44). `outputs` are the batch's, taken
+    /// out of it. A failing task drops the others' futures mid-transaction; their open
+    /// transactions are aborted when the tasks stop.
+    pub(super) async fn commit_batch(
+        &self,
+        tasks: Vec<TaskTxn<'_>>,
+        shared: Option<&mut SharedProducer>,
+        mut outputs: BTreeMap<i32, Vec<ProducerRecord>>,
+        batch: &PreparedBatch,
+    ) -> Result<(), Error> {
+        if let Some(shared) = shared {
+            let offsets: Vec<(TopicPartition, i64)> =
+                batch.tasks.values().flat_map(|p| p.offsets.iter().cloned()).collect();
+            let writes: Vec<(i32, Vec<ProducerRecord>, &[StateChange])> = batch
+                .tasks
+                .iter()
+                .map(|(&p, prepared)| (p, outputs.remove(&p).unwrap_or_default(), &prepared.changes[..]))
+                .collect();
+            return self.commit_shared(shared, writes, &offsets, &batch.metadata).await;
+        }
+        let work = tasks.into_iter().filter_map(|task| {
+            let prepared = batch.tasks.get(&task.partition)?;
+            let task_outputs = outputs.remove(&task.partition).unwrap_or_default();
+            Some(self.commit(task, task_outputs, &prepared.changes, &prepared.offsets, &batch.metadata))
+        });
+        try_join_all(work).await?;
+        Ok(())
+    }
+
+    /// After a batch committed: the stores take its state changes, the tasks its offsets.
+    /// Returns the offsets committed.
+    pub(super) fn complete_batch(
+        &self,
+        tasks: &mut Tasks,
+        batch: PreparedBatch,
+    ) -> Result<Vec<(TopicPartition, i64)>, Error> {
+        let mut committed = Vec::new();
+        for (partition, Prepared { changes, offsets, .. }) in batch.tasks {
+            let task = tasks.live.get_mut(&partition).expect("a batch's tasks stay live until it completed");
+            apply_changes(&mut task.store, changes)?;
+            task.committed(&offsets);
+            committed.extend(offsets);
+        }
+        self.observer.batch_processed(batch.size, batch.started.elapsed());
+        Ok(committed)
     }
 
     /// The parse loop, before any transaction (TRX-14): every record through the policy, grouped
@@ -113,77 +196,19 @@ impl<S: Transformer> Runner<S> {
         Ok(batch)
     }
 
-    /// Runs one task's share of a batch and commits it in one transaction; returns the offsets
-    /// it committed.
-    #[tracing::instrument(
-        name = "task.batch",
-        level = "debug",
-        skip_all,
-        fields(partition = task.partition, messages = batch.messages.len())
-    )]
-    async fn run_task_batch(
-        &self,
-        task: &mut Task,
-        batch: TaskBatch,
-        offsets: Vec<(TopicPartition, i64)>,
-        configs: &ConfigStore,
-        metadata: &GroupMetadata,
-        inputs: &[String],
-    ) -> Result<Vec<(TopicPartition, i64)>, Error> {
-        let Prepared { outputs, changes } = self.prepare_task_batch(task, batch, configs, inputs).await?;
-        self.commit(task, outputs, &changes, &offsets, metadata).await?;
-        apply_changes(task, changes)?;
-        task.committed(&offsets);
-        Ok(offsets)
-    }
-
-    /// The per-instance shape (TRX-44): every task's share is processed (concurrently, as in
-    /// the per-task shape), then one transaction of the instance's producer carries all their
-    /// outputs, changelog records and input offsets — the offsets in one call, with the
-    /// consumer's group metadata, so the coordinator accepts all or none (TRX-42). Only once
-    /// it committed do the tasks' stores follow. Returns the offsets committed.
-    async fn run_shared_batch(
-        &self,
-        live: &mut BTreeMap<i32, Task>,
-        shared: &mut SharedProducer,
-        mut batch: BTreeMap<i32, TaskBatch>,
-        configs: &ConfigStore,
-        metadata: &GroupMetadata,
-        inputs: &[String],
-    ) -> Result<Vec<(TopicPartition, i64)>, Error> {
-        let work = live.iter_mut().filter_map(|(p, task)| batch.remove(p).map(|b| (task, b))).map(
-            |(task, task_batch)| async move {
-                let offsets = task_offsets(inputs, task.partition, &task_batch);
-                let prepared = self.prepare_task_batch(task, task_batch, configs, inputs).await?;
-                Ok::<_, Error>((task, prepared, offsets))
-            },
-        );
-        let mut prepared = try_join_all(work).await?;
-        let offsets: Vec<(TopicPartition, i64)> =
-            prepared.iter().flat_map(|(_, _, offsets)| offsets.iter().cloned()).collect();
-        // The outputs move into the transaction; the changes stay for the stores.
-        let writes: Vec<(i32, Vec<ProducerRecord>, &[StateChange])> = prepared
-            .iter_mut()
-            .map(|(task, p, _)| (task.partition, std::mem::take(&mut p.outputs), &p.changes[..]))
-            .collect();
-        self.commit_shared(shared, writes, &offsets, metadata).await?;
-        for (task, Prepared { changes, .. }, task_offsets) in prepared {
-            apply_changes(task, changes)?;
-            task.committed(&task_offsets);
-        }
-        Ok(offsets)
-    }
-
     /// Processes one task's share of a batch: runs its buckets and encodes everything it
     /// writes, before any transaction begins (an unencodable output or state, NaN say, fails the
-    /// batch without opening one).
+    /// batch without opening one). `overlay` holds the task's changes of the batch committing
+    /// meanwhile, sorted by key. Returns the outputs and the state changes, sorted by key.
     async fn prepare_task_batch(
         &self,
-        task: &mut Task,
+        task: &mut TaskStore<'_>,
+        overlay: &[StateChange],
         batch: TaskBatch,
         configs: &ConfigStore,
         inputs: &[String],
-    ) -> Result<Prepared, Error> {
+        budget: &Budget,
+    ) -> Result<(Vec<ProducerRecord>, Vec<StateChange>), Error> {
         // Bucket by state key; within a bucket, input_topics order, then offset order (TRX-03).
         let mut buckets: BTreeMap<String, Vec<(usize, IncomingMessage)>> = BTreeMap::new();
         for entry in batch.messages {
@@ -192,12 +217,12 @@ impl<S: Transformer> Runner<S> {
         let mut baselines = Vec::with_capacity(buckets.len());
         for (key, msgs) in &mut buckets {
             msgs.sort_by_key(|(order, msg)| (*order, msg.offset));
-            baselines.push(load_state(task, key)?);
+            baselines.push(load_state(task, overlay, key)?);
         }
         let mut keys = Vec::with_capacity(buckets.len());
         let results = try_join_all(buckets.into_iter().zip(baselines).map(|((key, msgs), baseline)| {
             keys.push(key);
-            self.run_bucket(msgs, baseline, configs, inputs)
+            self.run_bucket(msgs, baseline, configs, inputs, budget)
         }))
         .await?;
         let mut outputs = Vec::new();
@@ -209,7 +234,7 @@ impl<S: Transformer> Runner<S> {
             }
         }
         let outputs = outputs.iter().map(output_record).collect::<Result<Vec<_>, Error>>()?;
-        Ok(Prepared { outputs, changes })
+        Ok((outputs, changes))
     }
 
     fn encode_change(&self, partition: i32, key: String, state: State) -> Result<StateChange, Error> {
@@ -233,12 +258,14 @@ impl<S: Transformer> Runner<S> {
         baseline: State,
         configs: &ConfigStore,
         inputs: &[String],
+        budget: &Budget,
     ) -> Result<BucketResult, Error> {
         // The state the last transform set (`None`: none set one yet, the baseline holds).
         // Each transform gets its own copy (TRX-04): one clone per record, none otherwise.
         let mut last_set: Option<State> = None;
         let mut outputs = Vec::new();
         for (order, msg) in msgs {
+            budget.spend().await;
             self.observer.message_in(&msg.topic);
             let mut out = Output::new(configs, &*self.observer);
             let (partition, offset) = (msg.partition, msg.offset);
@@ -277,7 +304,7 @@ impl<S: Transformer> Runner<S> {
     )]
     async fn commit(
         &self,
-        task: &mut Task,
+        task: TaskTxn<'_>,
         outputs: Vec<ProducerRecord>,
         changes: &[StateChange],
         offsets: &[(TopicPartition, i64)],
@@ -285,7 +312,7 @@ impl<S: Transformer> Runner<S> {
     ) -> Result<(), Error> {
         let changelog = self.settings.changelog_topic();
         let producer = &**task.producer.as_ref().expect("the per-task shape: every task has its producer");
-        let mut txn = Txn::new(producer, &mut task.txn, &*self.observer);
+        let mut txn = Txn::new(producer, task.txn, &*self.observer);
         let filled = async {
             self.send_task_writes(&mut txn, &changelog, task.partition, outputs, changes).await?;
             if producer.transactional_id().is_some() {
@@ -365,10 +392,10 @@ impl<S: Transformer> Runner<S> {
 
 /// The local store follows the changelog only once the transaction committed: a store never
 /// holds a state that no reader can see. All of the batch's changes in one write.
-fn apply_changes(task: &mut Task, changes: Vec<StateChange>) -> Result<(), Error> {
+fn apply_changes(store: &mut Box<dyn StateStore>, changes: Vec<StateChange>) -> Result<(), Error> {
     let writes: Vec<(&str, Option<&[u8]>)> =
         changes.iter().map(|change| (change.key.as_str(), change.value.as_deref())).collect();
-    task.store.apply(&writes)?;
+    store.apply(&writes)?;
     Ok(())
 }
 
@@ -377,14 +404,38 @@ fn task_offsets(inputs: &[String], partition: i32, batch: &TaskBatch) -> Vec<(To
     batch.offsets.iter().map(|(&order, &next)| (TopicPartition::new(&inputs[order], partition), next)).collect()
 }
 
-fn load_state(task: &mut Task, key: &str) -> Result<State, Error> {
-    match task.store.get(key)? {
-        None => Ok(State::new()),
-        Some(bytes) => crate::wire::decode_value(Some(&bytes)).map(State::wrap).map_err(|source| Error::CorruptState {
-            partition: task.partition,
-            key: key.to_owned(),
-            source,
-        }),
+/// A key's baseline: its change in `overlay` (the batch committing meanwhile, sorted by key),
+/// else its value in the task's store.
+fn load_state(task: &mut TaskStore<'_>, overlay: &[StateChange], key: &str) -> Result<State, Error> {
+    let decode =
+        |bytes: Option<&[u8]>| match bytes {
+            None => Ok(State::new()),
+            Some(bytes) => crate::wire::decode_value(Some(bytes))
+                .map(State::wrap)
+                .map_err(|source| Error::CorruptState { partition: task.partition, key: key.to_owned(), source }),
+        };
+    match overlay.binary_search_by(|change| change.key.as_str().cmp(key)) {
+        Ok(found) => decode(overlay[found].value.as_deref()),
+        Err(_) => decode(task.store.get(key)?.as_deref()),
+    }
+}
+
+/// How many transforms run between two yields of a batch's preparation: the batch committing
+/// meanwhile, driven by the same task, moves on at each yield (its next call, its commit) instead of
+/// waiting for the whole preparation.
+const RECORDS_PER_YIELD: usize = 64;
+
+/// The transforms a preparation ran since it last yielded, across its concurrent buckets: once
+/// the budget is spent, every bucket yields at its next record, so one pass over them ends.
+#[derive(Default)]
+struct Budget(AtomicUsize);
+
+impl Budget {
+    async fn spend(&self) {
+        if self.0.fetch_add(1, Ordering::Relaxed) >= RECORDS_PER_YIELD {
+            tokio::task::yield_now().await;
+            self.0.store(0, Ordering::Relaxed);
+        }
     }
 }
 

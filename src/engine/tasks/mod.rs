@@ -33,7 +33,8 @@ use std::sync::Arc;
 use futures::future::try_join_all;
 use tracing::Instrument as _;
 
-use self::task::{SharedProducer, Tasks};
+use self::batch::PreparedBatch;
+use self::task::{SharedProducer, TaskStore, Tasks};
 use crate::engine::bounds::{CLOSE_TIMEOUT, POLL_TIMEOUT, TASK_TRANSACTION_TIMEOUT};
 use crate::engine::buggify;
 use crate::engine::config_topics::ConfigTopics;
@@ -42,7 +43,7 @@ use crate::engine::settings::{Guarantee, Producers, Settings};
 use crate::engine::stop::Stop;
 use crate::error::Error;
 use crate::kafka::{
-    Consumer, ConsumerConfig, Kafka, KafkaError, KafkaErrorKind, LogEnd, NewTopic, ProducerConfig, Rebalance,
+    Consumer, ConsumerConfig, Kafka, KafkaError, KafkaErrorKind, LogEnd, NewTopic, Polled, ProducerConfig, Rebalance,
     TopicCreation, TopicPartition,
 };
 use crate::observer::Observer;
@@ -196,11 +197,17 @@ impl<S: Transformer> Runner<S> {
         stop: &Stop,
     ) -> Result<(), Error> {
         let mut pending: BTreeSet<i32> = BTreeSet::new();
+        // The batch prepared last, to commit next: it commits while the next one is polled
+        // and prepared.
+        let mut ready: Option<PreparedBatch> = None;
         loop {
-            if stop.is_raised() {
+            // A prepared batch still commits (its transactions are not begun yet; the stop
+            // waits for them like it waits for a batch being written).
+            if stop.is_raised() && ready.is_none() {
                 return Ok(());
             }
             if !pending.is_empty() {
+                assert!(ready.is_none(), "tasks start only after the batch before the assignment completed");
                 let start = self.start_tasks(consumer, &pending, tasks, inputs);
                 tokio::select! {
                     biased;
@@ -209,66 +216,171 @@ impl<S: Transformer> Runner<S> {
                 }
                 pending.clear();
             }
-            // Poll is cancellation-safe (the port's contract), so a shutdown may interrupt it.
-            let polled = tokio::select! {
-                biased;
-                () = stop.raised() => return Ok(()),
-                polled = consumer.poll(self.settings.max_poll_records, POLL_TIMEOUT) => polled?,
-            };
-            for event in polled.rebalances {
-                match event {
-                    Rebalance::Revoked { partitions } => {
-                        tracing::info!(revoked = partitions.len(), "partitions revoked: stopping every task");
-                        // Between batches: no task has a transaction open (TRX-33).
-                        assert!(
-                            tasks.live.values().all(|t| !t.txn.is_open())
-                                && tasks.shared.as_ref().is_none_or(|s| !s.txn.is_open()),
-                            "a task's batch commits before its revocation is handled"
-                        );
-                        tasks.stop_all(&*self.observer, "partitions revoked").await?;
-                        pending.clear();
-                    }
-                    Rebalance::Assigned { partitions, generation } => {
-                        assert!(
-                            tasks.live.is_empty(),
-                            "eager rebalancing: partitions are revoked before new ones are assigned"
-                        );
-                        // Bookkeeping only (TRX-32): the partitions arrive paused.
-                        pending = partitions.iter().map(|p| p.partition).collect();
-                        tracing::info!(generation, tasks = ?pending, "partitions assigned");
+            let next = match ready.take() {
+                // Poll is cancellation-safe (the port's contract), so a shutdown may interrupt it.
+                None => tokio::select! {
+                    biased;
+                    () = stop.raised() => Next::Stopped,
+                    polled = consumer.poll(self.settings.max_poll_records, POLL_TIMEOUT) => Next::Polled(polled?),
+                },
+                Some(batch) => {
+                    let step = self.pipelined_step(batch, consumer, configs, tasks, inputs, hooks, stop);
+                    match step.await? {
+                        Some(next) => next,
+                        // Abandoned: the tasks' open transactions are aborted when they stop.
+                        None => return Ok(()),
                     }
                 }
-            }
-            buggify::point("loop.after_poll").await;
-            configs.drain(hooks, &*self.observer, |_, _| Ok(())).await?;
-            // Records of partitions without a live task are dropped uncommitted: their next
-            // owner processes them (TRX-02, TRX-35).
-            let records: Vec<_> =
-                polled.records.into_iter().filter(|r| tasks.live.contains_key(&r.partition)).collect();
-            if records.is_empty() {
-                continue;
-            }
-            let Some(metadata) = consumer.group_metadata() else {
-                // The member lost its membership (evicted after a pause or a partition) and
-                // has not been told yet: nothing it holds may commit. Drop the batch and the
-                // tasks; the rejoin brings a fresh assignment from the committed offsets.
-                tracing::warn!("group membership lost: dropping the batch and every task");
-                tasks.stop_all(&*self.observer, "group membership lost").await?;
-                continue;
             };
-            // One consistent snapshot of the config store for the whole batch (CFG-24): nothing
-            // writes it until the next drain, in this loop.
-            let store = configs.store().read().await;
-            let batch = self.process_batch(records, tasks, &store, &metadata, inputs);
-            let offsets = tokio::select! {
-                biased;
-                offsets = batch => offsets?,
-                // Abandoned: the tasks' open transactions are aborted when they stop.
-                () = stop.grace_expired() => return Ok(()),
+            ready = match next {
+                Next::Stopped => return Ok(()),
+                Next::Prepared(batch) => batch,
+                Next::Polled(polled) => {
+                    let batch = self.on_polled(polled, consumer, configs, tasks, &mut pending, inputs, hooks, stop);
+                    match batch.await? {
+                        Next::Prepared(batch) => batch,
+                        _ => return Ok(()),
+                    }
+                }
+                Next::MembershipLost => {
+                    membership_lost(tasks, &*self.observer).await?;
+                    None
+                }
             };
-            if self.settings.guarantee == Guarantee::AtLeastOnce {
-                consumer.commit_offsets(&offsets).await?;
+        }
+    }
+
+    /// Commits `batch` while the next batch is polled and prepared (TRX-02): returns what the
+    /// poll brought, once `batch` committed and completed (its changes in the stores, its
+    /// offsets committed in at-least-once mode), or `None` when the stop's grace expired
+    /// first. A poll that brings rebalance events is handed back unprocessed: they are handled
+    /// after the commit, between batches. An error of the commit is returned first; one of
+    /// the next batch's preparation after this batch completed.
+    #[allow(clippy::too_many_arguments)]
+    async fn pipelined_step(
+        &self,
+        mut batch: PreparedBatch,
+        consumer: &mut dyn Consumer,
+        configs: &mut ConfigTopics,
+        tasks: &mut Tasks,
+        inputs: &[String],
+        hooks: Hooks<'_>,
+        stop: &Stop,
+    ) -> Result<Option<Next>, Error> {
+        let outputs = batch.take_outputs();
+        let (txns, mut stores, shared) = tasks.split();
+        let commit = self.commit_batch(txns, shared, outputs, &batch);
+        let ahead = self.poll_ahead(consumer, configs, &mut stores, &batch, inputs, hooks, stop);
+        let (committed, next) = tokio::select! {
+            biased;
+            both = futures::future::join(commit, ahead) => both,
+            () = stop.grace_expired() => return Ok(None),
+        };
+        drop(stores);
+        committed?;
+        let offsets = self.complete_batch(tasks, batch)?;
+        if self.settings.guarantee == Guarantee::AtLeastOnce {
+            consumer.commit_offsets(&offsets).await?;
+        }
+        next.map(Some)
+    }
+
+    /// The next batch, polled and prepared while `ahead` commits: its baselines read `ahead`'s
+    /// changes first (they are not in `stores` yet).
+    #[allow(clippy::too_many_arguments)]
+    async fn poll_ahead(
+        &self,
+        consumer: &mut dyn Consumer,
+        configs: &mut ConfigTopics,
+        stores: &mut BTreeMap<i32, TaskStore<'_>>,
+        ahead: &PreparedBatch,
+        inputs: &[String],
+        hooks: Hooks<'_>,
+        stop: &Stop,
+    ) -> Result<Next, Error> {
+        let polled = tokio::select! {
+            biased;
+            () = stop.raised() => return Ok(Next::Stopped),
+            polled = consumer.poll(self.settings.max_poll_records, POLL_TIMEOUT) => polled?,
+        };
+        if !polled.rebalances.is_empty() {
+            return Ok(Next::Polled(polled));
+        }
+        buggify::point("loop.after_poll").await;
+        configs.drain(hooks, &*self.observer, |_, _| Ok(())).await?;
+        let records: Vec<_> = polled.records.into_iter().filter(|r| stores.contains_key(&r.partition)).collect();
+        if records.is_empty() {
+            return Ok(Next::Prepared(None));
+        }
+        let Some(metadata) = consumer.group_metadata() else {
+            return Ok(Next::MembershipLost);
+        };
+        // One consistent snapshot of the config store for the whole batch (CFG-24): nothing
+        // writes it until the next drain, in this loop.
+        let store = configs.store().read().await;
+        let batch = self.prepare_batch(records, stores, Some(ahead), &store, metadata, inputs).await?;
+        Ok(Next::Prepared(Some(batch)))
+    }
+
+    /// A poll handled with no batch in flight: its rebalance events, the config drain, then its
+    /// records prepared. Returns [`Next::Prepared`], or [`Next::Stopped`] when the stop's grace
+    /// expired during the preparation.
+    #[allow(clippy::too_many_arguments)]
+    async fn on_polled(
+        &self,
+        polled: Polled,
+        consumer: &mut dyn Consumer,
+        configs: &mut ConfigTopics,
+        tasks: &mut Tasks,
+        pending: &mut BTreeSet<i32>,
+        inputs: &[String],
+        hooks: Hooks<'_>,
+        stop: &Stop,
+    ) -> Result<Next, Error> {
+        for event in polled.rebalances {
+            match event {
+                Rebalance::Revoked { partitions } => {
+                    tracing::info!(revoked = partitions.len(), "partitions revoked: stopping every task");
+                    // Between batches: no task has a transaction open (TRX-33).
+                    assert!(
+                        tasks.live.values().all(|t| !t.txn.is_open())
+                            && tasks.shared.as_ref().is_none_or(|s| !s.txn.is_open()),
+                        "a task's batch commits before its revocation is handled"
+                    );
+                    tasks.stop_all(&*self.observer, "partitions revoked").await?;
+                    pending.clear();
+                }
+                Rebalance::Assigned { partitions, generation } => {
+                    assert!(
+                        tasks.live.is_empty(),
+                        "eager rebalancing: partitions are revoked before new ones are assigned"
+                    );
+                    // Bookkeeping only (TRX-32): the partitions arrive paused.
+                    *pending = partitions.iter().map(|p| p.partition).collect();
+                    tracing::info!(generation, tasks = ?pending, "partitions assigned");
+                }
             }
+        }
+        buggify::point("loop.after_poll").await;
+        configs.drain(hooks, &*self.observer, |_, _| Ok(())).await?;
+        // Records of partitions without a live task are dropped uncommitted: their next
+        // owner processes them (TRX-02, TRX-35).
+        let records: Vec<_> = polled.records.into_iter().filter(|r| tasks.live.contains_key(&r.partition)).collect();
+        if records.is_empty() {
+            return Ok(Next::Prepared(None));
+        }
+        let Some(metadata) = consumer.group_metadata() else {
+            membership_lost(tasks, &*self.observer).await?;
+            return Ok(Next::Prepared(None));
+        };
+        // One consistent snapshot of the config store for the whole batch (CFG-24).
+        let store = configs.store().read().await;
+        let (_, mut stores, _) = tasks.split();
+        let batch = self.prepare_batch(records, &mut stores, None, &store, metadata, inputs);
+        tokio::select! {
+            biased;
+            batch = batch => Ok(Next::Prepared(Some(batch?))),
+            () = stop.grace_expired() => Ok(Next::Stopped),
         }
     }
 
@@ -389,6 +501,27 @@ impl<S: Transformer> Runner<S> {
         consumer.resume(&partitions)?;
         Ok(started)
     }
+}
+
+/// What the main loop does next, after a poll (and, pipelined, after the batch in flight
+/// completed).
+enum Next {
+    /// The stop was raised (or its grace expired): return.
+    Stopped,
+    /// A poll to handle with no batch in flight (it brought rebalance events).
+    Polled(Polled),
+    /// The next batch, prepared (`None`: nothing to process).
+    Prepared(Option<PreparedBatch>),
+    /// The member lost its group membership while a batch was in flight.
+    MembershipLost,
+}
+
+/// The member lost its membership (evicted after a pause or a partition) and has not been told
+/// yet: nothing it holds may commit. The batch is dropped with every task; the rejoin brings a
+/// fresh assignment from the committed offsets.
+async fn membership_lost(tasks: &mut Tasks, observer: &dyn Observer) -> Result<(), Error> {
+    tracing::warn!("group membership lost: dropping the batch and every task");
+    tasks.stop_all(observer, "group membership lost").await
 }
 
 /// Connects the restore consumer ahead of the restore, while the start's other requests run:

@@ -32,7 +32,27 @@ pub(super) struct Task {
     pub(super) committed: BTreeMap<TopicPartition, i64>,
 }
 
+/// The part of a task its transactions use, borrowed apart from its store ([`TaskStore`]): a
+/// batch commits through it while the next batch reads the store.
+pub(super) struct TaskTxn<'a> {
+    pub(super) partition: i32,
+    pub(super) producer: &'a Option<Box<dyn Producer>>,
+    pub(super) txn: &'a mut TxnState,
+}
+
+/// The part of a task a batch's preparation uses: its store, read for the baselines.
+pub(super) struct TaskStore<'a> {
+    pub(super) partition: i32,
+    pub(super) store: &'a mut Box<dyn StateStore>,
+}
+
 impl Task {
+    /// The task split into its transaction part and its store part.
+    fn split(&mut self) -> (TaskTxn<'_>, TaskStore<'_>) {
+        let Task { partition, producer, store, txn, .. } = self;
+        (TaskTxn { partition: *partition, producer, txn }, TaskStore { partition: *partition, store })
+    }
+
     /// Records that `offsets` committed, asserting they never move backwards.
     pub(super) fn committed(&mut self, offsets: &[(TopicPartition, i64)]) {
         for (tp, next) in offsets {
@@ -175,6 +195,12 @@ pub(super) struct Tasks {
 }
 
 impl Tasks {
+    /// Every live task split in two (see [`TaskTxn`]), and the instance's producer.
+    pub(super) fn split(&mut self) -> (Vec<TaskTxn<'_>>, BTreeMap<i32, TaskStore<'_>>, Option<&mut SharedProducer>) {
+        let (txns, stores) = self.live.values_mut().map(Task::split).map(|(t, s)| (t, (s.partition, s))).unzip();
+        (txns, stores, self.shared.as_mut())
+    }
+
     /// Stops every task (TRX-33, TRX-36): never retained across a rebalance. Reports
     /// `tasks_assigned(0)` when there were any.
     pub(super) async fn stop_all(&mut self, observer: &dyn Observer, cause: &str) -> Result<(), Error> {
