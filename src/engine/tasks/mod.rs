@@ -5,11 +5,18 @@
 //! the static id `{application_id}-{partition}` — starting it fences whoever held the task
 //! before — and a state store restored from changelog partition `partition`.
 //!
-//! The main loop is sequential: start pending tasks → poll → apply rebalance events → drain
-//! config topics → process the batch. Processing a batch commits one transaction per task
-//! holding its outputs, its state changes (one final write per key) and its input offsets, so
-//! a record's effects become visible exactly once, or — after a crash, a fence or a revocation —
-//! not at all and the next owner redoes them.
+//! The main loop: start pending tasks → poll → apply rebalance events → drain config topics →
+//! prepare the batch (run and encode it, no transaction yet) → commit it. Committing a batch
+//! writes one transaction per task holding its outputs, its state changes (one final write per
+//! key) and its input offsets, so a record's effects become visible exactly once, or — after a
+//! crash, a fence or a revocation — not at all and the next owner redoes them.
+//!
+//! The loop is pipelined: while batch N commits, batch N+1 is polled, the config topics drained
+//! and N+1 prepared, its baselines read from N's changes before the stores (which take N's
+//! changes only once N committed). N+1's transactions begin only after N completed. A poll that
+//! brings rebalance events is handled only after the batch in flight completed, so rebalances
+//! still fall between batches; an error of N is returned before anything of N+1 is written,
+//! and an error of N+1's preparation only after N completed.
 //!
 //! With [`Producers::PerInstance`] (KIP-447, TRX-40..44, docs/concepts/exactly-once-v2.md) the
 //! instance has one transactional producer instead, `{application_id}-instance-{client_id}`,
@@ -22,7 +29,8 @@
 //! Invariants this module asserts where it relies on them: partitions are revoked before new
 //! ones are assigned (eager rebalancing), so an assignment never finds live tasks; a task's
 //! batch commits (or aborts) before its revocation is handled, because the loop handles
-//! rebalance events only between batches; a task's committed offsets only move forward.
+//! rebalance events only between batches, with none in flight; a task's committed offsets only
+//! move forward; tasks start only with no batch prepared or in flight.
 
 mod batch;
 mod task;
@@ -49,6 +57,7 @@ use crate::kafka::{
 use crate::observer::Observer;
 use crate::stage::Transformer;
 use crate::state::StateStores;
+use crate::wire::RawRecord;
 
 /// The transformer runner.
 pub(crate) struct Runner<S> {
@@ -306,9 +315,27 @@ impl<S: Transformer> Runner<S> {
         if !polled.rebalances.is_empty() {
             return Ok(Next::Polled(polled));
         }
+        self.prepare_polled(polled.records, consumer, configs, stores, Some(ahead), inputs, hooks).await
+    }
+
+    /// The records of a poll made a batch: after the config drain, those of partitions without
+    /// a live task (no entry in `stores`) are dropped uncommitted: their next owner processes them
+    /// (TRX-02, TRX-35); the rest are prepared, reading `ahead`'s changes first when a batch is
+    /// in flight. Returns [`Next::Prepared`], or [`Next::MembershipLost`].
+    #[allow(clippy::too_many_arguments)]
+    async fn prepare_polled(
+        &self,
+        records: Vec<RawRecord>,
+        consumer: &mut dyn Consumer,
+        configs: &mut ConfigTopics,
+        stores: &mut BTreeMap<i32, TaskStore<'_>>,
+        ahead: Option<&PreparedBatch>,
+        inputs: &[String],
+        hooks: Hooks<'_>,
+    ) -> Result<Next, Error> {
         buggify::point("loop.after_poll").await;
         configs.drain(hooks, &*self.observer, |_, _| Ok(())).await?;
-        let records: Vec<_> = polled.records.into_iter().filter(|r| stores.contains_key(&r.partition)).collect();
+        let records: Vec<_> = records.into_iter().filter(|r| stores.contains_key(&r.partition)).collect();
         if records.is_empty() {
             return Ok(Next::Prepared(None));
         }
@@ -318,13 +345,14 @@ impl<S: Transformer> Runner<S> {
         // One consistent snapshot of the config store for the whole batch (CFG-24): nothing
         // writes it until the next drain, in this loop.
         let store = configs.store().read().await;
-        let batch = self.prepare_batch(records, stores, Some(ahead), &store, metadata, inputs).await?;
+        let batch = self.prepare_batch(records, stores, ahead, &store, metadata, inputs).await?;
         Ok(Next::Prepared(Some(batch)))
     }
 
-    /// A poll handled with no batch in flight: its rebalance events, the config drain, then its
-    /// records prepared. Returns [`Next::Prepared`], or [`Next::Stopped`] when the stop's grace
-    /// expired during the preparation.
+    /// A poll handled with no batch in flight: its rebalance events, then its records
+    /// ([`Runner::prepare_polled`]); a membership found lost stops every task. Returns
+    /// [`Next::Prepared`], or [`Next::Stopped`] when the stop's grace expired during the
+    /// preparation.
     #[allow(clippy::too_many_arguments)]
     async fn on_polled(
         &self,
@@ -361,27 +389,19 @@ impl<S: Transformer> Runner<S> {
                 }
             }
         }
-        buggify::point("loop.after_poll").await;
-        configs.drain(hooks, &*self.observer, |_, _| Ok(())).await?;
-        // Records of partitions without a live task are dropped uncommitted: their next
-        // owner processes them (TRX-02, TRX-35).
-        let records: Vec<_> = polled.records.into_iter().filter(|r| tasks.live.contains_key(&r.partition)).collect();
-        if records.is_empty() {
-            return Ok(Next::Prepared(None));
-        }
-        let Some(metadata) = consumer.group_metadata() else {
+        let (_, mut stores, _) = tasks.split();
+        let prepared = self.prepare_polled(polled.records, consumer, configs, &mut stores, None, inputs, hooks);
+        let next = tokio::select! {
+            biased;
+            next = prepared => next?,
+            () = stop.grace_expired() => Next::Stopped,
+        };
+        drop(stores);
+        if matches!(next, Next::MembershipLost) {
             membership_lost(tasks, &*self.observer).await?;
             return Ok(Next::Prepared(None));
-        };
-        // One consistent snapshot of the config store for the whole batch (CFG-24).
-        let store = configs.store().read().await;
-        let (_, mut stores, _) = tasks.split();
-        let batch = self.prepare_batch(records, &mut stores, None, &store, metadata, inputs);
-        tokio::select! {
-            biased;
-            batch = batch => Ok(Next::Prepared(Some(batch?))),
-            () = stop.grace_expired() => Ok(Next::Stopped),
         }
+        Ok(next)
     }
 
     /// Starts the tasks of an assignment (TRX-31): every task's fence concurrently, then one
