@@ -11,6 +11,7 @@
 //! depends on it.
 
 mod error;
+mod gate;
 #[cfg(all(feature = "rdkafka-plaintext", not(madsim)))]
 pub mod rdkafka;
 // `pub` items here are the test kit's too (`testing` re-exports them).
@@ -26,6 +27,7 @@ use bytes::Bytes;
 use futures::future::BoxFuture;
 
 pub use error::{KafkaError, KafkaErrorKind, KafkaResult};
+pub use gate::{RevocationGate, RevocationHold};
 
 use crate::wire::{Header, RawRecord, RecordRef};
 
@@ -1028,6 +1030,15 @@ pub trait Consumer: Send {
     /// # }
     /// ```
     fn group_metadata(&self) -> Option<GroupMetadata>;
+
+    /// Makes this member's revocations wait while `gate` is held: it gives up its partitions
+    /// (and rejoins the group) only once no hold is out (TRX-33). The engine holds the gate for
+    /// each commit, so a rebalance cannot move the group to its next generation under a batch
+    /// whose offsets carry the current one. A consumer that never gets a gate (or an adapter
+    /// that ignores it: the default) revokes at once.
+    fn hold_revocations(&mut self, gate: RevocationGate) {
+        let _ = gate;
+    }
 
     /// Leaves the group (if any) and releases the consumer.
     ///

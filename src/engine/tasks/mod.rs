@@ -52,7 +52,7 @@ use crate::engine::stop::Stop;
 use crate::error::Error;
 use crate::kafka::{
     Consumer, ConsumerConfig, Kafka, KafkaError, KafkaErrorKind, LogEnd, NewTopic, Polled, ProducerConfig, Rebalance,
-    TopicCreation, TopicPartition,
+    RevocationGate, TopicCreation, TopicPartition,
 };
 use crate::observer::Observer;
 use crate::stage::Transformer;
@@ -206,6 +206,10 @@ impl<S: Transformer> Runner<S> {
         stop: &Stop,
     ) -> Result<(), Error> {
         let mut pending: BTreeSet<i32> = BTreeSet::new();
+        // Held for each commit: a revocation served by the poll that runs meanwhile waits for
+        // it (TRX-33), as it waits for the batch lock in the reference.
+        let gate = RevocationGate::default();
+        consumer.hold_revocations(gate.clone());
         // The batch prepared last, to commit next: it commits while the next one is polled
         // and prepared.
         let mut ready: Option<PreparedBatch> = None;
@@ -233,7 +237,7 @@ impl<S: Transformer> Runner<S> {
                     polled = consumer.poll(self.settings.max_poll_records, POLL_TIMEOUT) => Next::Polled(polled?),
                 },
                 Some(batch) => {
-                    let step = self.pipelined_step(batch, consumer, configs, tasks, inputs, hooks, stop);
+                    let step = self.pipelined_step(batch, consumer, configs, tasks, inputs, hooks, stop, &gate);
                     match step.await? {
                         Some(next) => next,
                         // Abandoned: the tasks' open transactions are aborted when they stop.
@@ -259,8 +263,9 @@ impl<S: Transformer> Runner<S> {
         }
     }
 
-    /// Commits `batch` while the next batch is polled and prepared (TRX-02): returns what the
-    /// poll brought, once `batch` committed and completed (its changes in the stores, its
+    /// Commits `batch` while the next batch is polled and prepared (TRX-02), holding `gate`
+    /// until the commit finished, so that a revocation the poll serves waits for it (TRX-33):
+    /// returns what the poll brought, once `batch` committed and completed (its changes in the stores, its
     /// offsets committed in at-least-once mode), or `None` when the stop's grace expired
     /// first. A poll that brings rebalance events is handed back unprocessed: they are handled
     /// after the commit, between batches. An error of the commit is returned first; one of
@@ -275,10 +280,16 @@ impl<S: Transformer> Runner<S> {
         inputs: &[String],
         hooks: Hooks<'_>,
         stop: &Stop,
+        gate: &RevocationGate,
     ) -> Result<Option<Next>, Error> {
         let outputs = batch.take_outputs();
         let (txns, mut stores, shared) = tasks.split();
-        let commit = self.commit_batch(txns, shared, outputs, &batch);
+        let hold = gate.hold();
+        let commit = async {
+            let committed = self.commit_batch(txns, shared, outputs, &batch).await;
+            drop(hold);
+            committed
+        };
         let ahead = self.poll_ahead(consumer, configs, &mut stores, &batch, inputs, hooks, stop);
         let (committed, next) = tokio::select! {
             biased;

@@ -11,11 +11,41 @@ pub(super) struct ConsumerCtx {
     pub(super) events: Mutex<Vec<Rebalance>>,
     /// The fatal slot: a failure of the rebalance callback, surfaced by the next poll.
     pub(super) failed: Mutex<Option<KafkaError>>,
+    /// Revocations wait while it is held ([`Consumer::hold_revocations`]).
+    pub(super) gate: Mutex<Option<RevocationGate>>,
 }
+
+/// How long a revocation waits for the commits that hold the gate: far beyond any commit's
+/// own bound; past it the partitions are given up anyway (and the commit may be refused).
+const REVOCATION_WAIT_MAX: Duration = Duration::from_secs(120);
 
 impl ConsumerCtx {
     pub(super) fn new(client_id: &str, tls: bool) -> Self {
-        ConsumerCtx { log: LogContext::new(client_id, tls), events: Mutex::new(Vec::new()), failed: Mutex::new(None) }
+        ConsumerCtx {
+            log: LogContext::new(client_id, tls),
+            events: Mutex::new(Vec::new()),
+            failed: Mutex::new(None),
+            gate: Mutex::new(None),
+        }
+    }
+
+    /// Waits, in the rebalance callback, until no commit holds the gate (TRX-33): librdkafka
+    /// rejoins the group as soon as the callback gave the partitions up.
+    fn wait_for_commits(&self) {
+        let Some(gate) = lock(&self.gate).clone() else { return };
+        if !gate.is_held() {
+            return;
+        }
+        let started = std::time::Instant::now();
+        if gate.wait_released(REVOCATION_WAIT_MAX) {
+            tracing::debug!(client = &*self.log.client, waited = ?started.elapsed(), "revocation waited for a commit");
+        } else {
+            tracing::warn!(
+                client = &*self.log.client,
+                waited = ?REVOCATION_WAIT_MAX,
+                "a commit still holds the revocation back: giving the partitions up anyway"
+            );
+        }
     }
 }
 
@@ -152,6 +182,7 @@ impl ConsumerCtx {
                 lock(&self.events).push(Rebalance::Assigned { partitions, generation });
             }
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
+                self.wait_for_commits();
                 tracing::debug!(client = &*self.log.client, ?partitions, "partitions revoked");
                 lock(&self.events).push(Rebalance::Revoked { partitions: partitions.clone() });
                 if let Err(e) = client.unassign() {
@@ -160,6 +191,7 @@ impl ConsumerCtx {
             }
             other => {
                 tracing::warn!(client = &*self.log.client, error = ?other, "rebalance error: dropping the assignment");
+                self.wait_for_commits();
                 let held = client.assignment().map(|tpl| port_partitions(&tpl)).unwrap_or_default();
                 if !held.is_empty() {
                     lock(&self.events).push(Rebalance::Revoked { partitions: held });
@@ -974,6 +1006,12 @@ impl Consumer for RdConsumer {
         .await
     }
 
+    fn hold_revocations(&mut self, gate: RevocationGate) {
+        if let Some(shared) = &self.shared {
+            *lock(&shared.ctx().gate) = Some(gate);
+        }
+    }
+
     fn group_metadata(&self) -> Option<GroupMetadata> {
         let group_id = self.group_id.clone()?;
         if !self.joined {
@@ -1301,5 +1339,34 @@ mod tests {
         }
         assert!(lock(&ctx.events).is_empty());
         assert!(ctx.take_failure().is_none());
+    }
+
+    /// TRX-33: a revocation served while a commit holds the gate waits for it; only then are
+    /// the partitions given up (librdkafka rejoins as soon as the callback returns) and the
+    /// event queued.
+    #[test]
+    fn trx_33_a_revocation_waits_for_the_commit_holding_the_gate() {
+        let ctx = Arc::new(ConsumerCtx::new("pod-0", false));
+        let gate = RevocationGate::default();
+        *lock(&ctx.gate) = Some(gate.clone());
+        let commit = gate.hold();
+        let revoking = {
+            let ctx = ctx.clone();
+            std::thread::spawn(move || {
+                let client = Failing::default();
+                ctx.on_rebalance(&client, REVOKE, &tpl());
+                client.unassigned.get()
+            })
+        };
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(!revoking.is_finished(), "the revocation waits while the commit holds the gate");
+        assert!(lock(&ctx.events).is_empty());
+        drop(commit);
+        assert!(revoking.join().expect("callback thread"), "unassigned once the commit finished");
+        assert!(matches!(&lock(&ctx.events)[..], [Rebalance::Revoked { .. }]));
+        // Without a hold out, a revocation does not wait.
+        let client = Failing::default();
+        ctx.on_rebalance(&client, REVOKE, &tpl());
+        assert!(client.unassigned.get());
     }
 }

@@ -53,7 +53,7 @@ use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use super::{
     Admin, Consumer, ConsumerConfig, Delivered, DeliveryFuture, Extent, FetchLimits, GroupMetadata, Kafka, KafkaError,
     KafkaErrorKind, KafkaResult, LogEnd, NewTopic, OffsetReset, Polled, Producer, ProducerConfig, ProducerRecord,
-    Rebalance, StartOffset, TopicCreation, TopicPartition,
+    Rebalance, RevocationGate, StartOffset, TopicCreation, TopicPartition,
 };
 use crate::wire::{Header, RawRecord, RecordRef};
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use flechtwerk::kafka::{
     Consumer, ConsumerConfig, Extent, GroupMetadata, KafkaError, KafkaErrorKind, KafkaResult, LogEnd, OffsetReset,
-    Polled, Rebalance, StartOffset, TopicPartition,
+    Polled, Rebalance, RevocationGate, StartOffset, TopicPartition,
 };
 use flechtwerk::wire::RawRecord;
 use tokio::task::JoinHandle;
@@ -59,6 +59,11 @@ pub(crate) struct SimConsumer {
     heartbeat: Option<JoinHandle<()>>,
     rotation: usize,
     closed: bool,
+    /// Revocations wait while it is held (`Consumer::hold_revocations`).
+    gate: Option<RevocationGate>,
+    /// A revocation whose rejoin began but whose event the poll could not hand out yet (it was
+    /// cancelled while the JoinGroup ran): the next poll hands it out first.
+    revoked: Option<Vec<TopicPartition>>,
 }
 
 fn usage(operation: &'static str, message: impl Into<String>) -> KafkaError {
@@ -77,6 +82,8 @@ impl SimConsumer {
             heartbeat: None,
             rotation: 0,
             closed: false,
+            gate: None,
+            revoked: None,
         }
     }
 
@@ -124,10 +131,24 @@ impl SimConsumer {
     /// engine sees it before the member rejoins; or an assignment).
     async fn drive_group(&mut self) -> KafkaResult<Vec<Rebalance>> {
         let Some(group) = self.group.as_mut() else { return Ok(Vec::new()) };
-        if group.take_rejoin() && !self.assignment.is_empty() {
-            let partitions: Vec<TopicPartition> = std::mem::take(&mut self.assignment).into_keys().collect();
+        if let Some(partitions) = self.revoked.take() {
             return Ok(vec![Rebalance::Revoked { partitions }]);
         }
+        if group.rejoin_requested() && !self.assignment.is_empty() {
+            // The member gives its partitions up only once no commit holds the gate (TRX-33).
+            if let Some(gate) = &self.gate {
+                gate.released().await;
+            }
+            group.take_rejoin();
+            self.revoked = Some(std::mem::take(&mut self.assignment).into_keys().collect());
+            // Then it rejoins at once, as librdkafka does when its revocation callback
+            // returned, not at the application's next poll: the group can move on to its next
+            // generation while the application still handles the revocation.
+            group.step().await?;
+            let partitions = self.revoked.take().expect("set above");
+            return Ok(vec![Rebalance::Revoked { partitions }]);
+        }
+        group.take_rejoin();
         for _ in 0..GROUP_STEPS_PER_POLL_MAX {
             match group.step().await? {
                 Step::Progressed => continue,
@@ -403,6 +424,10 @@ impl Consumer for SimConsumer {
     async fn partition_count(&mut self, topic: &str) -> KafkaResult<Option<u32>> {
         self.check_open("partition_count")?;
         partition_count(&self.conn, "partition_count", topic).await
+    }
+
+    fn hold_revocations(&mut self, gate: RevocationGate) {
+        self.gate = Some(gate);
     }
 
     fn group_metadata(&self) -> Option<GroupMetadata> {

@@ -99,6 +99,13 @@ impl GroupProtocol {
         }
     }
 
+    /// Whether the heartbeat signalled that the member must give up its assignment and rejoin
+    /// (leaves the signal for [`GroupProtocol::take_rejoin`]).
+    pub(crate) fn rejoin_requested(&self) -> bool {
+        let member = self.member.lock();
+        member.lost || member.rejoin
+    }
+
     /// Takes the heartbeat's signals: `true` when the member must give up its assignment and
     /// rejoin.
     pub(crate) fn take_rejoin(&mut self) -> bool {
