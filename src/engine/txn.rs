@@ -82,7 +82,10 @@ impl<'a> Txn<'a> {
         Ok(())
     }
 
-    /// Adds the group's offsets to the transaction: they commit with it, or not at all.
+    /// Adds the group's offsets to the transaction: they commit with it, or not at all. The
+    /// records sent so far are delivered meanwhile: the offsets' two round trips (to the
+    /// transaction coordinator, then to the group coordinator) and the records' own overlap
+    /// instead of following each other, and the commit finds them delivered.
     pub(crate) async fn send_offsets(
         &mut self,
         offsets: &[(TopicPartition, i64)],
@@ -90,22 +93,20 @@ impl<'a> Txn<'a> {
     ) -> Result<(), Error> {
         assert!(self.transactional, "offsets ride a transaction only with a transactional producer");
         self.begin_if_needed().await?;
-        self.producer.send_offsets_to_transaction(offsets, group).await?;
+        let deliveries = std::mem::take(&mut self.deliveries);
+        let (delivered, added) = futures::join!(
+            deliver(self.producer, deliveries),
+            self.producer.send_offsets_to_transaction(offsets, group)
+        );
+        delivered?;
+        added?;
         Ok(())
     }
 
     /// Awaits every delivery, then commits (when a transaction is open). Returns whether a
     /// transaction committed.
     async fn commit(&mut self) -> Result<bool, Error> {
-        if !self.deliveries.is_empty() {
-            // Sent now, not after the client's batching delay (librdkafka's `linger.ms`, 5 ms by
-            // default, which every commit used to wait out): the writes are complete, and the
-            // commit waits for their deliveries anyway.
-            self.producer.flush().await?;
-        }
-        for delivery in self.deliveries.drain(..) {
-            delivery.await?;
-        }
+        deliver(self.producer, std::mem::take(&mut self.deliveries)).await?;
         crate::engine::buggify::point("txn.before_commit").await;
         if !self.state.open {
             return Ok(false);
@@ -132,6 +133,20 @@ impl<'a> Txn<'a> {
         }
         result
     }
+}
+
+/// Sends `deliveries`' records at once and awaits every one of them. At once, not after the
+/// client's batching delay (librdkafka's `linger.ms`, 5 ms by default, which every commit used
+/// to wait out): the writes are complete, and the commit waits for their deliveries anyway.
+async fn deliver(producer: &dyn Producer, deliveries: Vec<DeliveryFuture>) -> Result<(), Error> {
+    if deliveries.is_empty() {
+        return Ok(());
+    }
+    producer.flush().await?;
+    for delivery in deliveries {
+        delivery.await?;
+    }
+    Ok(())
 }
 
 /// Aborts the open transaction of `producer`, if any, within [`ABORT_TIMEOUT`]; `cause` is why

@@ -467,12 +467,19 @@ impl Producer for RdProducer {
     /// commit waited it out every time.
     async fn flush(&self) -> KafkaResult<()> {
         let timeout_ms = i32::try_from(self.timeout.as_millis()).unwrap_or(i32::MAX);
-        self.transactional("flush", move |p| {
+        // Not a transactional call: it runs beside one (the engine flushes while the offsets are
+        // added to the transaction), so it does not queue behind `in_call`.
+        let producer = self.handle("flush")?;
+        let context = self.context.clone();
+        blocking_unless_refused(&self.refusal, "flush", move || {
             // SAFETY: the client outlives the call (the handle holds it).
-            let code = unsafe { rdsys::rd_kafka_flush(p.client().native_ptr(), timeout_ms) };
+            let code = unsafe { rdsys::rd_kafka_flush(producer.client().native_ptr(), timeout_ms) };
             match Code::from(code) {
                 Code::NoError => Ok(()),
-                error => Err(RdError::Flush(error)),
+                error => {
+                    Err(rd_error("flush", &RdError::Flush(error), producer.client().fatal_error())
+                        .with_context(&*context))
+                }
             }
         })
         .await
