@@ -4,7 +4,8 @@
 //! eval "$(scripts/kafka start | grep '^KAFKA_BOOTSTRAP=')"
 //! eval "$(scripts/python-ref | grep '^PYTHON_REF=')"
 //! cargo bench --features rdkafka --bench eos_side_by_side -- [--records 100000] [--keys 1000] \
-//!     [--partitions 4] [--rounds 3] [--only rust|python|rust-eos2[,...]] [--guarantee eos|alos]
+//!     [--partitions 4] [--rounds 3] [--only rust|python|rust-eos2[,...]] [--guarantee eos|alos] \
+//!     [--work-us 0]
 //! cargo bench --features rdkafka --bench eos_side_by_side -- --in-process 20000   # callgrind
 //! ```
 //!
@@ -51,9 +52,14 @@ use flechtwerk::{Event, Flechtwerk, Guarantee, Message, Producers};
 const SEEN: Attribute<i64> = Attribute::new("seen", &INT);
 
 /// The counter of the issue: the same transform as `benches/python/counter_app.py`.
-fn seen_counter(input: &str, output: &str) -> FnTransformer {
+fn seen_counter(input: &str, output: &str, work: Duration) -> FnTransformer {
     let output = output.to_owned();
     transformer([input]).transform(move |msg, mut state, out| {
+        // `--work-us`: the stage's own CPU per record (parsing, enrichment), spun.
+        let until = std::time::Instant::now() + work;
+        while std::time::Instant::now() < until {
+            std::hint::spin_loop();
+        }
         let seen = state.get(&SEEN)?.unwrap_or(0) + 1;
         let value = match msg.value {
             Some(event) => event.with(&SEEN, seen)?,
@@ -80,6 +86,8 @@ struct Args {
     guarantee: Guarantee,
     producers: Producers,
     max_poll_records: usize,
+    /// CPU each transform spins (`--work-us`, Rust only): a stage that does work of its own.
+    work: Duration,
 }
 
 fn flag_value(args: &[String], name: &str) -> Option<String> {
@@ -107,6 +115,7 @@ fn parse(args: &[String]) -> Args {
             Some(other) => panic!("--producers task|instance, not {other}"),
         },
         max_poll_records: num("--max-poll-records", 500),
+        work: Duration::from_micros(num("--work-us", 0) as u64),
     }
 }
 
@@ -159,7 +168,7 @@ fn stage_child(argv: &[String]) {
             .producers(args.producers)
             .max_poll_records(args.max_poll_records)
             .observer(Arc::new(Announce { partitions: args.partitions as usize }))
-            .build(seen_counter(&get("--input"), &get("--output")))
+            .build(seen_counter(&get("--input"), &get("--output"), args.work))
             .expect("settings");
         let stdin_closed = tokio::task::spawn_blocking(|| {
             let mut sink = Vec::new();
@@ -306,6 +315,7 @@ async fn measure(kafka: &Arc<dyn Kafka>, args: &Args, bootstrap: &str, input: &s
     }
     if which.starts_with("rust") {
         command.args(["--partitions", &args.partitions.to_string()]);
+        command.args(["--work-us", &args.work.as_micros().to_string()]);
         if args.guarantee == Guarantee::AtLeastOnce {
             command.args(["--guarantee", "alos"]);
         }
@@ -511,7 +521,7 @@ async fn in_process(records: usize, keys: usize) {
         .client_id("pod-0")
         .kafka(kafka.clone())
         .max_poll_records(500)
-        .build(seen_counter("in", "out"))
+        .build(seen_counter("in", "out", Duration::ZERO))
         .expect("settings");
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let probe = kafka.clone();

@@ -8,7 +8,7 @@ use std::time::Duration;
 /// consumer given the gate ([`Consumer::hold_revocations`](super::Consumer::hold_revocations))
 /// gives up its partitions, and rejoins, only once no hold is left.
 ///
-/// The engine polls the next batch while one commits (docs/concepts/transformer.md, TRX-02);
+/// The engine polls the next batch while one commits (docs/concepts/exactly-once.md, TRX-02);
 /// a revocation served by that poll would otherwise let the group move to its next generation
 /// while the commit's offsets, sent with the old one, are still on their way, and the
 /// coordinator would refuse them. The reference implementation gets the same from its batch

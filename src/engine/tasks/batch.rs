@@ -12,6 +12,7 @@
 
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
+#[cfg(madsim)]
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::Bytes;
@@ -420,21 +421,28 @@ fn load_state(task: &mut TaskStore<'_>, overlay: &[StateChange], key: &str) -> R
     }
 }
 
-/// How many transforms run between two yields of a batch's preparation: the batch committing
-/// meanwhile, driven by the same task, moves on at each yield (its next call, its commit) instead of
-/// waiting for the whole preparation.
+/// How many transforms a simulated preparation runs between two yields.
+#[cfg(madsim)]
 const RECORDS_PER_YIELD: usize = 64;
 
-/// The transforms a preparation ran since it last yielded, across its concurrent buckets: once
-/// the budget is spent, every bucket yields at its next record, so one pass over them ends.
+/// Makes a long preparation give way now and then: the batch committing meanwhile is driven by
+/// the same task, and moves on (its next call, its commit) only when the task is polled again.
+/// Natively through tokio's cooperative budget (each transform spends one unit; once the task's
+/// budget for this poll is spent, every bucket yields at its next record, so the pass over them
+/// ends); in the simulation a yield every [`RECORDS_PER_YIELD`] transforms.
 #[derive(Default)]
-struct Budget(AtomicUsize);
+struct Budget {
+    #[cfg(madsim)]
+    spent: AtomicUsize,
+}
 
 impl Budget {
     async fn spend(&self) {
-        if self.0.fetch_add(1, Ordering::Relaxed) >= RECORDS_PER_YIELD {
+        #[cfg(not(madsim))]
+        tokio::task::coop::consume_budget().await;
+        #[cfg(madsim)]
+        if self.spent.fetch_add(1, Ordering::Relaxed) % RECORDS_PER_YIELD == RECORDS_PER_YIELD - 1 {
             tokio::task::yield_now().await;
-            self.0.store(0, Ordering::Relaxed);
         }
     }
 }
