@@ -37,6 +37,16 @@ struct Inner {
 }
 
 /// One hold of a [`RevocationGate`]: revocations wait until it is dropped.
+///
+/// ```
+/// use flechtwerk::kafka::RevocationGate;
+/// let gate = RevocationGate::default();
+/// {
+///     let _commit = gate.hold();
+///     assert!(gate.is_held());
+/// } // dropped: the commit finished
+/// assert!(!gate.is_held());
+/// ```
 #[derive(Debug)]
 #[must_use = "the gate is released when the hold is dropped"]
 pub struct RevocationHold {
@@ -50,19 +60,51 @@ impl Inner {
 }
 
 impl RevocationGate {
-    /// Holds revocations back until the returned hold is dropped.
+    /// Holds revocations back until the returned hold is dropped. Holds add up: the gate is
+    /// released when the last one is dropped.
+    ///
+    /// ```
+    /// use flechtwerk::kafka::RevocationGate;
+    /// let gate = RevocationGate::default();
+    /// let (first, second) = (gate.hold(), gate.hold());
+    /// drop(first);
+    /// assert!(gate.is_held());
+    /// drop(second);
+    /// assert!(!gate.is_held());
+    /// ```
     pub fn hold(&self) -> RevocationHold {
         *self.inner.holds() += 1;
         RevocationHold { inner: self.inner.clone() }
     }
 
     /// Whether a hold is out.
+    ///
+    /// ```
+    /// use flechtwerk::kafka::RevocationGate;
+    /// let gate = RevocationGate::default();
+    /// assert!(!gate.is_held());
+    /// let _hold = gate.hold();
+    /// assert!(gate.is_held());
+    /// ```
     pub fn is_held(&self) -> bool {
         *self.inner.holds() > 0
     }
 
     /// Blocks the calling thread until no hold is out, at most `timeout`; returns whether the
     /// gate is released (for a client library's rebalance callback, on its own thread).
+    ///
+    /// ```
+    /// use flechtwerk::kafka::RevocationGate;
+    /// # use std::time::Duration;
+    /// let gate = RevocationGate::default();
+    /// let hold = gate.hold();
+    /// let callback = std::thread::spawn({
+    ///     let gate = gate.clone();
+    ///     move || gate.wait_released(Duration::from_secs(10))
+    /// });
+    /// drop(hold); // the commit finished: the callback goes on
+    /// assert!(callback.join().unwrap());
+    /// ```
     pub fn wait_released(&self, timeout: Duration) -> bool {
         let holds = self.inner.holds();
         let (holds, _) = self
@@ -74,6 +116,21 @@ impl RevocationGate {
     }
 
     /// Waits until no hold is out (for an adapter whose group protocol runs in async code).
+    ///
+    /// ```
+    /// use flechtwerk::kafka::RevocationGate;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let gate = RevocationGate::default();
+    /// let hold = gate.hold();
+    /// let revocation = tokio::spawn({
+    ///     let gate = gate.clone();
+    ///     async move { gate.released().await }
+    /// });
+    /// drop(hold);
+    /// revocation.await.unwrap();
+    /// # }
+    /// ```
     pub async fn released(&self) {
         loop {
             let notified = self.inner.notify.notified();

@@ -1036,6 +1036,21 @@ pub trait Consumer: Send {
     /// each commit, so a rebalance cannot move the group to its next generation under a batch
     /// whose offsets carry the current one. A consumer that never gets a gate (or an adapter
     /// that ignores it: the default) revokes at once.
+    ///
+    /// ```
+    /// use flechtwerk::kafka::{ConsumerConfig, Kafka, RevocationGate};
+    /// # use std::sync::Arc;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), flechtwerk::kafka::KafkaError> {
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// let mut consumer = kafka.consumer(ConsumerConfig::member("pod-0", "app"))?;
+    /// let gate = RevocationGate::default();
+    /// consumer.hold_revocations(gate.clone());
+    /// let commit = gate.hold(); // a revocation the next poll serves waits ...
+    /// drop(commit); // ... until the commit finished
+    /// # Ok(())
+    /// # }
+    /// ```
     fn hold_revocations(&mut self, gate: RevocationGate) {
         let _ = gate;
     }
