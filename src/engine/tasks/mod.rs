@@ -210,6 +210,7 @@ impl<S: Transformer> Runner<S> {
         // it (TRX-33), as it waits for the batch lock in the reference.
         let gate = RevocationGate::default();
         consumer.hold_revocations(gate.clone());
+        let env = LoopEnv { inputs, hooks, stop, gate: &gate };
         // The batch prepared last, to commit next: it commits while the next one is polled
         // and prepared.
         let mut ready: Option<PreparedBatch> = None;
@@ -237,7 +238,7 @@ impl<S: Transformer> Runner<S> {
                     polled = consumer.poll(self.settings.max_poll_records, POLL_TIMEOUT) => Next::Polled(polled?),
                 },
                 Some(batch) => {
-                    let step = self.pipelined_step(batch, consumer, configs, tasks, inputs, hooks, stop, &gate);
+                    let step = self.pipelined_step(batch, consumer, configs, tasks, env);
                     match step.await? {
                         Some(next) => next,
                         // Abandoned: the tasks' open transactions are aborted when they stop.
@@ -249,7 +250,7 @@ impl<S: Transformer> Runner<S> {
                 Next::Stopped => return Ok(()),
                 Next::Prepared(batch) => batch,
                 Next::Polled(polled) => {
-                    let batch = self.on_polled(polled, consumer, configs, tasks, &mut pending, inputs, hooks, stop);
+                    let batch = self.on_polled(polled, consumer, configs, tasks, &mut pending, env);
                     match batch.await? {
                         Next::Prepared(batch) => batch,
                         _ => return Ok(()),
@@ -270,31 +271,27 @@ impl<S: Transformer> Runner<S> {
     /// first. A poll that brings rebalance events is handed back unprocessed: they are handled
     /// after the commit, between batches. An error of the commit is returned first; one of
     /// the next batch's preparation after this batch completed.
-    #[allow(clippy::too_many_arguments)]
     async fn pipelined_step(
         &self,
         mut batch: PreparedBatch,
         consumer: &mut dyn Consumer,
         configs: &mut ConfigTopics,
         tasks: &mut Tasks,
-        inputs: &[String],
-        hooks: Hooks<'_>,
-        stop: &Stop,
-        gate: &RevocationGate,
+        env: LoopEnv<'_>,
     ) -> Result<Option<Next>, Error> {
         let outputs = batch.take_outputs();
         let (txns, mut stores, shared) = tasks.split();
-        let hold = gate.hold();
+        let hold = env.gate.hold();
         let commit = async {
             let committed = self.commit_batch(txns, shared, outputs, &batch).await;
             drop(hold);
             committed
         };
-        let ahead = self.poll_ahead(consumer, configs, &mut stores, &batch, inputs, hooks, stop);
+        let ahead = self.poll_ahead(consumer, configs, &mut stores, &batch, env);
         let (committed, next) = tokio::select! {
             biased;
             both = futures::future::join(commit, ahead) => both,
-            () = stop.grace_expired() => return Ok(None),
+            () = env.stop.grace_expired() => return Ok(None),
         };
         drop(stores);
         committed?;
@@ -307,33 +304,29 @@ impl<S: Transformer> Runner<S> {
 
     /// The next batch, polled and prepared while `ahead` commits: its baselines read `ahead`'s
     /// changes first (they are not in `stores` yet).
-    #[allow(clippy::too_many_arguments)]
     async fn poll_ahead(
         &self,
         consumer: &mut dyn Consumer,
         configs: &mut ConfigTopics,
         stores: &mut BTreeMap<i32, TaskStore<'_>>,
         ahead: &PreparedBatch,
-        inputs: &[String],
-        hooks: Hooks<'_>,
-        stop: &Stop,
+        env: LoopEnv<'_>,
     ) -> Result<Next, Error> {
         let polled = tokio::select! {
             biased;
-            () = stop.raised() => return Ok(Next::Stopped),
+            () = env.stop.raised() => return Ok(Next::Stopped),
             polled = consumer.poll(self.settings.max_poll_records, POLL_TIMEOUT) => polled?,
         };
         if !polled.rebalances.is_empty() {
             return Ok(Next::Polled(polled));
         }
-        self.prepare_polled(polled.records, consumer, configs, stores, Some(ahead), inputs, hooks).await
+        self.prepare_polled(polled.records, consumer, configs, stores, Some(ahead), env).await
     }
 
     /// The records of a poll made a batch: after the config drain, those of partitions without
     /// a live task (no entry in `stores`) are dropped uncommitted: their next owner processes them
     /// (TRX-02, TRX-35); the rest are prepared, reading `ahead`'s changes first when a batch is
     /// in flight. Returns [`Next::Prepared`], or [`Next::MembershipLost`].
-    #[allow(clippy::too_many_arguments)]
     async fn prepare_polled(
         &self,
         records: Vec<RawRecord>,
@@ -341,11 +334,10 @@ impl<S: Transformer> Runner<S> {
         configs: &mut ConfigTopics,
         stores: &mut BTreeMap<i32, TaskStore<'_>>,
         ahead: Option<&PreparedBatch>,
-        inputs: &[String],
-        hooks: Hooks<'_>,
+        env: LoopEnv<'_>,
     ) -> Result<Next, Error> {
         buggify::point("loop.after_poll").await;
-        configs.drain(hooks, &*self.observer, |_, _| Ok(())).await?;
+        configs.drain(env.hooks, &*self.observer, |_, _| Ok(())).await?;
         let records: Vec<_> = records.into_iter().filter(|r| stores.contains_key(&r.partition)).collect();
         if records.is_empty() {
             return Ok(Next::Prepared(None));
@@ -356,7 +348,7 @@ impl<S: Transformer> Runner<S> {
         // One consistent snapshot of the config store for the whole batch (CFG-24): nothing
         // writes it until the next drain, in this loop.
         let store = configs.store().read().await;
-        let batch = self.prepare_batch(records, stores, ahead, &store, metadata, inputs).await?;
+        let batch = self.prepare_batch(records, stores, ahead, &store, metadata, env.inputs).await?;
         Ok(Next::Prepared(Some(batch)))
     }
 
@@ -364,7 +356,6 @@ impl<S: Transformer> Runner<S> {
     /// ([`Runner::prepare_polled`]); a membership found lost stops every task. Returns
     /// [`Next::Prepared`], or [`Next::Stopped`] when the stop's grace expired during the
     /// preparation.
-    #[allow(clippy::too_many_arguments)]
     async fn on_polled(
         &self,
         polled: Polled,
@@ -372,9 +363,7 @@ impl<S: Transformer> Runner<S> {
         configs: &mut ConfigTopics,
         tasks: &mut Tasks,
         pending: &mut BTreeSet<i32>,
-        inputs: &[String],
-        hooks: Hooks<'_>,
-        stop: &Stop,
+        env: LoopEnv<'_>,
     ) -> Result<Next, Error> {
         for event in polled.rebalances {
             match event {
@@ -401,11 +390,11 @@ impl<S: Transformer> Runner<S> {
             }
         }
         let (_, mut stores, _) = tasks.split();
-        let prepared = self.prepare_polled(polled.records, consumer, configs, &mut stores, None, inputs, hooks);
+        let prepared = self.prepare_polled(polled.records, consumer, configs, &mut stores, None, env);
         let next = tokio::select! {
             biased;
             next = prepared => next?,
-            () = stop.grace_expired() => Next::Stopped,
+            () = env.stop.grace_expired() => Next::Stopped,
         };
         drop(stores);
         if matches!(next, Next::MembershipLost) {
@@ -532,6 +521,16 @@ impl<S: Transformer> Runner<S> {
         consumer.resume(&partitions)?;
         Ok(started)
     }
+}
+
+/// What every step of the main loop reads and none changes.
+#[derive(Clone, Copy)]
+struct LoopEnv<'a> {
+    inputs: &'a [String],
+    hooks: Hooks<'a>,
+    stop: &'a Stop,
+    /// Held for every commit (TRX-33).
+    gate: &'a RevocationGate,
 }
 
 /// What the main loop does next, after a poll (and, pipelined, after the batch in flight
