@@ -264,13 +264,13 @@ impl<S: Transformer> Runner<S> {
         }
     }
 
-    /// Commits `batch` while the next batch is polled and prepared (TRX-02), holding `gate`
-    /// until the commit finished, so that a revocation the poll serves waits for it (TRX-33):
-    /// returns what the poll brought, once `batch` committed and completed (its changes in the stores, its
-    /// offsets committed in at-least-once mode), or `None` when the stop's grace expired
-    /// first. A poll that brings rebalance events is handed back unprocessed: they are handled
-    /// after the commit, between batches. An error of the commit is returned first; one of
-    /// the next batch's preparation after this batch completed.
+    /// Commits `batch` while the next batch is polled and prepared (TRX-02), holding the
+    /// revocation gate until the commit finished, so that a revocation the poll serves waits for
+    /// it (TRX-33). Returns what the poll brought once `batch` committed and completed (its
+    /// changes in the stores, its offsets committed in at-least-once mode), or `None` when the
+    /// stop's grace expired first. A poll that brings rebalance events is handed back
+    /// unprocessed: they are handled after the commit, between batches. An error of the commit
+    /// is returned first; one of the next batch's preparation after this batch completed.
     async fn pipelined_step(
         &self,
         mut batch: PreparedBatch,
