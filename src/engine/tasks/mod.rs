@@ -282,12 +282,14 @@ impl<S: Transformer> Runner<S> {
         let outputs = batch.take_outputs();
         let (txns, mut stores, shared) = tasks.split();
         let hold = env.gate.hold();
+        let (done, finished) = tokio::sync::oneshot::channel();
         let commit = async {
             let committed = self.commit_batch(txns, shared, outputs, &batch).await;
             drop(hold);
+            let _ = done.send(());
             committed
         };
-        let ahead = self.poll_ahead(consumer, configs, &mut stores, &batch, env);
+        let ahead = self.poll_ahead(consumer, configs, &mut stores, &batch, finished, env);
         let (committed, next) = tokio::select! {
             biased;
             both = futures::future::join(commit, ahead) => both,
@@ -303,19 +305,24 @@ impl<S: Transformer> Runner<S> {
     }
 
     /// The next batch, polled and prepared while `ahead` commits: its baselines read `ahead`'s
-    /// changes first (they are not in `stores` yet).
+    /// changes first (they are not in `stores` yet). A poll still waiting when `ahead` finished
+    /// (`finished`) is given up, so that `ahead` completes (its metrics, its offsets in
+    /// at-least-once mode) without waiting out the poll's timeout on an idle input.
     async fn poll_ahead(
         &self,
         consumer: &mut dyn Consumer,
         configs: &mut ConfigTopics,
         stores: &mut BTreeMap<i32, TaskStore<'_>>,
         ahead: &PreparedBatch,
+        finished: tokio::sync::oneshot::Receiver<()>,
         env: LoopEnv<'_>,
     ) -> Result<Next, Error> {
+        // Poll is cancellation-safe (the port's contract).
         let polled = tokio::select! {
             biased;
             () = env.stop.raised() => return Ok(Next::Stopped),
             polled = consumer.poll(self.settings.max_poll_records, POLL_TIMEOUT) => polled?,
+            _ = finished => return Ok(Next::Prepared(None)),
         };
         if !polled.rebalances.is_empty() {
             return Ok(Next::Polled(polled));
