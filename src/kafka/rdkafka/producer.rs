@@ -228,18 +228,31 @@ impl RdProducer {
         })
     }
 
-    /// Runs a blocking transactional call and classifies its error.
+    /// Runs a blocking transactional call and classifies its error. One at a time
+    /// ([`RdProducer::in_call`]).
     pub(super) async fn transactional(
         &self,
         operation: &'static str,
         call: impl FnOnce(&RdFutureProducer) -> Result<(), RdError> + Send + 'static,
     ) -> KafkaResult<()> {
         let producer = self.handle(operation)?;
-        let context = self.context.clone();
-        let refusal = self.refusal.clone();
         let in_call = self.in_call.clone().lock_owned().await;
-        blocking_unless_refused(&refusal, operation, move || {
+        self.blocking(operation, producer, move |p| {
             let _in_call = in_call;
+            call(p)
+        })
+        .await
+    }
+
+    /// Runs a blocking call of `producer` (this client's handle) and classifies its error.
+    async fn blocking(
+        &self,
+        operation: &'static str,
+        producer: Arc<RdFutureProducer>,
+        call: impl FnOnce(&RdFutureProducer) -> Result<(), RdError> + Send + 'static,
+    ) -> KafkaResult<()> {
+        let context = self.context.clone();
+        blocking_unless_refused(&self.refusal, operation, move || {
             call(&producer)
                 .map_err(|e| rd_error(operation, &e, producer.client().fatal_error()).with_context(&*context))
         })
@@ -469,17 +482,12 @@ impl Producer for RdProducer {
         let timeout_ms = i32::try_from(self.timeout.as_millis()).unwrap_or(i32::MAX);
         // Not a transactional call: it runs beside one (the engine flushes while the offsets are
         // added to the transaction), so it does not queue behind `in_call`.
-        let producer = self.handle("flush")?;
-        let context = self.context.clone();
-        blocking_unless_refused(&self.refusal, "flush", move || {
+        self.blocking("flush", self.handle("flush")?, move |p| {
             // SAFETY: the client outlives the call (the handle holds it).
-            let code = unsafe { rdsys::rd_kafka_flush(producer.client().native_ptr(), timeout_ms) };
+            let code = unsafe { rdsys::rd_kafka_flush(p.client().native_ptr(), timeout_ms) };
             match Code::from(code) {
                 Code::NoError => Ok(()),
-                error => {
-                    Err(rd_error("flush", &RdError::Flush(error), producer.client().fatal_error())
-                        .with_context(&*context))
-                }
+                error => Err(RdError::Flush(error)),
             }
         })
         .await

@@ -127,8 +127,9 @@ impl SimConsumer {
         }
     }
 
-    /// Advances the group protocol; returns rebalance events (a revocation alone, so the
-    /// engine sees it before the member rejoins; or an assignment).
+    /// Advances the group protocol; returns rebalance events: a revocation alone (handed out
+    /// once the member sent its JoinGroup, as librdkafka rejoins when its revocation callback
+    /// returns), or an assignment.
     async fn drive_group(&mut self) -> KafkaResult<Vec<Rebalance>> {
         let Some(group) = self.group.as_mut() else { return Ok(Vec::new()) };
         if let Some(partitions) = self.revoked.take() {
