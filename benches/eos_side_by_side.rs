@@ -188,6 +188,139 @@ fn stage_child(argv: &[String]) {
     runtime.shutdown_background();
 }
 
+/// The floor under the engine (`--only bare`): the same Kafka adapter, the same settings and
+/// the same wire work per input (one output record of the input plus `,"seen":N`, one changelog
+/// record `{"seen":N}`, the input offsets; one transaction per partition and poll in
+/// exactly-once mode, a producer per partition in both modes), but no engine: no JSON parse or
+/// encode, no state store, no buckets, counts in a `HashMap`, bytes spliced. What the stage
+/// costs beyond this is the engine's own; what this costs is librdkafka, the adapter and the
+/// broker's round trips, which no engine work can remove. No rebalance handling: it runs alone.
+fn bare_child(argv: &[String]) {
+    use flechtwerk::kafka::{ConsumerConfig, FetchLimits, Rebalance};
+    use std::collections::HashMap;
+    let get = |name: &str| flag_value(argv, name).unwrap_or_else(|| panic!("{name}"));
+    let args = parse(argv);
+    let (input, output, app) = (get("--input"), get("--output"), get("--app"));
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    runtime.block_on(async {
+        let kafka: Arc<dyn Kafka> = Arc::new(RdKafka::new(get("--bootstrap")));
+        let changelog = format!("{app}-changelog");
+        let topic = NewTopic::new(&changelog, args.partitions).replication(1).compacted();
+        kafka.admin().expect("admin").create_topic(&topic).await.expect("changelog");
+        let mut consumer = kafka
+            .consumer(ConsumerConfig {
+                fetch_limits: Some(FetchLimits::stage(args.max_poll_records)),
+                ..ConsumerConfig::member("bench-pod-0", &app)
+            })
+            .expect("consumer");
+        println!("RUN {}", unix_nanos());
+        consumer.subscribe(std::slice::from_ref(&input)).await.expect("subscribe");
+        let eos = args.guarantee == Guarantee::ExactlyOnce;
+        let mut producers: HashMap<i32, Box<dyn flechtwerk::kafka::Producer>> = HashMap::new();
+        let mut seen: HashMap<Vec<u8>, i64> = HashMap::new();
+        let (stop_tx, mut stop) = tokio::sync::oneshot::channel::<()>();
+        std::thread::spawn(move || {
+            let _ = std::io::stdin().read_to_end(&mut Vec::new());
+            let _ = stop_tx.send(());
+        });
+        while stop.try_recv().is_err() {
+            let polled = consumer.poll(args.max_poll_records, Duration::from_millis(100)).await.expect("poll");
+            for event in polled.rebalances {
+                if let Rebalance::Assigned { partitions, .. } = event {
+                    for tp in &partitions {
+                        let id = format!("{app}-{input}-{}", tp.partition);
+                        let config = if eos {
+                            ProducerConfig::transactional("bench-pod-0", id)
+                        } else {
+                            ProducerConfig::idempotent("bench-pod-0")
+                        };
+                        let producer = kafka.producer(config).expect("producer");
+                        if eos {
+                            producer.init_transactions().await.expect("init");
+                        }
+                        producers.insert(tp.partition, producer);
+                    }
+                    consumer.resume(&partitions).expect("resume");
+                    println!("TASKS {} {}", partitions.len(), unix_nanos());
+                }
+            }
+            if polled.records.is_empty() {
+                continue;
+            }
+            let group = consumer.group_metadata().expect("a member");
+            let mut by_partition: BTreeMap<i32, Vec<_>> = BTreeMap::new();
+            for record in polled.records {
+                by_partition.entry(record.partition).or_default().push(record);
+            }
+            let mut offsets = Vec::new();
+            let commits = by_partition.into_iter().map(|(partition, records)| {
+                let producer = &producers[&partition];
+                let next = records.last().expect("one").offset + 1;
+                offsets.push((TopicPartition::new(&input, partition), next));
+                let mut outputs = Vec::with_capacity(records.len() * 2);
+                for record in records {
+                    let key = record.key.expect("keyed");
+                    let count = seen.entry(key.to_vec()).or_insert(0);
+                    *count += 1;
+                    let mut value = record.value.expect("a value").to_vec();
+                    value.pop(); // the closing brace
+                    value.extend_from_slice(format!(",\"seen\":{count}}}").as_bytes());
+                    outputs.push(ProducerRecord {
+                        topic: output.clone(),
+                        partition: None,
+                        key: Some(key.clone()),
+                        value: Some(value.into()),
+                        headers: Vec::new(),
+                        timestamp_ms: record.timestamp_ms,
+                    });
+                    outputs.push(ProducerRecord {
+                        topic: changelog.clone(),
+                        partition: Some(partition),
+                        key: Some(key),
+                        value: Some(format!("{{\"seen\":{count}}}").into_bytes().into()),
+                        headers: Vec::new(),
+                        timestamp_ms: record.timestamp_ms,
+                    });
+                }
+                let (group, input) = (&group, &input);
+                async move {
+                    if eos {
+                        producer.begin_transaction().await.expect("begin");
+                    }
+                    let mut deliveries = Vec::with_capacity(outputs.len());
+                    for record in outputs {
+                        deliveries.push(producer.send(record).await.expect("send"));
+                    }
+                    let delivered = async {
+                        producer.flush().await.expect("flush");
+                        for d in deliveries {
+                            d.await.expect("delivered");
+                        }
+                    };
+                    if eos {
+                        let offsets = [(TopicPartition::new(input, partition), next)];
+                        let send_offsets = producer.send_offsets_to_transaction(&offsets, group);
+                        let ((), sent) = futures::join!(delivered, send_offsets);
+                        sent.expect("send offsets");
+                        producer.commit_transaction().await.expect("commit");
+                    } else {
+                        delivered.await;
+                    }
+                }
+            });
+            futures::future::join_all(commits.collect::<Vec<_>>()).await;
+            if !eos {
+                consumer.commit_offsets(&offsets).await.expect("commit offsets");
+            }
+        }
+        for producer in producers.values() {
+            producer.close().await;
+        }
+        consumer.close().await.expect("close");
+    });
+    runtime.shutdown_background();
+}
+
 /// What `/proc/<pid>` says about a child.
 #[derive(Clone, Copy, Default)]
 struct Sample {
@@ -297,6 +430,11 @@ async fn measure(kafka: &Arc<dyn Kafka>, args: &Args, bootstrap: &str, input: &s
             c.arg("--stage-child");
             c
         }
+        "bare" => {
+            let mut c = Command::new(std::env::current_exe().expect("this binary"));
+            c.arg("--bare-child");
+            c
+        }
         _ => {
             let python = std::env::var("PYTHON_REF").expect("PYTHON_REF (scripts/python-ref prints it)");
             let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/python/counter_app.py");
@@ -313,7 +451,7 @@ async fn measure(kafka: &Arc<dyn Kafka>, args: &Args, bootstrap: &str, input: &s
     if which == "rust-eos2" {
         command.args(["--producers", "instance"]);
     }
-    if which.starts_with("rust") {
+    if which.starts_with("rust") || which == "bare" {
         command.args(["--partitions", &args.partitions.to_string()]);
         command.args(["--work-us", &args.work.as_micros().to_string()]);
         if args.guarantee == Guarantee::AtLeastOnce {
@@ -565,6 +703,9 @@ fn main() {
     let argv: Vec<String> = std::env::args().skip(1).collect();
     if argv.iter().any(|a| a == "--stage-child") {
         return stage_child(&argv);
+    }
+    if argv.iter().any(|a| a == "--bare-child") {
+        return bare_child(&argv);
     }
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     if let Some(n) = flag_value(&argv, "--in-process") {
