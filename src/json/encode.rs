@@ -36,11 +36,7 @@ pub fn write_canonical(value: &Value, out: &mut Vec<u8>) -> Result<(), EncodeErr
         Value::Null => out.extend_from_slice(b"null"),
         Value::Bool(true) => out.extend_from_slice(b"true"),
         Value::Bool(false) => out.extend_from_slice(b"false"),
-        Value::Int(v) => {
-            let mut text = String::with_capacity(20);
-            write!(text, "{v}").expect("write to String");
-            out.extend_from_slice(text.as_bytes());
-        }
+        Value::Int(v) => write_int(*v, out),
         Value::BigInt(v) => out.extend_from_slice(v.as_str().as_bytes()),
         Value::Float(v) => write_float(*v, out)?,
         Value::Str(s) => write_string(s, out),
@@ -97,6 +93,27 @@ pub fn to_canonical_bytes(value: &Value) -> Result<Vec<u8>, EncodeError> {
     let mut out = Vec::new();
     write_canonical(value, &mut out)?;
     Ok(out)
+}
+
+/// Appends the decimal digits of `v` (a leading `-` when negative), as `str(int)` in Python:
+/// without `fmt`'s machinery and without a temporary string (issue #14: `write!` into a new
+/// `String` was ~700 instructions per integer of every output and state).
+fn write_int(v: i64, out: &mut Vec<u8>) {
+    let mut digits = [0u8; 20]; // u64::MAX has 20 digits
+    let mut n = v.unsigned_abs();
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    if v < 0 {
+        out.push(b'-');
+    }
+    out.extend_from_slice(&digits[at..]);
 }
 
 /// Writes `s` as a JSON string the way Python does with `ensure_ascii=False`: only `"`, `\` and

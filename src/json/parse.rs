@@ -241,13 +241,17 @@ impl Parser<'_> {
 
     pub(super) fn string(&mut self) -> Result<String, JsonError> {
         self.pos += 1; // opening quote
-        let mut out = String::new();
+        let start = self.pos;
+        self.pos = plain_run_end(self.bytes, self.pos);
+        let run = std::str::from_utf8(&self.bytes[start..self.pos]).expect("utf-8 input");
+        if self.peek() == Some(b'"') {
+            // No escape (the usual case): one allocation of the exact size.
+            self.pos += 1;
+            return Ok(run.to_owned());
+        }
+        let mut out = String::with_capacity(run.len() + 8);
+        out.push_str(run);
         loop {
-            let start = self.pos;
-            // Copy the run of plain bytes in one go; the input is valid UTF-8, and '"', '\\'
-            // and control characters are ASCII, so the run ends on a char boundary.
-            self.pos = plain_run_end(self.bytes, self.pos);
-            out.push_str(std::str::from_utf8(&self.bytes[start..self.pos]).expect("utf-8 input"));
             match self.peek() {
                 Some(b'"') => {
                     self.pos += 1;
@@ -257,6 +261,11 @@ impl Parser<'_> {
                 Some(_) => return Err(JsonError::ControlCharacter { offset: self.pos }),
                 None => return Err(JsonError::UnexpectedEnd { offset: self.pos }),
             }
+            // Copy the run of plain bytes in one go; the input is valid UTF-8, and '"', '\\'
+            // and control characters are ASCII, so the run ends on a char boundary.
+            let start = self.pos;
+            self.pos = plain_run_end(self.bytes, self.pos);
+            out.push_str(std::str::from_utf8(&self.bytes[start..self.pos]).expect("utf-8 input"));
         }
     }
 

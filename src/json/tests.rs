@@ -194,3 +194,26 @@ proptest::proptest! {
         }
     }
 }
+
+proptest::proptest! {
+    /// Integers encode as Python's `str(int)`: the digits, a `-` when negative, nothing else
+    /// (the extremes included: `i64::MIN` has no positive counterpart).
+    #[test]
+    fn integers_encode_as_their_decimal_digits(v in proptest::prop_oneof![
+        proptest::prelude::any::<i64>(),
+        proptest::prelude::Just(i64::MIN),
+        proptest::prelude::Just(i64::MAX),
+        -1000i64..1000,
+    ]) {
+        proptest::prop_assert_eq!(super::to_canonical_bytes(&Value::Int(v)).unwrap(), v.to_string().into_bytes());
+    }
+
+    /// A string survives encode then parse, escapes or not (the parser's path without escapes
+    /// and its path with them agree with the encoder).
+    #[test]
+    fn strings_survive_encode_and_parse(s in "(\\PC|[\"\\\\\u{0}-\u{1f}])*") {
+        let encoded = super::to_canonical_bytes(&Value::Str(s.clone())).unwrap();
+        let parsed = parse(std::str::from_utf8(&encoded).unwrap()).unwrap();
+        proptest::prop_assert_eq!(parsed, Value::Str(s));
+    }
+}

@@ -341,7 +341,25 @@ impl Record {
     /// # Ok::<(), flechtwerk::attribute::AttributeError>(())
     /// ```
     pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
-        let mut out = Vec::with_capacity(64);
+        // Sized for the usual record up front (a Vec growing 64 → 128 → 256 bytes was two
+        // reallocations per output of ~150 bytes; issue #14). Nested values are guessed, not
+        // walked: a bigger record grows as before.
+        let hint = 2 + self
+            .raw
+            .iter()
+            .map(|(key, value)| {
+                key.len()
+                    + 4
+                    + match value {
+                        Value::Str(s) => s.len() + 2,
+                        Value::Int(_) => 8,
+                        Value::Float(_) | Value::BigInt(_) => 24,
+                        Value::Null | Value::Bool(_) => 5,
+                        Value::List(_) | Value::Object(_) => 32,
+                    }
+            })
+            .sum::<usize>();
+        let mut out = Vec::with_capacity(hint);
         json::write_object(&self.raw, &mut out)?;
         Ok(out)
     }
