@@ -367,7 +367,8 @@ impl Producer for RdProducer {
                 headers.insert(RdHeader { key: &h.key, value: h.value.as_deref() })
             })
         });
-        let give_up = Instant::now() + self.timeout;
+        // Read the clock only once librdkafka's queue is full (not per record).
+        let mut give_up: Option<Instant> = None;
         let (reported, delivery) = tokio::sync::oneshot::channel::<DeliveryOutcome>();
         let mut rd = BaseRecord::<[u8], [u8], _>::with_opaque_to(&record.topic, Box::new(reported));
         if let Some(key) = &record.key {
@@ -388,7 +389,11 @@ impl Producer for RdProducer {
         loop {
             rd = match producer.send(rd) {
                 Ok(()) => break,
-                Err((RdError::MessageProduction(Code::QueueFull), back)) if Instant::now() < give_up => back,
+                Err((RdError::MessageProduction(Code::QueueFull), back))
+                    if Instant::now() < *give_up.get_or_insert_with(|| Instant::now() + self.timeout) =>
+                {
+                    back
+                }
                 Err((e, _)) => {
                     return Err(rd_error("send", &e, producer.client().fatal_error())
                         .with_context(destination.with_topic(&record.topic)));

@@ -69,22 +69,6 @@ unsafe extern "C" {
     fn rocksdb_close(db: *mut rocksdb_t);
     fn rocksdb_destroy_db(options: *const rocksdb_options_t, name: *const c_char, errptr: *mut *mut c_char);
 
-    fn rocksdb_put(
-        db: *mut rocksdb_t,
-        options: *const rocksdb_writeoptions_t,
-        key: *const c_char,
-        keylen: usize,
-        val: *const c_char,
-        vallen: usize,
-        errptr: *mut *mut c_char,
-    );
-    fn rocksdb_delete(
-        db: *mut rocksdb_t,
-        options: *const rocksdb_writeoptions_t,
-        key: *const c_char,
-        keylen: usize,
-        errptr: *mut *mut c_char,
-    );
     fn rocksdb_get_pinned(
         db: *mut rocksdb_t,
         options: *const rocksdb_readoptions_t,
@@ -383,37 +367,12 @@ impl Db {
         Ok(Some(value))
     }
 
-    pub(super) fn put(&self, options: &WriteOptions, key: &[u8], value: &[u8]) -> Result<(), Error> {
-        let mut err = ptr::null_mut();
-        // SAFETY: an open database, live options only read, key and value valid for their lengths
-        // during the call (RocksDB copies them), a null out-pointer.
-        unsafe {
-            rocksdb_put(
-                self.0.as_ptr(),
-                options.0.as_ptr(),
-                key.as_ptr().cast(),
-                key.len(),
-                value.as_ptr().cast(),
-                value.len(),
-                &mut err,
-            )
-        };
-        check(err)
-    }
-
     /// Applies every write of `batch` at once (atomically, in one pass through the write path).
     pub(super) fn write(&self, options: &WriteOptions, batch: &mut WriteBatch) -> Result<(), Error> {
         let mut err = ptr::null_mut();
         // SAFETY: an open database, live options only read, a live batch we own exclusively
         // (RocksDB reads it during the call and keeps nothing of it), a null out-pointer.
         unsafe { rocksdb_write(self.0.as_ptr(), options.0.as_ptr(), batch.0.as_ptr(), &mut err) };
-        check(err)
-    }
-
-    pub(super) fn delete(&self, options: &WriteOptions, key: &[u8]) -> Result<(), Error> {
-        let mut err = ptr::null_mut();
-        // SAFETY: as in `put`.
-        unsafe { rocksdb_delete(self.0.as_ptr(), options.0.as_ptr(), key.as_ptr().cast(), key.len(), &mut err) };
         check(err)
     }
 }
