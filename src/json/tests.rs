@@ -217,3 +217,20 @@ proptest::proptest! {
         proptest::prop_assert_eq!(parsed, Value::Str(s));
     }
 }
+
+proptest::proptest! {
+    /// An object's fields, duplicates included, read as inserting them one by one in order
+    /// would: the last of equal keys wins (Python's `json.loads`).
+    #[test]
+    fn objects_read_as_inserts_in_order(fields in proptest::collection::vec(("[a-d]{1,2}", -3i64..3), 0..12)) {
+        let text = format!(
+            "{{{}}}",
+            fields.iter().map(|(k, v)| format!("\"{k}\": {v}")).collect::<Vec<_>>().join(", ")
+        );
+        let mut expected = Map::new();
+        for (k, v) in &fields {
+            expected.insert(k.clone(), Value::Int(*v));
+        }
+        proptest::prop_assert_eq!(parse(&text).unwrap(), Value::Object(expected));
+    }
+}
