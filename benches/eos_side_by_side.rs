@@ -4,7 +4,7 @@
 //! eval "$(scripts/kafka start | grep '^KAFKA_BOOTSTRAP=')"
 //! eval "$(scripts/python-ref | grep '^PYTHON_REF=')"
 //! cargo bench --features rdkafka --bench eos_side_by_side -- [--records 100000] [--keys 1000] \
-//!     [--partitions 4] [--rounds 3] [--only rust|python|rust-eos2[,...]] [--guarantee eos|alos] \
+//!     [--partitions 4] [--rounds 3] [--only rust|python|rust-eos2|bare[,...]] [--guarantee eos|alos] \
 //!     [--work-us 0]
 //! cargo bench --features rdkafka --bench eos_side_by_side -- --in-process 20000   # callgrind
 //! ```
@@ -29,6 +29,9 @@
 //! `rust-eos2` is the Rust stage with `Producers::PerInstance` (KIP-447: one transactional
 //! producer per instance, one transaction per batch); `--only rust,rust-eos2` runs both shapes
 //! side by side, alternating, and closes with their ratios.
+//!
+//! `bare` is the floor under the engine (see `bare_child`): the same adapter and wire work per
+//! input without the engine; `--only bare,rust` closes with the ratios of the two.
 //!
 //! `--in-process N` runs the same stage on the in-process cluster over N inputs and exits: a
 //! fixed workload for `valgrind --tool=callgrind` (the difference of two N gives instructions per
@@ -627,7 +630,11 @@ async fn side_by_side(args: Args) {
         ("peak RSS MiB", |r| r.peak_mib, false),
         ("run() -> first committed output s", |r| r.first_output_s, false),
     ];
-    let (base, other) = if results.contains_key("python") { ("python", "rust") } else { ("rust", "rust-eos2") };
+    let (base, other) = match which.as_slice() {
+        _ if results.contains_key("python") => ("python", "rust"),
+        [first, second] => (*first, *second),
+        _ => ("rust", "rust-eos2"),
+    };
     println!("{:<36} {:>10} {:>10} {:>14}", "", base, other, format!("ratio ({other} better by)"));
     for (label, f, higher_better) in rows {
         let (p, r) = (med(base, f), med(other, f));
