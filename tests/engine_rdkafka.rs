@@ -74,6 +74,11 @@ async fn it_lb_3_two_instances_hand_over_state() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sto_05_07_state_beyond_the_store_cache() {
+    common::state_beyond_the_store_cache(&harness("cache")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn trx_20_one_state_write_per_key_and_batch() {
     common::one_state_write_per_key_and_batch(&harness("trx20")).await;
 }

@@ -427,6 +427,58 @@ pub async fn two_instances_hand_over_state(h: &Harness) {
     assert_eq!(counts.get("p1"), Some(&vec![1, 2, 3]), "{counts:?}");
 }
 
+const PAD: Attribute<String> = Attribute::new("pad", &STR);
+
+/// STO-05..07 beyond the RocksDB store's cache (256 KiB per store): 300 keys on one
+/// partition with ~2 KiB of state each, so every round's writes overflow the cache and go into
+/// RocksDB, and the next round reads them back from it. Three rounds on one instance, then a
+/// handover (the new owner restores the changelog into a new store) and a fourth round: every
+/// key counts exactly [1, 2, 3, 4]. A state lost or stale in the cache or in RocksDB repeats or
+/// skips a count.
+pub async fn state_beyond_the_store_cache(h: &Harness) {
+    const KEYS: usize = 300;
+    let input = h.topic("input", 1, false).await;
+    let output = h.topic("output", 1, false).await;
+    let app = h.name("cache");
+    let stage = |input: &str, output: &str| {
+        let output = output.to_owned();
+        transformer([input]).transform(move |msg, mut state, o| {
+            let count = state.get(&COUNT)?.unwrap_or(0) + 1;
+            state.set(&COUNT, count)?;
+            state.set(&PAD, format!("{count:>2048}"))?;
+            o.send(Message::new(output.as_str(), msg.key.as_str(), Event::new().with(&COUNT, count)?));
+            o.set_state(state);
+            Ok(())
+        })
+    };
+    let keys: Vec<String> = (0..KEYS).map(|k| format!("key-{k:03}")).collect();
+    let round = |n: usize| {
+        let (keys, input, output) = (&keys, &input, &output);
+        async move {
+            let seeds: Vec<Seed<'_>> = keys.iter().map(|k| (Some(0), k.as_str(), Some(&b"{}"[..]))).collect();
+            h.produce(input, &seeds).await;
+            h.read_until(output, |r| r.len() >= KEYS * n).await
+        }
+    };
+    let probe_a = Arc::new(Probe::default());
+    let a = h.start(&app, "pod-a", stage(&input, &output), probe_a.clone());
+    wait_for("A owns the task", || probe_a.tasks.load(Ordering::SeqCst) == 1).await;
+    for n in 1..=3 {
+        round(n).await;
+    }
+    a.stop().await.unwrap();
+    let probe_b = Arc::new(Probe::default());
+    let b = h.start(&app, "pod-b", stage(&input, &output), probe_b.clone());
+    wait_for("B owns the task", || probe_b.tasks.load(Ordering::SeqCst) == 1).await;
+    let outputs = round(4).await;
+    b.stop().await.unwrap();
+    let counts = counts_by_key(&outputs);
+    assert_eq!(counts.len(), KEYS, "every key has outputs");
+    for key in &keys {
+        assert_eq!(counts.get(key), Some(&vec![1, 2, 3, 4]), "{key}");
+    }
+}
+
 /// TRX-31 (start order: fence, then restore): a task handed over while its previous owner's
 /// last commit is still completing — the commit decided, its changelog marker late — continues
 /// from that commit's state. The new owner's fence waits for the commit to complete, and only
