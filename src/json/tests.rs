@@ -234,3 +234,33 @@ proptest::proptest! {
         proptest::prop_assert_eq!(parse(&text).unwrap(), Value::Object(expected));
     }
 }
+
+/// The escaping rule of Python's `json.dumps(ensure_ascii=False)`, one char at a time.
+fn escaped_like_python(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+proptest::proptest! {
+    /// Strings encode exactly as Python escapes them: only '"', '\\' and the control
+    /// characters, whatever surrounds them (runs of eight bytes and the bytes after them).
+    #[test]
+    fn strings_encode_as_python_escapes_them(s in "(\\PC|[\"\\\\\u{0}-\u{1f}]|[a-z]{8,20})*") {
+        let encoded = super::to_canonical_bytes(&Value::Str(s.clone())).unwrap();
+        proptest::prop_assert_eq!(String::from_utf8(encoded).unwrap(), escaped_like_python(&s));
+    }
+}
