@@ -58,11 +58,7 @@ const SEEN: Attribute<i64> = Attribute::new("seen", &INT);
 fn seen_counter(input: &str, output: &str, work: Duration) -> FnTransformer {
     let output = output.to_owned();
     transformer([input]).transform(move |msg, mut state, out| {
-        // `--work-us`: the stage's own CPU per record (parsing, enrichment), spun.
-        let until = std::time::Instant::now() + work;
-        while std::time::Instant::now() < until {
-            std::hint::spin_loop();
-        }
+        spin(work);
         let seen = state.get(&SEEN)?.unwrap_or(0) + 1;
         let value = match msg.value {
             Some(event) => event.with(&SEEN, seen)?,
@@ -143,6 +139,30 @@ impl flechtwerk::observer::Observer for Announce {
     }
 }
 
+/// The Kafka adapter of a child (the stage's or the floor's), with the settings the
+/// environment asks for.
+fn child_kafka(bootstrap: &str) -> RdKafka {
+    // BENCH_RDKAFKA_DEBUG=fetch,cgrp: librdkafka's debug contexts (with RUST_LOG=librdkafka=debug).
+    let mut settings: BTreeMap<String, String> = std::env::var("BENCH_RDKAFKA_DEBUG")
+        .map(|contexts| BTreeMap::from([("debug".to_owned(), contexts)]))
+        .unwrap_or_default();
+    // BENCH_RDKAFKA_SETTINGS=linger.ms=1,compression.level=1: librdkafka settings of every
+    // client of the stage (for trying settings before they become defaults).
+    for pair in std::env::var("BENCH_RDKAFKA_SETTINGS").unwrap_or_default().split(',').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').expect("BENCH_RDKAFKA_SETTINGS: key=value,...");
+        settings.insert(key.to_owned(), value.to_owned());
+    }
+    RdKafka::with_settings(bootstrap, settings).expect("settings")
+}
+
+/// `--work-us`: the stage's own CPU per record (parsing, enrichment), spun.
+fn spin(work: Duration) {
+    let until = std::time::Instant::now() + work;
+    while std::time::Instant::now() < until {
+        std::hint::spin_loop();
+    }
+}
+
 /// The Rust stage process: runs until its stdin closes.
 fn stage_child(argv: &[String]) {
     let get = |name: &str| flag_value(argv, name).unwrap_or_else(|| panic!("{name}"));
@@ -151,17 +171,7 @@ fn stage_child(argv: &[String]) {
     support::trace_to_stderr_if_asked();
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     let result = runtime.block_on(async {
-        // BENCH_RDKAFKA_DEBUG=fetch,cgrp: librdkafka's debug contexts (with RUST_LOG=librdkafka=debug).
-        let mut settings: BTreeMap<String, String> = std::env::var("BENCH_RDKAFKA_DEBUG")
-            .map(|contexts| BTreeMap::from([("debug".to_owned(), contexts)]))
-            .unwrap_or_default();
-        // BENCH_RDKAFKA_SETTINGS=linger.ms=1,compression.level=1: librdkafka settings of every
-        // client of the stage (for trying settings before they become defaults).
-        for pair in std::env::var("BENCH_RDKAFKA_SETTINGS").unwrap_or_default().split(',').filter(|p| !p.is_empty()) {
-            let (key, value) = pair.split_once('=').expect("BENCH_RDKAFKA_SETTINGS: key=value,...");
-            settings.insert(key.to_owned(), value.to_owned());
-        }
-        let kafka: Arc<dyn Kafka> = Arc::new(RdKafka::with_settings(get("--bootstrap"), settings).expect("settings"));
+        let kafka: Arc<dyn Kafka> = Arc::new(child_kafka(&get("--bootstrap")));
         let app = Flechtwerk::builder()
             .application_id(get("--app"))
             .client_id("bench-pod-0")
@@ -197,7 +207,8 @@ fn stage_child(argv: &[String]) {
 /// exactly-once mode, a producer per partition in both modes), but no engine: no JSON parse or
 /// encode, no state store, no buckets, counts in a `HashMap`, bytes spliced. What the stage
 /// costs beyond this is the engine's own; what this costs is librdkafka, the adapter and the
-/// broker's round trips, which no engine work can remove. No rebalance handling: it runs alone.
+/// broker's round trips, which no engine work can remove. `--work-us` spins per input as the
+/// stage's transform does. No rebalance handling: it runs alone.
 fn bare_child(argv: &[String]) {
     use flechtwerk::kafka::{ConsumerConfig, FetchLimits, Rebalance};
     use std::collections::HashMap;
@@ -206,7 +217,7 @@ fn bare_child(argv: &[String]) {
     let (input, output, app) = (get("--input"), get("--output"), get("--app"));
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     runtime.block_on(async {
-        let kafka: Arc<dyn Kafka> = Arc::new(RdKafka::new(get("--bootstrap")));
+        let kafka: Arc<dyn Kafka> = Arc::new(child_kafka(&get("--bootstrap")));
         let changelog = format!("{app}-changelog");
         let topic = NewTopic::new(&changelog, args.partitions).replication(1).compacted();
         kafka.admin().expect("admin").create_topic(&topic).await.expect("changelog");
@@ -262,6 +273,7 @@ fn bare_child(argv: &[String]) {
                 offsets.push((TopicPartition::new(&input, partition), next));
                 let mut outputs = Vec::with_capacity(records.len() * 2);
                 for record in records {
+                    spin(args.work);
                     let key = record.key.expect("keyed");
                     let count = seen.entry(key.to_vec()).or_insert(0);
                     *count += 1;
@@ -274,7 +286,7 @@ fn bare_child(argv: &[String]) {
                         key: Some(key.clone()),
                         value: Some(value.into()),
                         headers: Vec::new(),
-                        timestamp_ms: record.timestamp_ms,
+                        timestamp_ms: None,
                     });
                     outputs.push(ProducerRecord {
                         topic: changelog.clone(),
@@ -282,7 +294,7 @@ fn bare_child(argv: &[String]) {
                         key: Some(key),
                         value: Some(format!("{{\"seen\":{count}}}").into_bytes().into()),
                         headers: Vec::new(),
-                        timestamp_ms: record.timestamp_ms,
+                        timestamp_ms: None,
                     });
                 }
                 let (group, input) = (&group, &input);

@@ -26,7 +26,10 @@
 //!   batch, and RocksDB's read and write paths (a skip list search through every version the
 //!   memtable holds of the key) cost ~7 000–8 000 instructions per key (issue #14). RocksDB
 //!   takes the cache's changes in one write batch whenever the cache is full, so a working set
-//!   that fits the cache costs a hash lookup per read and per write.
+//!   that fits the cache costs a hash lookup per read and per write. A full cache is emptied
+//!   whole (clean entries too): a working set just over the budget misses on most reads, as
+//!   before the cache. The budget is approximate (a fixed cost per entry stands for the map's
+//!   own memory).
 
 // All of the adapter's unsafe code is in `ffi`, each block with its SAFETY comment.
 #![deny(unsafe_code)]
@@ -157,6 +160,9 @@ pub struct RocksDbStateStore {
     /// Set when writing the cache's changes into RocksDB failed: they are lost, so every call
     /// fails until the store is wiped (the engine restores a task's store from its changelog).
     failed: bool,
+    /// Tests: the next write-back fails (as a full disk would make it).
+    #[cfg(test)]
+    fail_next_write: bool,
 }
 
 /// Most bytes a store's [`Cache`] holds (keys, values and a fixed cost per entry) before its
@@ -188,9 +194,10 @@ impl Cache {
         Cache { entries: HashMap::new(), bytes: 0, budget }
     }
 
-    /// What an entry counts against the budget: its bytes and the map's overhead.
+    /// What an entry counts against the budget: its bytes and, roughly, the rest (the map's
+    /// slot and control byte, the two allocations of key and value). The budget is approximate.
     fn cost(key: &str, value: Option<&[u8]>) -> usize {
-        key.len() + value.map_or(0, <[u8]>::len) + 64
+        key.len() + value.map_or(0, <[u8]>::len) + 128
     }
 
     fn get(&self, key: &str) -> Option<Option<Vec<u8>>> {
@@ -213,8 +220,11 @@ impl Cache {
         self.bytes > self.budget
     }
 
+    /// Empties the cache and gives its table's memory back (a store that once held many small
+    /// entries does not keep room for them for the rest of its life).
     fn clear(&mut self) {
         self.entries.clear();
+        self.entries.shrink_to_fit();
         self.bytes = 0;
     }
 }
@@ -243,6 +253,8 @@ impl RocksDbStateStore {
             batch: WriteBatch::new(),
             cache: Cache::new(CACHE_BYTES),
             failed: false,
+            #[cfg(test)]
+            fail_next_write: false,
         }
     }
 
@@ -315,7 +327,9 @@ impl RocksDbStateStore {
             return Ok(());
         }
         let Some(db) = &self.db else {
-            // Nothing was ever written (reads of an unopened store are not cached).
+            // Nothing was ever written: every write opens the database first, and reads of an
+            // unopened store are not cached.
+            debug_assert!(self.cache.entries.values().all(|cached| !cached.dirty), "dirty entries without a database");
             self.cache.clear();
             return Ok(());
         };
@@ -327,6 +341,12 @@ impl RocksDbStateStore {
                 Some(value) => self.batch.put(key.as_bytes(), value),
                 None => self.batch.delete(key.as_bytes()),
             }
+        }
+        #[cfg(test)]
+        if std::mem::take(&mut self.fail_next_write) {
+            self.batch.clear();
+            self.failed = true;
+            return Err(StateError::new(self.partition, "a planted write failure"));
         }
         let result = if dirty > 0 { db.write(&self.write, &mut self.batch) } else { Ok(()) };
         self.batch.clear();
@@ -376,10 +396,13 @@ impl StateStore for RocksDbStateStore {
             return Ok(());
         }
         self.db()?;
+        // Flushed as it fills, so one batch of large values does not hold the cache far over its
+        // budget (the later changes go into the emptied cache, in order).
         for (key, value) in changes {
             self.cache.set(key, *value, true);
+            self.flush_if_full()?;
         }
-        self.flush_if_full()
+        Ok(())
     }
 
     fn delete(&mut self, key: &str) -> Result<(), StateError> {
@@ -578,6 +601,33 @@ mod tests {
                 proptest::prop_assert_eq!(read.as_ref(), model.get(&name(k)), "key {}", k);
             }
         }
+    }
+
+    /// A failed write-back loses the cache's changes, so the store refuses every call (reads
+    /// included: they could answer from RocksDB without those changes) until it is wiped; after
+    /// the wipe it works again, empty.
+    #[test]
+    fn a_failed_write_back_refuses_every_call_until_the_wipe() {
+        let root = TempRoot::new("failed");
+        let mut store = RocksDbStateStore::new(root.0.join("state.db"), 0);
+        store.cache = Cache::new(0); // every write is written back at once
+        store.put("kept", b"1").unwrap();
+        store.fail_next_write = true;
+        let error = store.put("lost", b"2").unwrap_err();
+        assert!(error.to_string().contains("planted"), "{error}");
+        for refused in [
+            store.get("kept").map(|_| ()),
+            store.put("k", b"3"),
+            store.delete("kept"),
+            store.apply(&[("k", Some(b"4".as_slice()))]),
+        ] {
+            let error = refused.unwrap_err().to_string();
+            assert!(error.contains("must be wiped"), "{error}");
+        }
+        store.wipe().unwrap();
+        assert_eq!(store.get("kept").unwrap(), None, "the wipe leaves an empty store");
+        store.put("k", b"5").unwrap();
+        assert_eq!(store.get("k").unwrap().as_deref(), Some(b"5".as_slice()));
     }
 
     #[test]
