@@ -21,7 +21,8 @@
 //!   memtables are most of each store's memory. Without a WAL they are also what RocksDB flushes
 //!   when a store is closed, so small buffers keep wipes (and so rebalances) cheap.
 //! - **Few, small info logs** and a bounded number of open table files per store.
-//! - **A small cache in front of it** (256 KiB per store, reads through, writes back): a
+//! - **A small cache in front of it** (256 KiB per store by default,
+//!   [`RocksDbStores::cache_bytes`]; reads through, writes back): a
 //!   transformer reads and writes each key once per batch, mostly the same keys batch after
 //!   batch, and RocksDB's read and write paths (a skip list search through every version the
 //!   memtable holds of the key) cost ~7 000–8 000 instructions per key (issue #14). RocksDB
@@ -57,6 +58,7 @@ mod ffi;
 #[derive(Clone, Debug)]
 pub struct RocksDbStores {
     root: PathBuf,
+    cache_bytes: usize,
 }
 
 impl RocksDbStores {
@@ -68,7 +70,31 @@ impl RocksDbStores {
     /// assert_eq!(stores.path("app", 3), std::path::Path::new("/data/app/state/3/state.db"));
     /// ```
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        RocksDbStores { root: root.into() }
+        RocksDbStores { root: root.into(), cache_bytes: CACHE_BYTES }
+    }
+
+    /// The budget of each store's cache in front of RocksDB (default 256 KiB per task; the
+    /// module documentation describes the cache). A stage whose tasks each keep more state
+    /// than that, read and written batch after batch, runs faster with a budget that holds its
+    /// working set; a process with very many tasks may want less. The budget is approximate
+    /// (keys and values, plus a fixed cost per entry for the map's own memory); `0` writes every
+    /// change through at once and keeps nothing.
+    ///
+    /// ```
+    /// use flechtwerk::state::{RocksDbStores, StateStores};
+    ///
+    /// let root = std::env::temp_dir().join(format!("cache-bytes-doc-{}", std::process::id()));
+    /// let stores = RocksDbStores::new(&root).cache_bytes(4 << 20); // 4 MiB per task
+    /// let mut store = stores.open("app", 0)?;
+    /// store.put("k", b"{}")?;
+    /// assert_eq!(store.get("k")?.as_deref(), Some(&b"{}"[..]));
+    /// store.wipe()?;
+    /// # std::fs::remove_dir_all(&root).ok();
+    /// # Ok::<(), flechtwerk::state::StateError>(())
+    /// ```
+    pub fn cache_bytes(mut self, bytes: usize) -> Self {
+        self.cache_bytes = bytes;
+        self
     }
 
     /// Stores in a fresh directory under the system temp dir, unique to this application
@@ -110,6 +136,12 @@ impl RocksDbStores {
 
 impl StateStores for RocksDbStores {
     fn open(&self, application_id: &str, partition: i32) -> Result<Box<dyn StateStore>, StateError> {
+        Ok(Box::new(self.store(application_id, partition)?))
+    }
+}
+
+impl RocksDbStores {
+    fn store(&self, application_id: &str, partition: i32) -> Result<RocksDbStateStore, StateError> {
         // The application id becomes a directory name: it must not climb out of (or spread
         // over) the root.
         let mut components = Path::new(application_id).components();
@@ -123,7 +155,9 @@ impl StateStores for RocksDbStores {
                 format!("application id {application_id:?} is not a valid directory name"),
             ));
         }
-        Ok(Box::new(RocksDbStateStore::new(self.path(application_id, partition), partition)))
+        let mut store = RocksDbStateStore::new(self.path(application_id, partition), partition);
+        store.cache = Cache::new(self.cache_bytes);
+        Ok(store)
     }
 }
 
@@ -165,9 +199,10 @@ pub struct RocksDbStateStore {
     fail_next_write: bool,
 }
 
-/// Most bytes a store's [`Cache`] holds (keys, values and a fixed cost per entry) before its
-/// changes go into RocksDB: enough for a few thousand small states per task, little beside
-/// RocksDB's own memtables (up to 2 × 4 MiB per store) even at hundreds of tasks per process.
+/// Most bytes a store's [`Cache`] holds by default (keys, values and a fixed cost per entry)
+/// before its changes go into RocksDB ([`RocksDbStores::cache_bytes`] sets another): enough for
+/// a thousand or more small states per task, little beside RocksDB's own memtables (up to
+/// 2 × 4 MiB per store) even at hundreds of tasks per process.
 pub(crate) const CACHE_BYTES: usize = 256 << 10;
 
 /// The store's latest values, absent keys included (`None`), in front of RocksDB: reads
@@ -601,6 +636,22 @@ mod tests {
                 proptest::prop_assert_eq!(read.as_ref(), model.get(&name(k)), "key {}", k);
             }
         }
+    }
+
+    /// Every store gets the budget its stores were given; `0` keeps nothing in the cache.
+    #[test]
+    fn stores_hand_their_cache_budget_to_every_store() {
+        let root = TempRoot::new("budget");
+        assert_eq!(RocksDbStores::new(&root.0).store("app", 0).unwrap().cache.budget, CACHE_BYTES);
+        let mut store = RocksDbStores::new(&root.0).cache_bytes(0).store("app", 1).unwrap();
+        assert_eq!(store.cache.budget, 0);
+        store.put("k", b"1").unwrap();
+        assert!(store.cache.entries.is_empty(), "written through at once");
+        assert_eq!(store.get("k").unwrap().as_deref(), Some(b"1".as_slice()), "read back from RocksDB");
+        assert!(store.cache.entries.is_empty());
+        let mut store = RocksDbStores::new(&root.0).cache_bytes(1 << 20).store("app", 2).unwrap();
+        store.put("k", b"1").unwrap();
+        assert_eq!(store.cache.entries.len(), 1, "kept while under the budget");
     }
 
     /// A failed write-back loses the cache's changes, so the store refuses every call (reads
