@@ -315,6 +315,13 @@ impl FlechtwerkBuilder {
 
     /// Records per fetched batch (default 500): bounds a batch's memory and transaction size.
     ///
+    /// In exactly-once mode every batch is a transaction per task, with its round trips to the
+    /// transaction and group coordinators: at 500 small records those dominate, and exactly-once
+    /// runs at about half the rate of at-least-once. Bigger batches spread them: on the
+    /// side-by-side bench (docs/performance.md, issue #14's fifth round) 2 000 records brought
+    /// exactly-once to 0.7–1.0× of at-least-once and 5 000 to 1.0×, for more memory (two batches
+    /// buffered per partition) and a longer time before a batch's outputs are visible.
+    ///
     /// ```
     /// # use std::sync::Arc;
     /// # use flechtwerk::{stage::transformer, Flechtwerk};
