@@ -280,22 +280,9 @@ fn bare_child(argv: &[String]) {
                     let mut value = record.value.expect("a value").to_vec();
                     value.pop(); // the closing brace
                     value.extend_from_slice(format!(",\"seen\":{count}}}").as_bytes());
-                    outputs.push(ProducerRecord {
-                        topic: output.clone(),
-                        partition: None,
-                        key: Some(key.clone()),
-                        value: Some(value.into()),
-                        headers: Vec::new(),
-                        timestamp_ms: None,
-                    });
-                    outputs.push(ProducerRecord {
-                        topic: changelog.clone(),
-                        partition: Some(partition),
-                        key: Some(key),
-                        value: Some(format!("{{\"seen\":{count}}}").into_bytes().into()),
-                        headers: Vec::new(),
-                        timestamp_ms: None,
-                    });
+                    outputs.push(ProducerRecord::new(output.as_str(), key.clone(), value));
+                    let state = format!("{{\"seen\":{count}}}").into_bytes();
+                    outputs.push(ProducerRecord::new(changelog.as_str(), key, state).to_partition(partition));
                 }
                 let (group, input) = (&group, &input);
                 async move {
@@ -440,14 +427,9 @@ async fn measure(kafka: &Arc<dyn Kafka>, args: &Args, bootstrap: &str, input: &s
     }
 
     let mut command = match which {
-        "rust" | "rust-eos2" => {
+        "rust" | "rust-eos2" | "bare" => {
             let mut c = Command::new(std::env::current_exe().expect("this binary"));
-            c.arg("--stage-child");
-            c
-        }
-        "bare" => {
-            let mut c = Command::new(std::env::current_exe().expect("this binary"));
-            c.arg("--bare-child");
+            c.arg(if which == "bare" { "--bare-child" } else { "--stage-child" });
             c
         }
         _ => {

@@ -241,31 +241,34 @@ impl Parser<'_> {
 
     pub(super) fn string(&mut self) -> Result<String, JsonError> {
         self.pos += 1; // opening quote
-        let start = self.pos;
-        self.pos = plain_run_end(self.bytes, self.pos);
-        let run = std::str::from_utf8(&self.bytes[start..self.pos]).expect("utf-8 input");
-        if self.peek() == Some(b'"') {
-            // No escape (the usual case): one allocation of the exact size.
-            self.pos += 1;
-            return Ok(run.to_owned());
-        }
-        let mut out = String::with_capacity(run.len() + 8);
-        out.push_str(run);
+                       // Built only once an escape shows up: a string without one (the usual case) is copied
+                       // once, into an allocation of its exact size.
+        let mut escaped: Option<String> = None;
         loop {
-            match self.peek() {
-                Some(b'"') => {
-                    self.pos += 1;
-                    return Ok(out);
-                }
-                Some(b'\\') => out.push(self.escape()?),
-                Some(_) => return Err(JsonError::ControlCharacter { offset: self.pos }),
-                None => return Err(JsonError::UnexpectedEnd { offset: self.pos }),
-            }
             // Copy the run of plain bytes in one go; the input is valid UTF-8, and '"', '\\'
             // and control characters are ASCII, so the run ends on a char boundary.
             let start = self.pos;
             self.pos = plain_run_end(self.bytes, self.pos);
-            out.push_str(std::str::from_utf8(&self.bytes[start..self.pos]).expect("utf-8 input"));
+            let run = std::str::from_utf8(&self.bytes[start..self.pos]).expect("utf-8 input");
+            match self.peek() {
+                Some(b'"') => {
+                    self.pos += 1;
+                    return Ok(match escaped {
+                        None => run.to_owned(),
+                        Some(mut out) => {
+                            out.push_str(run);
+                            out
+                        }
+                    });
+                }
+                Some(b'\\') => {
+                    let out = escaped.get_or_insert_with(|| String::with_capacity(run.len() + 8));
+                    out.push_str(run);
+                    out.push(self.escape()?);
+                }
+                Some(_) => return Err(JsonError::ControlCharacter { offset: self.pos }),
+                None => return Err(JsonError::UnexpectedEnd { offset: self.pos }),
+            }
         }
     }
 

@@ -132,15 +132,8 @@ impl RocksDbStores {
     pub fn path(&self, application_id: &str, partition: i32) -> PathBuf {
         self.root.join(application_id).join("state").join(partition.to_string()).join("state.db")
     }
-}
 
-impl StateStores for RocksDbStores {
-    fn open(&self, application_id: &str, partition: i32) -> Result<Box<dyn StateStore>, StateError> {
-        Ok(Box::new(self.store(application_id, partition)?))
-    }
-}
-
-impl RocksDbStores {
+    /// The store of task `partition` of `application_id` (not opened yet: STO-05).
     fn store(&self, application_id: &str, partition: i32) -> Result<RocksDbStateStore, StateError> {
         // The application id becomes a directory name: it must not climb out of (or spread
         // over) the root.
@@ -155,9 +148,13 @@ impl RocksDbStores {
                 format!("application id {application_id:?} is not a valid directory name"),
             ));
         }
-        let mut store = RocksDbStateStore::new(self.path(application_id, partition), partition);
-        store.cache = Cache::new(self.cache_bytes);
-        Ok(store)
+        Ok(RocksDbStateStore::new(self.path(application_id, partition), partition, self.cache_bytes))
+    }
+}
+
+impl StateStores for RocksDbStores {
+    fn open(&self, application_id: &str, partition: i32) -> Result<Box<dyn StateStore>, StateError> {
+        Ok(Box::new(self.store(application_id, partition)?))
     }
 }
 
@@ -275,7 +272,7 @@ impl std::fmt::Debug for RocksDbStateStore {
 }
 
 impl RocksDbStateStore {
-    fn new(path: PathBuf, partition: i32) -> Self {
+    fn new(path: PathBuf, partition: i32, cache_bytes: usize) -> Self {
         let mut write = WriteOptions::new();
         write.disable_wal(true);
         write.set_sync(false);
@@ -286,7 +283,7 @@ impl RocksDbStateStore {
             read: ReadOptions::new(),
             write,
             batch: WriteBatch::new(),
-            cache: Cache::new(CACHE_BYTES),
+            cache: Cache::new(cache_bytes),
             failed: false,
             #[cfg(test)]
             fail_next_write: false,
@@ -595,8 +592,7 @@ mod tests {
             ],
         ) {
             let root = TempRoot::new("cache");
-            let mut store = RocksDbStateStore::new(root.0.join("state.db"), 0);
-            store.cache = Cache::new(budget);
+            let mut store = RocksDbStateStore::new(root.0.join("state.db"), 0, budget);
             let mut model: std::collections::BTreeMap<String, Vec<u8>> = Default::default();
             let name = |k: usize| format!("key-{k}");
             for op in ops {
@@ -660,8 +656,8 @@ mod tests {
     #[test]
     fn a_failed_write_back_refuses_every_call_until_the_wipe() {
         let root = TempRoot::new("failed");
-        let mut store = RocksDbStateStore::new(root.0.join("state.db"), 0);
-        store.cache = Cache::new(0); // every write is written back at once
+        // A budget of 0: every write is written back at once.
+        let mut store = RocksDbStateStore::new(root.0.join("state.db"), 0, 0);
         store.put("kept", b"1").unwrap();
         store.fail_next_write = true;
         let error = store.put("lost", b"2").unwrap_err();
