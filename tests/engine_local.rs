@@ -71,6 +71,11 @@ async fn sto_05_07_state_beyond_the_store_cache() {
 }
 
 #[tokio::test]
+async fn trx_45_batches_gather_polls_while_a_commit_waits() {
+    common::batches_gather_polls_while_a_commit_waits(&harness("gather").with_batches(5, 20)).await;
+}
+
+#[tokio::test]
 async fn trx_20_one_state_write_per_key_and_batch() {
     common::one_state_write_per_key_and_batch(&harness("trx20")).await;
 }

@@ -10,6 +10,9 @@ pub(crate) struct Settings {
     pub(crate) application_id: String,
     pub(crate) client_id: String,
     pub(crate) max_poll_records: usize,
+    /// Records one batch may gather from several polls while the batch before it commits
+    /// (at least `max_poll_records`; equal: one poll per batch, as the reference does).
+    pub(crate) max_batch_records: usize,
     pub(crate) compression: Compression,
     pub(crate) replication_factor: i16,
     pub(crate) session_timeout: Duration,
@@ -24,6 +27,11 @@ pub(crate) struct Settings {
 }
 
 impl Settings {
+    /// Whether a batch gathers the polls made while the batch before it commits (TRX-16).
+    pub(crate) fn gathers(&self) -> bool {
+        self.max_batch_records > self.max_poll_records
+    }
+
     /// The changelog topic (LIFE-03): `{application_id}-changelog`.
     pub(crate) fn changelog_topic(&self) -> String {
         format!("{}-changelog", self.application_id)

@@ -35,6 +35,9 @@ pub struct Harness {
     pub replication: i16,
     /// The producer shape of every application the harness starts.
     pub producers: flechtwerk::Producers,
+    /// `max_poll_records` and `max_batch_records` of every transformer it starts (`None`: the
+    /// defaults).
+    pub batches: Option<(usize, usize)>,
 }
 
 /// A record to seed a topic with: explicit partition (or by key), key, value (or a tombstone).
@@ -97,6 +100,9 @@ impl Observer for Probe {
     fn transaction_committed(&self) {
         self.recording.transaction_committed();
     }
+    fn batch_processed(&self, size: usize, elapsed: Duration) {
+        self.recording.batch_processed(size, elapsed);
+    }
     fn config_store_updated(&self, store: &dyn flechtwerk::observer::ConfigView) {
         *self.configs.lock().unwrap() = store.to_map();
     }
@@ -104,7 +110,7 @@ impl Observer for Probe {
 
 impl Harness {
     pub fn new(kafka: Arc<dyn Kafka>, prefix: impl Into<String>, replication: i16) -> Self {
-        Harness { kafka, prefix: prefix.into(), replication, producers: flechtwerk::Producers::PerTask }
+        Harness { kafka, prefix: prefix.into(), replication, producers: flechtwerk::Producers::PerTask, batches: None }
     }
 
     /// The same harness starting applications with `producers` (TRX-40: the per-instance
@@ -112,6 +118,13 @@ impl Harness {
     #[allow(dead_code)]
     pub fn with_producers(mut self, producers: flechtwerk::Producers) -> Harness {
         self.producers = producers;
+        self
+    }
+
+    /// Every transformer the harness starts polls `poll` records at a time and gathers up to
+    /// `batch` into one batch (TRX-45).
+    pub fn with_batches(mut self, poll: usize, batch: usize) -> Harness {
+        self.batches = Some((poll, batch));
         self
     }
 
@@ -155,7 +168,13 @@ impl Harness {
     /// A harness whose applications use `kafka` (a wrapper of this harness's cluster), with the
     /// same names.
     pub fn with_kafka(&self, kafka: Arc<dyn Kafka>) -> Harness {
-        Harness { kafka, prefix: self.prefix.clone(), replication: self.replication, producers: self.producers }
+        Harness {
+            kafka,
+            prefix: self.prefix.clone(),
+            replication: self.replication,
+            producers: self.producers,
+            batches: self.batches,
+        }
     }
 
     /// Reads `topic` until `done` holds, or fails after [`SETTLE_MAX`].
@@ -206,9 +225,12 @@ impl Harness {
             .session_timeout(Duration::from_secs(6))
             .poll_interval(Duration::from_millis(200))
             .producers(self.producers)
-            .observer(observer)
-            .build(stage)
-            .unwrap();
+            .observer(observer);
+        let app = match self.batches {
+            Some((poll, batch)) => app.max_poll_records(poll).max_batch_records(batch),
+            None => app,
+        };
+        let app = app.build(stage).unwrap();
         let (tx, rx) = oneshot::channel::<()>();
         let handle = tokio::spawn(async move {
             app.run_until(async {
@@ -525,6 +547,67 @@ pub async fn one_state_write_per_key_and_batch(h: &Harness) {
     let changelog = h.read(&format!("{app}-changelog")).await;
     let values: Vec<&[u8]> = changelog.iter().map(value).collect();
     assert_eq!(values, vec![&br#"{"count":3}"#[..]], "one changelog write for the batch");
+}
+
+/// TRX-45, MET-03: while a batch's commit waits (its output's delivery held), the next batch
+/// gathers every poll made meanwhile, up to `max_batch_records`, and commits them as one
+/// transaction per task: each key's counts continue exactly, the gathered batch writes each key
+/// once to the changelog, and the observer still counts one batch per poll. `h` must gather
+/// (`with_batches(5, 20)`): 5 records per poll, 20 per batch.
+pub async fn batches_gather_polls_while_a_commit_waits(h: &Harness) {
+    let input = h.topic("input", 1, false).await;
+    let output = h.topic("output", 1, false).await;
+    let app = h.name("gather");
+    let holding = Arc::new(doubles::Holding::new(h.kafka.clone(), output.clone()));
+    let probe = Arc::new(Probe::default());
+    let running = h.with_kafka(holding.clone()).start(&app, "pod-0", counter(&input, &output), probe.clone());
+    wait_for("the task started", || probe.tasks.load(Ordering::SeqCst) == 1).await;
+    h.produce(&input, &[(Some(0), "k0", Some(b"{}"))]).await;
+    // The first batch commits, its output's delivery held: it cannot finish.
+    in_transaction(&probe, &output).await;
+    let seeds: Vec<Seed<'_>> =
+        (0..40).map(|i| (Some(0), ["k0", "k1", "k2", "k3"][i % 4], Some(&b"{}"[..]))).collect();
+    h.produce(&input, &seeds).await;
+    let processed = || probe.recording.events().iter().filter(|e| matches!(e, Observed::MessageIn { .. })).count();
+    // The next batch gathers polls until it holds 20 records, then polls no more.
+    wait_for("the next batch gathered 20 records", || processed() >= 21).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(processed(), 21, "a batch gathers up to max_batch_records and no further");
+    let committed = || probe.recording.events().iter().filter(|e| matches!(e, Observed::TransactionCommitted)).count();
+    assert_eq!(committed(), 0, "nothing commits while the first batch's delivery is held");
+    holding.release();
+    let outputs = h.read_until(&output, |r| r.len() >= 41).await;
+    running.stop().await.unwrap();
+    let counts = counts_by_key(&outputs);
+    assert_eq!(counts["k0"], (1..=11).collect::<Vec<i64>>());
+    for key in ["k1", "k2", "k3"] {
+        assert_eq!(counts[key], (1..=10).collect::<Vec<i64>>(), "{key}");
+    }
+    let events = probe.recording.events();
+    let sizes: Vec<usize> =
+        events.iter().filter_map(|e| if let Observed::BatchProcessed { size } = e { Some(*size) } else { None }).collect();
+    assert_eq!(sizes.iter().sum::<usize>(), 41, "every record in one batch observation: {sizes:?}");
+    assert!(sizes.iter().all(|&size| size <= 5), "one batch observation per poll (MET-03): {sizes:?}");
+    // The first batch, the gathered 20 and the other 20 (gathered while the second committed,
+    // or in several batches if that commit was quick): at least 3, at most 1 + 8 polls.
+    let transactions = committed();
+    assert!((3..=9).contains(&transactions), "{transactions} transactions");
+    // The gathered batch wrote each key once: its last state.
+    let changelog = h.read(&format!("{app}-changelog")).await;
+    let second: Vec<(String, &[u8])> = changelog[1..5]
+        .iter()
+        .map(|r| (String::from_utf8_lossy(r.key.as_deref().unwrap_or_default()).into_owned(), value(r)))
+        .collect();
+    assert_eq!(
+        second,
+        [
+            ("k0".to_owned(), &br#"{"count":6}"#[..]),
+            ("k1".to_owned(), &br#"{"count":5}"#[..]),
+            ("k2".to_owned(), &br#"{"count":5}"#[..]),
+            ("k3".to_owned(), &br#"{"count":5}"#[..]),
+        ],
+        "the gathered batch writes each key's final state once"
+    );
 }
 
 /// TRX-21, STG-43: an empty state over a key without state writes nothing (no tombstone); an

@@ -25,7 +25,7 @@ use crate::configs::ConfigStore;
 use crate::engine::buggify;
 use crate::engine::txn::Txn;
 use crate::error::{BoxError, Error};
-use crate::kafka::{GroupMetadata, ProducerRecord, TopicPartition};
+use crate::kafka::{GroupMetadata, ProducerRecord, RevocationGate, RevocationHold, TopicPartition};
 use crate::message::{IncomingMessage, Message};
 use crate::record::State;
 use crate::stage::{Output, Transformer};
@@ -58,6 +58,47 @@ struct Prepared {
     offsets: Vec<(TopicPartition, i64)>,
 }
 
+impl Prepared {
+    /// A later poll's share of the same task, gathered into this one (TRX-45).
+    fn gather(&mut self, later: Prepared) {
+        self.outputs.extend(later.outputs);
+        self.changes = gather_changes(std::mem::take(&mut self.changes), later.changes);
+        for (partition, next) in later.offsets {
+            match self.offsets.iter_mut().find(|(known, _)| *known == partition) {
+                Some((_, offset)) => *offset = (*offset).max(next),
+                None => self.offsets.push((partition, next)),
+            }
+        }
+    }
+}
+
+/// Two sorted runs of state changes as one, sorted by key: a key changed by both keeps
+/// `later`'s change (its baseline was `earlier`'s).
+fn gather_changes(earlier: Vec<StateChange>, later: Vec<StateChange>) -> Vec<StateChange> {
+    if earlier.is_empty() {
+        return later;
+    }
+    let mut gathered = Vec::with_capacity(earlier.len() + later.len());
+    let mut earlier = earlier.into_iter().peekable();
+    let mut later = later.into_iter().peekable();
+    loop {
+        let order = match (earlier.peek(), later.peek()) {
+            (Some(e), Some(l)) => e.key.cmp(&l.key),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (None, None) => return gathered,
+        };
+        match order {
+            std::cmp::Ordering::Less => gathered.extend(earlier.next()),
+            std::cmp::Ordering::Greater => gathered.extend(later.next()),
+            std::cmp::Ordering::Equal => {
+                earlier.next();
+                gathered.extend(later.next());
+            }
+        }
+    }
+}
+
 /// A state change ready for the changelog: the key, and the value bytes (`None` deletes). The
 /// bytes are shared between the changelog record and the local store's write.
 pub(super) struct StateChange {
@@ -71,12 +112,48 @@ pub(super) struct PreparedBatch {
     tasks: BTreeMap<i32, Prepared>,
     /// The group member the batch was fetched as: its offsets commit with this generation.
     metadata: GroupMetadata,
-    /// Records processed (skipped ones included), for the observer.
-    size: usize,
-    started: tokio::time::Instant,
+    /// Every poll the batch holds (one, unless it gathered several, TRX-45): its records
+    /// processed (skipped ones included) and when its preparation started, for the observer,
+    /// which counts a batch per poll (MET-03).
+    polls: Vec<(usize, tokio::time::Instant)>,
+    /// Held once the batch gathers a further poll (TRX-46): a revocation that poll serves waits
+    /// until this batch committed, as it waits for the batch committing meanwhile.
+    hold: Option<RevocationHold>,
 }
 
 impl PreparedBatch {
+    /// Records the batch holds (skipped ones included).
+    pub(super) fn size(&self) -> usize {
+        self.polls.iter().map(|(size, _)| size).sum()
+    }
+
+    /// Whether `metadata` is the group member this batch was fetched as (same generation).
+    pub(super) fn fetched_as(&self, metadata: &GroupMetadata) -> bool {
+        self.metadata.generation == metadata.generation && self.metadata.member_id == metadata.member_id
+    }
+
+    /// Holds revocations back until this batch completed (once; further calls keep the hold).
+    pub(super) fn hold_revocations(&mut self, gate: &RevocationGate) {
+        self.hold.get_or_insert_with(|| gate.hold());
+    }
+
+    /// Gathers `later`, prepared from a later poll of the same member (reading this batch's
+    /// changes as its baselines), into this batch (TRX-45): its outputs after this batch's, per
+    /// task; its state changes replacing this batch's of the same key; its offsets beyond this
+    /// batch's.
+    pub(super) fn gather(&mut self, later: PreparedBatch) {
+        assert!(self.fetched_as(&later.metadata), "a batch gathers only polls of the member it was fetched as");
+        for (partition, prepared) in later.tasks {
+            match self.tasks.entry(partition) {
+                std::collections::btree_map::Entry::Vacant(entry) => {
+                    entry.insert(prepared);
+                }
+                std::collections::btree_map::Entry::Occupied(mut entry) => entry.get_mut().gather(prepared),
+            }
+        }
+        self.polls.extend(later.polls);
+    }
+
     /// The outputs of every task, moved out for the transactions (the changes stay: the next
     /// batch reads them while this one commits).
     pub(super) fn take_outputs(&mut self) -> BTreeMap<i32, Vec<ProducerRecord>> {
@@ -91,8 +168,9 @@ impl PreparedBatch {
 
 impl<S: Transformer> Runner<S> {
     /// Decodes and processes one fetched batch and encodes everything it writes (TRX-10..23),
-    /// beginning no transaction. `ahead` is the batch committing meanwhile, whose state changes
-    /// are not in the stores yet: a key's baseline is its change there, else the store's value.
+    /// beginning no transaction. `ahead` are the batches whose state changes are not in the
+    /// stores yet, newest first (the batch gathered so far, the batch committing meanwhile): a
+    /// key's baseline is its change in the first that has one, else the store's value.
     #[tracing::instrument(
         name = "batch.prepare",
         skip_all,
@@ -102,7 +180,7 @@ impl<S: Transformer> Runner<S> {
         &self,
         records: Vec<RawRecord>,
         stores: &mut BTreeMap<i32, TaskStore<'_>>,
-        ahead: Option<&PreparedBatch>,
+        ahead: &[&PreparedBatch],
         configs: &ConfigStore,
         metadata: GroupMetadata,
         inputs: &[String],
@@ -117,14 +195,14 @@ impl<S: Transformer> Runner<S> {
         let work = stores.iter_mut().filter_map(|(p, task)| batch.remove(p).map(|b| (task, b))).map(
             |(task, task_batch)| async move {
                 let offsets = task_offsets(inputs, task.partition, &task_batch);
-                let overlay = ahead.map_or(&[][..], |ahead| ahead.changes(task.partition));
+                let overlays: Vec<&[StateChange]> = ahead.iter().map(|batch| batch.changes(task.partition)).collect();
                 let (outputs, changes) =
-                    self.prepare_task_batch(task, overlay, task_batch, configs, inputs, budget).await?;
+                    self.prepare_task_batch(task, &overlays, task_batch, configs, inputs, budget).await?;
                 Ok::<_, Error>((task.partition, Prepared { outputs, changes, offsets }))
             },
         );
         let tasks = try_join_all(work).await?.into_iter().collect();
-        Ok(PreparedBatch { tasks, metadata, size, started })
+        Ok(PreparedBatch { tasks, metadata, polls: vec![(size, started)], hold: None })
     }
 
     /// Writes a prepared batch: one transaction per task, concurrently (TRX-10), or with the
@@ -171,7 +249,9 @@ impl<S: Transformer> Runner<S> {
             task.committed(&offsets);
             committed.extend(offsets);
         }
-        self.observer.batch_processed(batch.size, batch.started.elapsed());
+        for (size, started) in batch.polls {
+            self.observer.batch_processed(size, started.elapsed());
+        }
         Ok(committed)
     }
 
@@ -199,12 +279,13 @@ impl<S: Transformer> Runner<S> {
 
     /// Processes one task's share of a batch: runs its buckets and encodes everything it
     /// writes, before any transaction begins (an unencodable output or state, NaN say, fails the
-    /// batch without opening one). `overlay` holds the task's changes of the batch committing
-    /// meanwhile, sorted by key. Returns the outputs and the state changes, sorted by key.
+    /// batch without opening one). `overlays` hold the task's changes not in its store yet,
+    /// newest first, each sorted by key. Returns the outputs and the state changes, sorted by
+    /// key.
     async fn prepare_task_batch(
         &self,
         task: &mut TaskStore<'_>,
-        overlay: &[StateChange],
+        overlays: &[&[StateChange]],
         batch: TaskBatch,
         configs: &ConfigStore,
         inputs: &[String],
@@ -218,7 +299,7 @@ impl<S: Transformer> Runner<S> {
         let mut baselines = Vec::with_capacity(buckets.len());
         for (key, msgs) in &mut buckets {
             msgs.sort_by_key(|(order, msg)| (*order, msg.offset));
-            baselines.push(load_state(task, overlay, key)?);
+            baselines.push(load_state(task, overlays, key)?);
         }
         let mut keys = Vec::with_capacity(buckets.len());
         let results = try_join_all(buckets.into_iter().zip(baselines).map(|((key, msgs), baseline)| {
@@ -405,9 +486,9 @@ fn task_offsets(inputs: &[String], partition: i32, batch: &TaskBatch) -> Vec<(To
     batch.offsets.iter().map(|(&order, &next)| (TopicPartition::new(&inputs[order], partition), next)).collect()
 }
 
-/// A key's baseline: its change in `overlay` (the batch committing meanwhile, sorted by key),
-/// else its value in the task's store.
-fn load_state(task: &mut TaskStore<'_>, overlay: &[StateChange], key: &str) -> Result<State, Error> {
+/// A key's baseline: its change in the first of `overlays` that has one (the changes not in the
+/// store yet, newest first, each sorted by key), else its value in the task's store.
+fn load_state(task: &mut TaskStore<'_>, overlays: &[&[StateChange]], key: &str) -> Result<State, Error> {
     let decode =
         |bytes: Option<&[u8]>| match bytes {
             None => Ok(State::new()),
@@ -415,10 +496,12 @@ fn load_state(task: &mut TaskStore<'_>, overlay: &[StateChange], key: &str) -> R
                 .map(State::wrap)
                 .map_err(|source| Error::CorruptState { partition: task.partition, key: key.to_owned(), source }),
         };
-    match overlay.binary_search_by(|change| change.key.as_str().cmp(key)) {
-        Ok(found) => decode(overlay[found].value.as_deref()),
-        Err(_) => decode(task.store.get(key)?.as_deref()),
+    for overlay in overlays {
+        if let Ok(found) = overlay.binary_search_by(|change| change.key.as_str().cmp(key)) {
+            return decode(overlay[found].value.as_deref());
+        }
     }
+    decode(task.store.get(key)?.as_deref())
 }
 
 /// How many transforms a simulated preparation runs between two yields.

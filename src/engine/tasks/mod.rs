@@ -214,6 +214,9 @@ impl<S: Transformer> Runner<S> {
         // The batch prepared last, to commit next: it commits while the next one is polled
         // and prepared.
         let mut ready: Option<PreparedBatch> = None;
+        // A poll to handle once `ready` completed, between batches: it brought rebalance events
+        // (or a new generation) while `ready` was gathering polls.
+        let mut deferred: Option<Polled> = None;
         loop {
             // A prepared batch still commits (its transactions are not begun yet; the stop
             // waits for them like it waits for a batch being written).
@@ -230,53 +233,55 @@ impl<S: Transformer> Runner<S> {
                 }
                 pending.clear();
             }
-            let next = match ready.take() {
+            if let Some(batch) = ready.take() {
+                // No poll ahead while a poll waits to be handled: it comes first.
+                let poll_ahead = deferred.is_none();
+                match self.pipelined_step(batch, consumer, configs, tasks, poll_ahead, env).await? {
+                    // Abandoned: the tasks' open transactions are aborted when they stop.
+                    None | Some(Next::Stopped) => return Ok(()),
+                    Some(Next::Ready { batch, deferred: polled }) => {
+                        ready = batch;
+                        deferred = deferred.or(polled);
+                    }
+                    Some(Next::MembershipLost) => membership_lost(tasks, &*self.observer).await?,
+                }
+                continue;
+            }
+            let polled = match deferred.take() {
+                Some(polled) => polled,
                 // Poll is cancellation-safe (the port's contract), so a shutdown may interrupt it.
                 None => tokio::select! {
                     biased;
-                    () = stop.raised() => Next::Stopped,
-                    polled = consumer.poll(self.settings.max_poll_records, POLL_TIMEOUT) => Next::Polled(polled?),
+                    () = stop.raised() => return Ok(()),
+                    polled = consumer.poll(self.settings.max_poll_records, POLL_TIMEOUT) => polled?,
                 },
-                Some(batch) => {
-                    let step = self.pipelined_step(batch, consumer, configs, tasks, env);
-                    match step.await? {
-                        Some(next) => next,
-                        // Abandoned: the tasks' open transactions are aborted when they stop.
-                        None => return Ok(()),
-                    }
-                }
             };
-            ready = match next {
+            match self.on_polled(polled, consumer, configs, tasks, &mut pending, env).await? {
+                Next::Ready { batch, deferred: polled } => {
+                    ready = batch;
+                    deferred = polled;
+                }
+                Next::MembershipLost => membership_lost(tasks, &*self.observer).await?,
                 Next::Stopped => return Ok(()),
-                Next::Prepared(batch) => batch,
-                Next::Polled(polled) => {
-                    let batch = self.on_polled(polled, consumer, configs, tasks, &mut pending, env);
-                    match batch.await? {
-                        Next::Prepared(batch) => batch,
-                        _ => return Ok(()),
-                    }
-                }
-                Next::MembershipLost => {
-                    membership_lost(tasks, &*self.observer).await?;
-                    None
-                }
-            };
+            }
         }
     }
 
-    /// Commits `batch` while the next batch is polled and prepared (TRX-02), holding the
-    /// revocation gate until the commit finished, so that a revocation the poll serves waits for
-    /// it (TRX-33). Returns what the poll brought once `batch` committed and completed (its
-    /// changes in the stores, its offsets committed in at-least-once mode), or `None` when the
-    /// stop's grace expired first. A poll that brings rebalance events is handed back
-    /// unprocessed: they are handled after the commit, between batches. An error of the commit
-    /// is returned first; one of the next batch's preparation after this batch completed.
+    /// Commits `batch` while the next batch is polled and prepared (TRX-02; with `poll_ahead`
+    /// false, it only commits), holding the revocation gate until the commit finished, so that a
+    /// revocation the poll serves waits for it (TRX-33). Returns what the polls brought once
+    /// `batch` committed and completed (its changes in the stores, its offsets committed in
+    /// at-least-once mode), or `None` when the stop's grace expired first. A poll that brings
+    /// rebalance events is handed back unprocessed: they are handled after the commit, between
+    /// batches. An error of the commit is returned first; one of the next batch's preparation
+    /// after this batch completed.
     async fn pipelined_step(
         &self,
         mut batch: PreparedBatch,
         consumer: &mut dyn Consumer,
         configs: &mut ConfigTopics,
         tasks: &mut Tasks,
+        poll_ahead: bool,
         env: LoopEnv<'_>,
     ) -> Result<Option<Next>, Error> {
         let outputs = batch.take_outputs();
@@ -289,7 +294,12 @@ impl<S: Transformer> Runner<S> {
             let _ = done.send(());
             committed
         };
-        let ahead = self.poll_ahead(consumer, configs, &mut stores, &batch, finished, env);
+        let ahead = async {
+            if !poll_ahead {
+                return Ok(Next::Ready { batch: None, deferred: None });
+            }
+            self.poll_ahead(consumer, configs, &mut stores, &batch, finished, env).await
+        };
         let (committed, next) = tokio::select! {
             biased;
             both = futures::future::join(commit, ahead) => both,
@@ -308,46 +318,93 @@ impl<S: Transformer> Runner<S> {
     /// changes first (they are not in `stores` yet). A poll still waiting when `ahead` finished
     /// (`finished`) is given up, so that `ahead` completes (its metrics, its offsets in
     /// at-least-once mode) without waiting out the poll's timeout on an idle input.
+    ///
+    /// With [`max_batch_records`](crate::FlechtwerkBuilder::max_batch_records) above
+    /// `max_poll_records`, it keeps polling until `ahead` finished, and every poll joins the
+    /// same next batch, up to that many records (TRX-45). Each further poll reads the batch
+    /// gathered so far first, then `ahead`; before it, the gathered batch holds the revocation
+    /// gate (TRX-46): a revocation that poll serves waits until the gathered batch committed
+    /// too, so its offsets never go out with a generation the group has left. A poll that
+    /// brings rebalance events, or finds the member in another generation, ends the gathering
+    /// and is handed back unprocessed, to handle after the gathered batch completed.
     async fn poll_ahead(
         &self,
         consumer: &mut dyn Consumer,
         configs: &mut ConfigTopics,
         stores: &mut BTreeMap<i32, TaskStore<'_>>,
         ahead: &PreparedBatch,
-        finished: tokio::sync::oneshot::Receiver<()>,
+        mut finished: tokio::sync::oneshot::Receiver<()>,
         env: LoopEnv<'_>,
     ) -> Result<Next, Error> {
-        // Poll is cancellation-safe (the port's contract).
-        let polled = tokio::select! {
-            biased;
-            () = env.stop.raised() => return Ok(Next::Stopped),
-            polled = consumer.poll(self.settings.max_poll_records, POLL_TIMEOUT) => polled?,
-            _ = finished => return Ok(Next::Prepared(None)),
-        };
-        if !polled.rebalances.is_empty() {
-            return Ok(Next::Polled(polled));
+        let gathers = self.settings.gathers();
+        let mut next: Option<PreparedBatch> = None;
+        loop {
+            let room = self.settings.max_batch_records.saturating_sub(next.as_ref().map_or(0, PreparedBatch::size));
+            if room == 0 {
+                break;
+            }
+            if let Some(gathered) = &mut next {
+                // The batch grows only while `ahead` commits: once it finished, a poll that
+                // returns at once must not hold the gathered batch back.
+                if !matches!(finished.try_recv(), Err(tokio::sync::oneshot::error::TryRecvError::Empty)) {
+                    break;
+                }
+                gathered.hold_revocations(env.gate);
+            }
+            // Poll is cancellation-safe (the port's contract).
+            let polled = tokio::select! {
+                biased;
+                () = env.stop.raised() => break,
+                polled = consumer.poll(room.min(self.settings.max_poll_records), POLL_TIMEOUT) => polled?,
+                _ = &mut finished => break,
+            };
+            let other_generation = next
+                .as_ref()
+                .is_some_and(|gathered| !consumer.group_metadata().is_some_and(|m| gathered.fetched_as(&m)));
+            if !polled.rebalances.is_empty() || other_generation {
+                return Ok(Next::Ready { batch: next, deferred: Some(polled) });
+            }
+            let prepared = {
+                let unstored: Vec<&PreparedBatch> = next.iter().chain([ahead]).collect();
+                self.prepare_polled(polled.records, consumer, configs, stores, &unstored, env).await?
+            };
+            match prepared {
+                Next::Ready { batch: Some(part), .. } => match &mut next {
+                    Some(gathered) => gathered.gather(part),
+                    None => next = Some(part),
+                },
+                Next::Ready { batch: None, .. } => {}
+                lost => return Ok(lost),
+            }
+            if !gathers {
+                break;
+            }
         }
-        self.prepare_polled(polled.records, consumer, configs, stores, Some(ahead), env).await
+        if next.is_none() && env.stop.is_raised() {
+            return Ok(Next::Stopped);
+        }
+        Ok(Next::Ready { batch: next, deferred: None })
     }
 
     /// The records of a poll made a batch: after the config drain, those of partitions without
     /// a live task (no entry in `stores`) are dropped uncommitted: their next owner processes them
-    /// (TRX-02, TRX-35); the rest are prepared, reading `ahead`'s changes first when a batch is
-    /// in flight. Returns [`Next::Prepared`], or [`Next::MembershipLost`].
+    /// (TRX-02, TRX-35); the rest are prepared, reading the changes of `ahead` (batches not in
+    /// the stores yet, newest first) first. Returns [`Next::Ready`] without a deferred poll, or
+    /// [`Next::MembershipLost`].
     async fn prepare_polled(
         &self,
         records: Vec<RawRecord>,
         consumer: &mut dyn Consumer,
         configs: &mut ConfigTopics,
         stores: &mut BTreeMap<i32, TaskStore<'_>>,
-        ahead: Option<&PreparedBatch>,
+        ahead: &[&PreparedBatch],
         env: LoopEnv<'_>,
     ) -> Result<Next, Error> {
         buggify::point("loop.after_poll").await;
         configs.drain(env.hooks, &*self.observer, |_, _| Ok(())).await?;
         let records: Vec<_> = records.into_iter().filter(|r| stores.contains_key(&r.partition)).collect();
         if records.is_empty() {
-            return Ok(Next::Prepared(None));
+            return Ok(Next::Ready { batch: None, deferred: None });
         }
         let Some(metadata) = consumer.group_metadata() else {
             return Ok(Next::MembershipLost);
@@ -356,12 +413,12 @@ impl<S: Transformer> Runner<S> {
         // writes it until the next drain, in this loop.
         let store = configs.store().read().await;
         let batch = self.prepare_batch(records, stores, ahead, &store, metadata, env.inputs).await?;
-        Ok(Next::Prepared(Some(batch)))
+        Ok(Next::Ready { batch: Some(batch), deferred: None })
     }
 
     /// A poll handled with no batch in flight: its rebalance events, then its records
-    /// ([`Runner::prepare_polled`]); a membership found lost stops every task. Returns
-    /// [`Next::Prepared`], or [`Next::Stopped`] when the stop's grace expired during the
+    /// ([`Runner::prepare_polled`]). Returns [`Next::Ready`] without a deferred poll,
+    /// [`Next::MembershipLost`], or [`Next::Stopped`] when the stop's grace expired during the
     /// preparation.
     async fn on_polled(
         &self,
@@ -397,17 +454,13 @@ impl<S: Transformer> Runner<S> {
             }
         }
         let (_, mut stores, _) = tasks.split();
-        let prepared = self.prepare_polled(polled.records, consumer, configs, &mut stores, None, env);
+        let prepared = self.prepare_polled(polled.records, consumer, configs, &mut stores, &[], env);
         let next = tokio::select! {
             biased;
             next = prepared => next?,
             () = env.stop.grace_expired() => Next::Stopped,
         };
         drop(stores);
-        if matches!(next, Next::MembershipLost) {
-            membership_lost(tasks, &*self.observer).await?;
-            return Ok(Next::Prepared(None));
-        }
         Ok(next)
     }
 
@@ -545,10 +598,9 @@ struct LoopEnv<'a> {
 enum Next {
     /// The stop was raised (or its grace expired): return.
     Stopped,
-    /// A poll to handle with no batch in flight (it brought rebalance events).
-    Polled(Polled),
-    /// The next batch, prepared (`None`: nothing to process).
-    Prepared(Option<PreparedBatch>),
+    /// The next batch to commit, if any, and a poll to handle once it completed (rebalance
+    /// events, or records of another generation, that ended its gathering), if any.
+    Ready { batch: Option<PreparedBatch>, deferred: Option<Polled> },
     /// The member lost its group membership while a batch was in flight.
     MembershipLost,
 }
