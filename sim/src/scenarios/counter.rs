@@ -22,7 +22,8 @@
 //! - per state identity (input partition, state key) the counts are exactly those of its n
 //!   inputs: 1..n (or 1..k repeated with resets), in order within each output partition;
 //! - within one transaction, a state's records ran in `input_topics` order, then offset order
-//!   (TRX-03; transactions told apart by the markers in the output's log);
+//!   (TRX-03; transactions told apart by the markers in the output's log; in the half of the
+//!   seeds whose batches gather polls, TRX-45, per input topic only);
 //! - the changelog's last value per identity equals the final count (absent after a reset);
 //! - the group's committed offsets reach the end of every input partition;
 //! - every output's config label is one that was written for its key, and the probes written
@@ -44,7 +45,7 @@ use flechtwerk::attribute::{Attribute, INT, STR};
 use flechtwerk::kafka::{Kafka, ProducerConfig, ProducerRecord};
 use flechtwerk::stage::{transformer, FnTransformer};
 use flechtwerk::wire::{InvalidMessageAction, RawRecord};
-use flechtwerk::{Event, Message, Producers, State};
+use flechtwerk::{Event, FlechtwerkBuilder, Message, Producers, State};
 use madsim::rand::{thread_rng, Rng};
 use madsim::runtime::Handle;
 use madsim::time::sleep;
@@ -317,9 +318,14 @@ async fn run(ctx: Ctx, producers: Producers) {
         )
     };
     let schedule = profile.generate(&mut thread_rng(), period);
+    // Half the seeds gather the polls made during a commit into the next batch (TRX-45).
+    let max_batch_records = {
+        let mut rng = thread_rng();
+        max_poll_records * if rng.gen_bool(0.5) { [2, 4, 10][rng.gen_range(0..3)] } else { 1 }
+    };
     ctx.event(format!(
         "counter: {variant:?}, {replica_count} replicas, {inputs} inputs over {keys} keys, {config_writes} config writes, \
-         max_poll_records {max_poll_records}, {} faults over {period:?}:\n{schedule}",
+         max_poll_records {max_poll_records}, max_batch_records {max_batch_records}, {} faults over {period:?}:\n{schedule}",
         schedule.len()
     ));
     let topics = vec![
@@ -333,7 +339,8 @@ async fn run(ctx: Ctx, producers: Producers) {
     let disk = SimDisk::default();
     let launch = {
         let variant = variant.clone();
-        launch_with(APP, max_poll_records, move |builder| builder.producers(producers), move || stage(&variant))
+        let configure = move |builder: FlechtwerkBuilder| builder.producers(producers).max_batch_records(max_batch_records);
+        launch_with(APP, max_poll_records, configure, move || stage(&variant))
     };
     let mut replicas = Replicas::start(&cluster, &ctx, &disk, launch, replica_count, REPLICAS_MAX);
     // Most seeds start the inputs and the faults once a replica runs tasks: a fault schedule
@@ -373,7 +380,7 @@ async fn run(ctx: Ctx, producers: Producers) {
     // ended with them is fenced); it restarts, and its config store converges again.
     replicas.await_configs(&want_configs, CONFIG_CONVERGENCE_MAX).await;
     let labels = labels.lock().expect("labels lock").clone();
-    check(&ctx, &cluster, &variant, &replicas, inputs, &labels, &want_configs);
+    check(&ctx, &cluster, &variant, &replicas, inputs, &labels, &want_configs, max_batch_records > max_poll_records);
 }
 
 /// An input as the truth holds it: where it landed and what the stage makes of it.
@@ -434,6 +441,7 @@ fn check(
     probes_from: i64,
     labels: &BTreeMap<String, BTreeSet<String>>,
     want_configs: &BTreeMap<String, Vec<u8>>,
+    gathers: bool,
 ) {
     // The valid inputs, by input id.
     let mut inputs: BTreeMap<i64, Input> = BTreeMap::new();
@@ -520,10 +528,19 @@ fn check(
         }
     }
     // TRX-03: within one transaction, a state's records run in input_topics order, then offset
-    // order (one report per identity).
+    // order (one report per identity). A batch that gathered several polls (TRX-45) ran each
+    // poll's buckets in turn: across polls only each input topic's offsets ascend.
     let mut misordered = BTreeSet::new();
+    let out_of_order = |positions: &[(usize, i64)]| {
+        if gathers {
+            let mut last: BTreeMap<usize, i64> = BTreeMap::new();
+            positions.iter().any(|&(topic, offset)| last.insert(topic, offset).is_some_and(|before| before >= offset))
+        } else {
+            positions.windows(2).any(|w| w[0] >= w[1])
+        }
+    };
     for ((output_partition, txn, partition, state_key), positions) in &per_transaction {
-        if positions.windows(2).any(|w| w[0] >= w[1]) && misordered.insert((*partition, state_key.clone())) {
+        if out_of_order(positions) && misordered.insert((*partition, state_key.clone())) {
             ctx.violation(format!(
                 "TRX-03: identity ({partition}, {state_key:?}) ran out of order in the transaction committed at \
                  {OUTPUT}/{output_partition}@{txn}: (input topic, offset) {positions:?}"
