@@ -5,7 +5,7 @@
 //! eval "$(scripts/python-ref | grep '^PYTHON_REF=')"
 //! cargo bench --features rdkafka --bench eos_side_by_side -- [--records 100000] [--keys 1000] \
 //!     [--partitions 4] [--rounds 3] [--only rust|python|rust-eos2|bare[,...]] [--guarantee eos|alos] \
-//!     [--work-us 0]
+//!     [--work-us 0] [--max-batch-records N]
 //! cargo bench --features rdkafka --bench eos_side_by_side -- --in-process 20000   # callgrind
 //! ```
 //!
@@ -29,6 +29,9 @@
 //! `rust-eos2` is the Rust stage with `Producers::PerInstance` (KIP-447: one transactional
 //! producer per instance, one transaction per batch); `--only rust,rust-eos2` runs both shapes
 //! side by side, alternating, and closes with their ratios.
+//!
+//! `--max-batch-records N` lets the Rust stage gather the polls made during a commit into its
+//! next batch, up to N records (TRX-45; `FlechtwerkBuilder::max_batch_records`).
 //!
 //! `bare` is the floor under the engine (see `bare_child`): the same adapter and wire work per
 //! input without the engine; `--only bare,rust` closes with the ratios of the two.
@@ -85,6 +88,8 @@ struct Args {
     guarantee: Guarantee,
     producers: Producers,
     max_poll_records: usize,
+    /// `--max-batch-records` (Rust stage only, TRX-45): polls gathered per batch while one commits.
+    max_batch_records: Option<usize>,
     /// CPU each transform spins (`--work-us`, Rust only): a stage that does work of its own.
     work: Duration,
 }
@@ -114,6 +119,7 @@ fn parse(args: &[String]) -> Args {
             Some(other) => panic!("--producers task|instance, not {other}"),
         },
         max_poll_records: num("--max-poll-records", 500),
+        max_batch_records: flag_value(args, "--max-batch-records").map(|v| v.parse().expect("--max-batch-records")),
         work: Duration::from_micros(num("--work-us", 0) as u64),
     }
 }
@@ -180,6 +186,7 @@ fn stage_child(argv: &[String]) {
             .guarantee(args.guarantee)
             .producers(args.producers)
             .max_poll_records(args.max_poll_records)
+            .max_batch_records(args.max_batch_records.unwrap_or(args.max_poll_records))
             .observer(Arc::new(Announce { partitions: args.partitions as usize }))
             .build(seen_counter(&get("--input"), &get("--output"), args.work))
             .expect("settings");
@@ -448,6 +455,9 @@ async fn measure(kafka: &Arc<dyn Kafka>, args: &Args, bootstrap: &str, input: &s
     if which == "rust-eos2" {
         command.args(["--producers", "instance"]);
     }
+    if let (Some(batch), "rust" | "rust-eos2") = (args.max_batch_records, which) {
+        command.args(["--max-batch-records", &batch.to_string()]);
+    }
     if which.starts_with("rust") || which == "bare" {
         command.args(["--partitions", &args.partitions.to_string()]);
         command.args(["--work-us", &args.work.as_micros().to_string()]);
@@ -563,12 +573,13 @@ async fn side_by_side(args: Args) {
     };
     println!(
         "counter (seen += 1, output = input + seen), {} inputs of {:.0} B avg (key + value), {} keys, {} partitions, \
-         max_poll_records {}, {:?}; load before: {}",
+         max_poll_records {}, max_batch_records (Rust) {:?}, {:?}; load before: {}",
         args.records,
         bytes as f64 / args.records as f64,
         args.keys,
         args.partitions,
         args.max_poll_records,
+        args.max_batch_records,
         args.guarantee,
         load()
     );

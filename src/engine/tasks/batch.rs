@@ -555,3 +555,64 @@ fn panic_error(panic: Box<dyn std::any::Any + Send>) -> BoxError {
         .unwrap_or_else(|| "a panic without a message".to_owned());
     format!("transform panicked: {message}").into()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn changes(map: &BTreeMap<String, Option<Vec<u8>>>) -> Vec<StateChange> {
+        map.iter().map(|(key, value)| StateChange { key: key.clone(), value: value.clone().map(Bytes::from) }).collect()
+    }
+
+    fn as_pairs(changes: &[StateChange]) -> Vec<(String, Option<Vec<u8>>)> {
+        changes.iter().map(|c| (c.key.clone(), c.value.as_ref().map(|v| v.to_vec()))).collect()
+    }
+
+    fn a_poll() -> impl Strategy<Value = BTreeMap<String, Option<Vec<u8>>>> {
+        proptest::collection::btree_map("[a-e]{1,2}", proptest::option::of(proptest::collection::vec(any::<u8>(), 0..3)), 0..8)
+    }
+
+    proptest! {
+        /// TRX-45: gathering two polls' changes is applying them in turn: sorted by key, one per
+        /// key, the later poll's where both changed a key.
+        #[test]
+        fn trx_45_gathered_changes_are_the_later_over_the_earlier(earlier in a_poll(), later in a_poll()) {
+            let mut model = earlier.clone();
+            model.extend(later.clone());
+            let gathered = gather_changes(changes(&earlier), changes(&later));
+            prop_assert_eq!(as_pairs(&gathered), model.into_iter().collect::<Vec<_>>());
+        }
+
+        /// TRX-45, TRX-11: a task's gathered share: outputs in poll order, each input
+        /// partition's next offset the furthest either poll reached.
+        #[test]
+        fn trx_45_gathered_share_keeps_output_order_and_furthest_offsets(
+            first in proptest::collection::btree_map(0..3i32, 0..100i64, 0..3),
+            second in proptest::collection::btree_map(0..3i32, 0..100i64, 0..3),
+            outputs in (0..4usize, 0..4usize),
+        ) {
+            let share = |offsets: &BTreeMap<i32, i64>, from: usize, count: usize| Prepared {
+                outputs: (from..from + count).map(|i| ProducerRecord::new("out", i.to_string(), "{}")).collect(),
+                changes: Vec::new(),
+                offsets: offsets.iter().map(|(&p, &next)| (TopicPartition::new("in", p), next)).collect(),
+            };
+            let mut gathered = share(&first, 0, outputs.0);
+            gathered.gather(share(&second, outputs.0, outputs.1));
+            let keys: Vec<String> =
+                gathered.outputs.iter().map(|r| String::from_utf8_lossy(r.key.as_deref().unwrap_or_default()).into_owned()).collect();
+            prop_assert_eq!(keys, (0..outputs.0 + outputs.1).map(|i| i.to_string()).collect::<Vec<_>>());
+            let mut want = first.clone();
+            for (p, next) in &second {
+                let entry = want.entry(*p).or_insert(*next);
+                *entry = (*entry).max(*next);
+            }
+            let mut got: Vec<(i32, i64)> = gathered.offsets.iter().map(|(tp, next)| (tp.partition, *next)).collect();
+            got.sort_unstable();
+            prop_assert_eq!(got, want.into_iter().collect::<Vec<_>>());
+        }
+    }
+}

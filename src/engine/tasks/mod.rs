@@ -358,11 +358,18 @@ impl<S: Transformer> Runner<S> {
                 polled = consumer.poll(room.min(self.settings.max_poll_records), POLL_TIMEOUT) => polled?,
                 _ = &mut finished => break,
             };
-            let other_generation = next
-                .as_ref()
-                .is_some_and(|gathered| !consumer.group_metadata().is_some_and(|m| gathered.fetched_as(&m)));
-            if !polled.rebalances.is_empty() || other_generation {
+            if !polled.rebalances.is_empty() {
                 return Ok(Next::Ready { batch: next, deferred: Some(polled) });
+            }
+            if let Some(gathered) = &next {
+                match consumer.group_metadata() {
+                    // Nothing gathered may commit (as in `prepare_polled`).
+                    None => return Ok(Next::MembershipLost),
+                    Some(member) if !gathered.fetched_as(&member) => {
+                        return Ok(Next::Ready { batch: next, deferred: Some(polled) });
+                    }
+                    Some(_) => {}
+                }
             }
             let prepared = {
                 let unstored: Vec<&PreparedBatch> = next.iter().chain([ahead]).collect();
