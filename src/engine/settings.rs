@@ -27,7 +27,7 @@ pub(crate) struct Settings {
 }
 
 impl Settings {
-    /// Whether a batch gathers the polls made while the batch before it commits (TRX-16).
+    /// Whether a batch gathers the polls made while the batch before it commits (TRX-45).
     pub(crate) fn gathers(&self) -> bool {
         self.max_batch_records > self.max_poll_records
     }
