@@ -217,7 +217,7 @@ pub struct FlechtwerkBuilder {
     client_id: Option<String>,
     kafka: Option<Arc<dyn Kafka>>,
     max_poll_records: usize,
-    /// `None`: not set, one poll per batch.
+    /// `None`: not set, twice `max_poll_records`.
     max_batch_records: Option<usize>,
     compression: Compression,
     replication_factor: i16,
@@ -316,14 +316,16 @@ impl FlechtwerkBuilder {
         self
     }
 
-    /// Records per fetched batch (default 500): bounds a batch's memory and transaction size.
+    /// Records per poll (default 500): bounds a poll's memory, and with
+    /// [`max_batch_records`](Self::max_batch_records) a batch's.
     ///
     /// In exactly-once mode every batch is a transaction per task, with its round trips to the
-    /// transaction and group coordinators: at 500 small records those dominate, and exactly-once
-    /// runs at about half the rate of at-least-once. Bigger batches spread them: on the
-    /// side-by-side bench (docs/performance.md, issue #14's fifth round) 2 000 records brought
-    /// exactly-once to 0.7–1.0× of at-least-once and 5 000 to 1.0×, for more memory (two batches
-    /// buffered per partition) and a longer time before a batch's outputs are visible.
+    /// transaction and group coordinators; with one poll of 500 small records per batch those
+    /// dominate, and exactly-once ran at 0.41× of at-least-once's rate on the side-by-side bench
+    /// (docs/performance.md). Batches that gather the polls made during a commit (the default,
+    /// up to twice this) or bigger polls spread them; bigger polls cost more memory (the
+    /// consumer buffers about two per partition) and a longer wait before a batch's outputs are
+    /// visible when the input is slow.
     ///
     /// ```
     /// # use std::sync::Arc;
@@ -343,22 +345,25 @@ impl FlechtwerkBuilder {
         self
     }
 
-    /// Lets one batch gather up to `records` records from several polls (opt-in; default: one
-    /// poll per batch, as Python flechtwerk does). Must be at least
-    /// [`max_poll_records`](Self::max_poll_records).
+    /// Lets one batch gather up to `records` records from several polls (default: twice
+    /// [`max_poll_records`](Self::max_poll_records); equal to it, every poll is its own batch, as
+    /// in Python flechtwerk). Must be at least `max_poll_records`.
     ///
-    /// The engine polls the next batch while the batch before it commits (TRX-02). With this
-    /// set, it keeps polling until that commit finished, and every poll made meanwhile joins the
-    /// same next batch, up to `records` records (TRX-45): the next transaction per task then
-    /// holds all of them, and its round trips to the transaction and group coordinators are paid
-    /// once for the lot instead of once per poll. A batch grows only while the commit before it
-    /// takes, so outputs become visible no later than with one poll per batch; when the input
-    /// is idle, nothing waits. Exactly-once is unchanged: each batch is still one transaction per
-    /// task with its outputs, its state changes (one write per key, TRX-20) and its offsets.
+    /// The engine polls the next batch while the batch before it commits (TRX-02). It keeps
+    /// polling until that commit finished, and every poll made meanwhile joins the same next
+    /// batch, up to `records` records (TRX-45): the next transaction per task then holds all of
+    /// them, and its round trips to the transaction and group coordinators are paid once for the
+    /// lot instead of once per poll. A batch grows only while the commit before it takes, so
+    /// outputs become visible no later than with one poll per batch; when the input is idle,
+    /// nothing waits. Exactly-once is unchanged: each batch is still one transaction per task
+    /// with its outputs, its state changes (one write per key, TRX-20) and its offsets.
     ///
-    /// On the side-by-side bench (docs/performance.md) it brings exactly-once at
-    /// `max_poll_records` 500 from about half of at-least-once's rate to the same rate. The
-    /// `flechtwerk_batch_size` histogram still counts one observation per poll (MET-03).
+    /// On the side-by-side bench (docs/performance.md, issue #14's sixth round), at
+    /// `max_poll_records` 500, gathering up to 1 000 records took exactly-once from 0.41× of
+    /// at-least-once's rate (one poll per batch in both) to 0.91× (both gathering), 2.4× its
+    /// own rate before, at the same peak memory; larger values gained little more there and
+    /// held more memory. The `flechtwerk_batch_size` histogram still counts one observation
+    /// per poll (MET-03).
     ///
     /// ```
     /// # use std::sync::Arc;
@@ -370,7 +375,7 @@ impl FlechtwerkBuilder {
     ///     .client_id("pod-0")
     ///     .kafka(kafka.clone())
     ///     .max_poll_records(500)
-    ///     .max_batch_records(5_000) // up to ten polls per transaction
+    ///     .max_batch_records(500) // every poll its own transaction, as Python flechtwerk does
     ///     .build(stage)?;
     /// # let stage = transformer(["in"]).transform(|_, _, _| Ok(()));
     /// // Fewer than a poll's records is refused.
@@ -700,7 +705,7 @@ impl FlechtwerkBuilder {
         if self.max_poll_records == 0 {
             return Err(Error::Invalid("max_poll_records must be at least 1".into()));
         }
-        let max_batch_records = self.max_batch_records.unwrap_or(self.max_poll_records);
+        let max_batch_records = self.max_batch_records.unwrap_or(self.max_poll_records.saturating_mul(2));
         if max_batch_records < self.max_poll_records {
             return Err(Error::Invalid(format!(
                 "max_batch_records ({max_batch_records}) must be at least max_poll_records ({})",
