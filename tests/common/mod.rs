@@ -565,8 +565,7 @@ pub async fn batches_gather_polls_while_a_commit_waits(h: &Harness) {
     h.produce(&input, &[(Some(0), "k0", Some(b"{}"))]).await;
     // The first batch commits, its output's delivery held: it cannot finish.
     in_transaction(&probe, &output).await;
-    let seeds: Vec<Seed<'_>> =
-        (0..40).map(|i| (Some(0), ["k0", "k1", "k2", "k3"][i % 4], Some(&b"{}"[..]))).collect();
+    let seeds: Vec<Seed<'_>> = (0..40).map(|i| (Some(0), ["k0", "k1", "k2", "k3"][i % 4], Some(&b"{}"[..]))).collect();
     h.produce(&input, &seeds).await;
     let processed = || probe.recording.events().iter().filter(|e| matches!(e, Observed::MessageIn { .. })).count();
     // The next batch gathers polls until it holds 20 records, then polls no more.
@@ -584,8 +583,10 @@ pub async fn batches_gather_polls_while_a_commit_waits(h: &Harness) {
         assert_eq!(counts[key], (1..=10).collect::<Vec<i64>>(), "{key}");
     }
     let events = probe.recording.events();
-    let sizes: Vec<usize> =
-        events.iter().filter_map(|e| if let Observed::BatchProcessed { size } = e { Some(*size) } else { None }).collect();
+    let sizes: Vec<usize> = events
+        .iter()
+        .filter_map(|e| if let Observed::BatchProcessed { size } = e { Some(*size) } else { None })
+        .collect();
     assert_eq!(sizes.iter().sum::<usize>(), 41, "every record in one batch observation: {sizes:?}");
     assert!(sizes.iter().all(|&size| size <= 5), "one batch observation per poll (MET-03): {sizes:?}");
     // The first batch, the gathered 20 and the other 20 (gathered while the second committed,

@@ -128,6 +128,8 @@ struct Variant {
     reset_every: Option<i64>,
     /// Some inputs do not decode; the stage skips them.
     invalid_inputs: bool,
+    /// Batches gather polls (TRX-45): `max_batch_records` above `max_poll_records`.
+    gathers: bool,
 }
 
 impl Variant {
@@ -305,6 +307,7 @@ async fn run(ctx: Ctx, producers: Producers) {
             groups: rng.gen_bool(0.3),
             reset_every: rng.gen_bool(0.3).then(|| rng.gen_range(1..6)),
             invalid_inputs: rng.gen_bool(0.3),
+            gathers: false,
         };
         (
             variant,
@@ -323,6 +326,7 @@ async fn run(ctx: Ctx, producers: Producers) {
         let mut rng = thread_rng();
         max_poll_records * if rng.gen_bool(0.5) { [2, 4, 10][rng.gen_range(0..3)] } else { 1 }
     };
+    let variant = Variant { gathers: max_batch_records > max_poll_records, ..variant };
     ctx.event(format!(
         "counter: {variant:?}, {replica_count} replicas, {inputs} inputs over {keys} keys, {config_writes} config writes, \
          max_poll_records {max_poll_records}, max_batch_records {max_batch_records}, {} faults over {period:?}:\n{schedule}",
@@ -339,7 +343,8 @@ async fn run(ctx: Ctx, producers: Producers) {
     let disk = SimDisk::default();
     let launch = {
         let variant = variant.clone();
-        let configure = move |builder: FlechtwerkBuilder| builder.producers(producers).max_batch_records(max_batch_records);
+        let configure =
+            move |builder: FlechtwerkBuilder| builder.producers(producers).max_batch_records(max_batch_records);
         launch_with(APP, max_poll_records, configure, move || stage(&variant))
     };
     let mut replicas = Replicas::start(&cluster, &ctx, &disk, launch, replica_count, REPLICAS_MAX);
@@ -380,7 +385,7 @@ async fn run(ctx: Ctx, producers: Producers) {
     // ended with them is fenced); it restarts, and its config store converges again.
     replicas.await_configs(&want_configs, CONFIG_CONVERGENCE_MAX).await;
     let labels = labels.lock().expect("labels lock").clone();
-    check(&ctx, &cluster, &variant, &replicas, inputs, &labels, &want_configs, max_batch_records > max_poll_records);
+    check(&ctx, &cluster, &variant, &replicas, inputs, &labels, &want_configs);
 }
 
 /// An input as the truth holds it: where it landed and what the stage makes of it.
@@ -441,7 +446,6 @@ fn check(
     probes_from: i64,
     labels: &BTreeMap<String, BTreeSet<String>>,
     want_configs: &BTreeMap<String, Vec<u8>>,
-    gathers: bool,
 ) {
     // The valid inputs, by input id.
     let mut inputs: BTreeMap<i64, Input> = BTreeMap::new();
@@ -532,7 +536,7 @@ fn check(
     // poll's buckets in turn: across polls only each input topic's offsets ascend.
     let mut misordered = BTreeSet::new();
     let out_of_order = |positions: &[(usize, i64)]| {
-        if gathers {
+        if variant.gathers {
             let mut last: BTreeMap<usize, i64> = BTreeMap::new();
             positions.iter().any(|&(topic, offset)| last.insert(topic, offset).is_some_and(|before| before >= offset))
         } else {

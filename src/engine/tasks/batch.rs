@@ -573,7 +573,11 @@ mod tests {
     }
 
     fn a_poll() -> impl Strategy<Value = BTreeMap<String, Option<Vec<u8>>>> {
-        proptest::collection::btree_map("[a-e]{1,2}", proptest::option::of(proptest::collection::vec(any::<u8>(), 0..3)), 0..8)
+        proptest::collection::btree_map(
+            "[a-e]{1,2}",
+            proptest::option::of(proptest::collection::vec(any::<u8>(), 0..3)),
+            0..8,
+        )
     }
 
     proptest! {
