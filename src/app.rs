@@ -353,16 +353,16 @@ impl FlechtwerkBuilder {
     /// polling until that commit finished, and every poll made meanwhile joins the same next
     /// batch, up to `records` records (TRX-45): the next transaction per task then holds all of
     /// them, and its round trips to the transaction and group coordinators are paid once for the
-    /// lot instead of once per poll. A batch grows only while the commit before it takes, so
-    /// outputs become visible no later than with one poll per batch; when the input is idle,
-    /// nothing waits. Exactly-once is unchanged: each batch is still one transaction per task
-    /// with its outputs, its state changes (one write per key, TRX-20) and its offsets.
+    /// lot instead of once per poll. A batch grows only while the commit before it takes (the
+    /// records it gathers would otherwise wait for batches of their own); when the input is
+    /// idle, nothing waits. Exactly-once is unchanged: each batch is still one transaction per
+    /// task with its outputs, its state changes (one write per key, TRX-20) and its offsets.
     ///
     /// On the side-by-side bench (docs/performance.md, issue #14's sixth round), at
     /// `max_poll_records` 500, gathering up to 1 000 records took exactly-once from 0.41× of
     /// at-least-once's rate (one poll per batch in both) to 0.91× (both gathering), 2.4× its
-    /// own rate before, at the same peak memory; larger values gained little more there and
-    /// held more memory. The `flechtwerk_batch_size` histogram still counts one observation
+    /// own rate before, at the same peak memory; larger values ran no faster beyond the runs'
+    /// scatter (2 000: 1.17×, 5 000: 0.86×) and held more memory. The `flechtwerk_batch_size` histogram still counts one observation
     /// per poll (MET-03).
     ///
     /// ```

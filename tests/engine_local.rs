@@ -71,6 +71,11 @@ async fn sto_05_07_state_beyond_the_store_cache() {
 }
 
 #[tokio::test]
+async fn trx_02_every_poll_its_own_batch_as_in_python() {
+    common::batches_gather_polls_while_a_commit_waits(&harness("onepoll").with_batches(5, 5)).await;
+}
+
+#[tokio::test]
 async fn trx_45_batches_gather_polls_while_a_commit_waits() {
     common::batches_gather_polls_while_a_commit_waits(&harness("gather").with_batches(5, 20)).await;
 }

@@ -1009,8 +1009,10 @@ pub trait Consumer: Send {
     /// ```
     async fn partition_count(&mut self, topic: &str) -> KafkaResult<Option<u32>>;
 
-    /// The member's identity for transactional offset commits (`None` outside a group, or before
-    /// the first assignment).
+    /// The member's identity for transactional offset commits (`None` outside a group, before
+    /// the first assignment, and once the member is known to be evicted: never a generation
+    /// below 0 or an empty member id, which the group coordinator would take without checking
+    /// membership).
     ///
     /// ```
     /// use flechtwerk::kafka::{ConsumerConfig, Kafka, NewTopic, ProducerConfig, ProducerRecord, StartOffset, TopicPartition};

@@ -117,7 +117,8 @@ impl<'a> Output<'a> {
         self.state = Some(state);
     }
 
-    /// The config store, read-only: a consistent snapshot for the whole batch (CFG-24).
+    /// The config store, read-only: a consistent snapshot for the whole poll's records (CFG-24;
+    /// a batch that gathered several polls drained the store before each of them).
     ///
     /// ```
     /// use flechtwerk::attribute::{Attribute, BOOL};

@@ -549,15 +549,19 @@ pub async fn one_state_write_per_key_and_batch(h: &Harness) {
     assert_eq!(values, vec![&br#"{"count":3}"#[..]], "one changelog write for the batch");
 }
 
-/// TRX-45, MET-03: while a batch's commit waits (its output's delivery held), the next batch
-/// gathers every poll made meanwhile, up to `max_batch_records`, and commits them as one
+/// TRX-45, TRX-02, MET-03: while a batch's commit waits (its output's delivery held), the next
+/// batch gathers every poll made meanwhile, up to `max_batch_records`, and commits them as one
 /// transaction per task: each key's counts continue exactly, the gathered batch writes each key
-/// once to the changelog, and the observer still counts one batch per poll. `h` must gather
-/// (`with_batches(5, 20)`): 5 records per poll, 20 per batch.
+/// once to the changelog, and the observer still counts one batch per poll. `h` must poll 5
+/// records at a time (`with_batches(5, cap)`, `cap` a multiple of 5 up to 40); with `cap` 5
+/// every poll is its own batch, as in Python flechtwerk.
 pub async fn batches_gather_polls_while_a_commit_waits(h: &Harness) {
+    const SEEDS: usize = 40;
+    let Some((5, cap)) = h.batches else { panic!("the harness must poll 5 records at a time") };
+    assert!(cap % 5 == 0 && (5..=SEEDS).contains(&cap));
     let input = h.topic("input", 1, false).await;
     let output = h.topic("output", 1, false).await;
-    let app = h.name("gather");
+    let app = h.name(&format!("gather{cap}"));
     let holding = Arc::new(doubles::Holding::new(h.kafka.clone(), output.clone()));
     let probe = Arc::new(Probe::default());
     let running = h.with_kafka(holding.clone()).start(&app, "pod-0", counter(&input, &output), probe.clone());
@@ -565,17 +569,18 @@ pub async fn batches_gather_polls_while_a_commit_waits(h: &Harness) {
     h.produce(&input, &[(Some(0), "k0", Some(b"{}"))]).await;
     // The first batch commits, its output's delivery held: it cannot finish.
     in_transaction(&probe, &output).await;
-    let seeds: Vec<Seed<'_>> = (0..40).map(|i| (Some(0), ["k0", "k1", "k2", "k3"][i % 4], Some(&b"{}"[..]))).collect();
+    let keys = ["k0", "k1", "k2", "k3"];
+    let seeds: Vec<Seed<'_>> = (0..SEEDS).map(|i| (Some(0), keys[i % 4], Some(&b"{}"[..]))).collect();
     h.produce(&input, &seeds).await;
     let processed = || probe.recording.events().iter().filter(|e| matches!(e, Observed::MessageIn { .. })).count();
-    // The next batch gathers polls until it holds 20 records, then polls no more.
-    wait_for("the next batch gathered 20 records", || processed() >= 21).await;
+    // The next batch gathers polls until it holds `cap` records, then polls no more.
+    wait_for("the next batch gathered its records", || processed() > cap).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(processed(), 21, "a batch gathers up to max_batch_records and no further");
+    assert_eq!(processed(), 1 + cap, "a batch gathers up to max_batch_records and no further");
     let committed = || probe.recording.events().iter().filter(|e| matches!(e, Observed::TransactionCommitted)).count();
     assert_eq!(committed(), 0, "nothing commits while the first batch's delivery is held");
     holding.release();
-    let outputs = h.read_until(&output, |r| r.len() >= 41).await;
+    let outputs = h.read_until(&output, |r| r.len() > SEEDS).await;
     running.stop().await.unwrap();
     let counts = counts_by_key(&outputs);
     assert_eq!(counts["k0"], (1..=11).collect::<Vec<i64>>());
@@ -587,28 +592,28 @@ pub async fn batches_gather_polls_while_a_commit_waits(h: &Harness) {
         .iter()
         .filter_map(|e| if let Observed::BatchProcessed { size } = e { Some(*size) } else { None })
         .collect();
-    assert_eq!(sizes.iter().sum::<usize>(), 41, "every record in one batch observation: {sizes:?}");
+    assert_eq!(sizes.iter().sum::<usize>(), 1 + SEEDS, "every record in one batch observation: {sizes:?}");
     assert!(sizes.iter().all(|&size| size <= 5), "one batch observation per poll (MET-03): {sizes:?}");
-    // The first batch, the gathered 20 and the other 20 (gathered while the second committed,
-    // or in several batches if that commit was quick): at least 3, at most 1 + 8 polls.
+    // At least the first batch and one per `cap` records after it (more when polls return
+    // fewer than 5 records, or a commit is quick).
     let transactions = committed();
-    assert!((3..=9).contains(&transactions), "{transactions} transactions");
-    // The gathered batch wrote each key once: its last state.
+    assert!((1 + SEEDS / cap..=1 + SEEDS).contains(&transactions), "{transactions} transactions");
+    // The second batch (the first `cap` seeds) wrote each key once: its last state.
+    let mut want: BTreeMap<&str, i64> = BTreeMap::from([("k0", 1)]);
+    for i in 0..cap {
+        *want.entry(keys[i % 4]).or_default() += 1;
+    }
     let changelog = h.read(&format!("{app}-changelog")).await;
-    let second: Vec<(String, &[u8])> = changelog[1..5]
+    let second: Vec<(String, String)> = changelog[1..1 + want.len()]
         .iter()
-        .map(|r| (String::from_utf8_lossy(r.key.as_deref().unwrap_or_default()).into_owned(), value(r)))
+        .map(|r| {
+            let key = String::from_utf8_lossy(r.key.as_deref().unwrap_or_default()).into_owned();
+            (key, String::from_utf8_lossy(value(r)).into_owned())
+        })
         .collect();
-    assert_eq!(
-        second,
-        [
-            ("k0".to_owned(), &br#"{"count":6}"#[..]),
-            ("k1".to_owned(), &br#"{"count":5}"#[..]),
-            ("k2".to_owned(), &br#"{"count":5}"#[..]),
-            ("k3".to_owned(), &br#"{"count":5}"#[..]),
-        ],
-        "the gathered batch writes each key's final state once"
-    );
+    let want: Vec<(String, String)> =
+        want.into_iter().map(|(key, count)| (key.to_owned(), format!(r#"{{"count":{count}}}"#))).collect();
+    assert_eq!(second, want, "the second batch writes each key's final state once");
 }
 
 /// TRX-21, STG-43: an empty state over a key without state writes nothing (no tombstone); an

@@ -47,6 +47,8 @@ struct BucketResult {
     outputs: Vec<Message>,
     /// The final state, when it differs from the baseline (TRX-20).
     changed: Option<State>,
+    /// Whether the baseline held a state (a tombstone only deletes what exists, TRX-21).
+    existed: bool,
 }
 
 /// One task's share of a batch, processed and encoded, not yet written.
@@ -73,7 +75,9 @@ impl Prepared {
 }
 
 /// Two sorted runs of state changes as one, sorted by key: a key changed by both keeps
-/// `later`'s change (its baseline was `earlier`'s).
+/// `later`'s change (its baseline was `earlier`'s), and whether it existed before `earlier`; a
+/// key that did not exist before and that `later` deletes has no change left (TRX-21: nothing
+/// to delete).
 fn gather_changes(earlier: Vec<StateChange>, later: Vec<StateChange>) -> Vec<StateChange> {
     if earlier.is_empty() {
         return later;
@@ -92,8 +96,9 @@ fn gather_changes(earlier: Vec<StateChange>, later: Vec<StateChange>) -> Vec<Sta
             std::cmp::Ordering::Less => gathered.extend(earlier.next()),
             std::cmp::Ordering::Greater => gathered.extend(later.next()),
             std::cmp::Ordering::Equal => {
-                earlier.next();
-                gathered.extend(later.next());
+                let existed = earlier.next().is_some_and(|change| change.existed);
+                let change = later.next().map(|change| StateChange { existed, ..change });
+                gathered.extend(change.filter(|change| change.existed || change.value.is_some()));
             }
         }
     }
@@ -104,6 +109,9 @@ fn gather_changes(earlier: Vec<StateChange>, later: Vec<StateChange>) -> Vec<Sta
 pub(super) struct StateChange {
     key: String,
     value: Option<Bytes>,
+    /// Whether the key held a state before the batch (before its first poll, in a gathered
+    /// batch): a delete of a key that held none writes nothing (TRX-21).
+    existed: bool,
 }
 
 /// A batch processed and encoded, its transactions not yet begun: what the main loop commits
@@ -112,9 +120,10 @@ pub(super) struct PreparedBatch {
     tasks: BTreeMap<i32, Prepared>,
     /// The group member the batch was fetched as: its offsets commit with this generation.
     metadata: GroupMetadata,
-    /// Every poll the batch holds (one, unless it gathered several, TRX-45): its records
-    /// processed (skipped ones included) and when its preparation started, for the observer,
-    /// which counts a batch per poll (MET-03).
+    /// Every poll the batch holds (one, unless it gathered several, TRX-45): the records it
+    /// handed to the stage (records the invalid-message policy skipped, and records of
+    /// partitions without a live task, not counted) and when its preparation started, for the
+    /// observer, which counts a batch per poll (MET-03).
     polls: Vec<(usize, tokio::time::Instant)>,
     /// Held once the batch gathers a further poll (TRX-46): a revocation that poll serves waits
     /// until this batch committed, as it waits for the batch committing meanwhile.
@@ -122,7 +131,7 @@ pub(super) struct PreparedBatch {
 }
 
 impl PreparedBatch {
-    /// Records the batch holds (skipped ones included).
+    /// Records the batch handed to the stage (skipped ones not counted).
     pub(super) fn size(&self) -> usize {
         self.polls.iter().map(|(size, _)| size).sum()
     }
@@ -132,9 +141,20 @@ impl PreparedBatch {
         self.metadata.generation == metadata.generation && self.metadata.member_id == metadata.member_id
     }
 
+    /// Whether `other` was fetched as the same group member as this batch.
+    pub(super) fn same_member(&self, other: &PreparedBatch) -> bool {
+        self.fetched_as(&other.metadata)
+    }
+
     /// Holds revocations back until this batch completed (once; further calls keep the hold).
     pub(super) fn hold_revocations(&mut self, gate: &RevocationGate) {
         self.hold.get_or_insert_with(|| gate.hold());
+    }
+
+    /// The batch's own hold of the revocation gate, if it took one, to drop once the batch
+    /// completed (in at-least-once mode, after its offsets were committed).
+    pub(super) fn take_hold(&mut self) -> Option<RevocationHold> {
+        self.hold.take()
     }
 
     /// Gathers `later`, prepared from a later poll of the same member (reading this batch's
@@ -312,23 +332,23 @@ impl<S: Transformer> Runner<S> {
         for (key, result) in keys.into_iter().zip(results) {
             outputs.extend(result.outputs);
             if let Some(state) = result.changed {
-                changes.push(self.encode_change(task.partition, key, state)?);
+                changes.push(self.encode_change(task.partition, key, state, result.existed)?);
             }
         }
         let outputs = outputs.iter().map(output_record).collect::<Result<Vec<_>, Error>>()?;
         Ok((outputs, changes))
     }
 
-    fn encode_change(&self, partition: i32, key: String, state: State) -> Result<StateChange, Error> {
+    fn encode_change(&self, partition: i32, key: String, state: State, existed: bool) -> Result<StateChange, Error> {
         if state.is_empty() {
             // The baseline was not empty (else nothing changed): a tombstone (TRX-21).
-            return Ok(StateChange { key, value: None });
+            return Ok(StateChange { key, value: None, existed });
         }
         let bytes = state.encode().map_err(|source| Error::Encode {
             what: format!("the state of key {key:?} in task {partition}"),
             source,
         })?;
-        Ok(StateChange { key, value: Some(Bytes::from(bytes)) })
+        Ok(StateChange { key, value: Some(Bytes::from(bytes)), existed })
     }
 
     /// Runs one bucket's records serially, each on a private copy of the running state
@@ -369,7 +389,7 @@ impl<S: Transformer> Runner<S> {
             }
         }
         let changed = last_set.filter(|s| *s != baseline);
-        Ok(BucketResult { outputs, changed })
+        Ok(BucketResult { outputs, changed, existed: !baseline.is_empty() })
     }
 
     /// One transaction (TRX-10): outputs, state changes (changelog partition = the task's), input
@@ -564,31 +584,51 @@ mod tests {
 
     use super::*;
 
-    fn changes(map: &BTreeMap<String, Option<Vec<u8>>>) -> Vec<StateChange> {
-        map.iter().map(|(key, value)| StateChange { key: key.clone(), value: value.clone().map(Bytes::from) }).collect()
+    /// A poll's changes: key → (value, `None` deletes; whether the key existed before).
+    type Poll = BTreeMap<String, (Option<Vec<u8>>, bool)>;
+
+    fn changes(map: &Poll) -> Vec<StateChange> {
+        map.iter()
+            .map(|(key, (value, existed))| StateChange {
+                key: key.clone(),
+                value: value.clone().map(Bytes::from),
+                existed: *existed,
+            })
+            .collect()
     }
 
-    fn as_pairs(changes: &[StateChange]) -> Vec<(String, Option<Vec<u8>>)> {
-        changes.iter().map(|c| (c.key.clone(), c.value.as_ref().map(|v| v.to_vec()))).collect()
+    fn as_map(changes: &[StateChange]) -> Vec<(String, (Option<Vec<u8>>, bool))> {
+        changes.iter().map(|c| (c.key.clone(), (c.value.as_ref().map(|v| v.to_vec()), c.existed))).collect()
     }
 
-    fn a_poll() -> impl Strategy<Value = BTreeMap<String, Option<Vec<u8>>>> {
-        proptest::collection::btree_map(
-            "[a-e]{1,2}",
-            proptest::option::of(proptest::collection::vec(any::<u8>(), 0..3)),
-            0..8,
-        )
+    /// Changes as a poll makes them: a delete only of a key that held a state (TRX-21).
+    fn a_poll() -> impl Strategy<Value = Poll> {
+        let value = proptest::option::of(proptest::collection::vec(any::<u8>(), 0..3));
+        let change = (value, any::<bool>()).prop_map(|(value, existed)| {
+            let existed = existed || value.is_none();
+            (value, existed)
+        });
+        proptest::collection::btree_map("[a-e]{1,2}", change, 0..8)
     }
 
     proptest! {
-        /// TRX-45: gathering two polls' changes is applying them in turn: sorted by key, one per
-        /// key, the later poll's where both changed a key.
+        /// TRX-45, TRX-21: gathering two polls' changes is applying them in turn: sorted by
+        /// key, one per key, the later poll's where both changed a key, existing before when it
+        /// existed before the earlier one; a key that did not exist before the batch and is
+        /// deleted in the end leaves no change (no tombstone for nothing).
         #[test]
         fn trx_45_gathered_changes_are_the_later_over_the_earlier(earlier in a_poll(), later in a_poll()) {
             let mut model = earlier.clone();
-            model.extend(later.clone());
+            for (key, (value, existed)) in &later {
+                let existed = earlier.get(key).map_or(*existed, |(_, before)| *before);
+                if value.is_none() && !existed {
+                    model.remove(key);
+                } else {
+                    model.insert(key.clone(), (value.clone(), existed));
+                }
+            }
             let gathered = gather_changes(changes(&earlier), changes(&later));
-            prop_assert_eq!(as_pairs(&gathered), model.into_iter().collect::<Vec<_>>());
+            prop_assert_eq!(as_map(&gathered), model.into_iter().collect::<Vec<_>>());
         }
 
         /// TRX-45, TRX-11: a task's gathered share: outputs in poll order, each input

@@ -286,13 +286,18 @@ impl<S: Transformer> Runner<S> {
     ) -> Result<Option<Next>, Error> {
         let outputs = batch.take_outputs();
         let (txns, mut stores, shared) = tasks.split();
+        // Revocations wait until the batch completed (TRX-33, TRX-46): in exactly-once mode
+        // until its transactions committed; in at-least-once mode until its offsets are
+        // committed too, after the commit (they go out with the current generation).
+        let at_least_once = self.settings.guarantee == Guarantee::AtLeastOnce;
+        let gathered_hold = batch.take_hold();
         let hold = env.gate.hold();
         let (done, finished) = tokio::sync::oneshot::channel();
         let commit = async {
             let committed = self.commit_batch(txns, shared, outputs, &batch).await;
-            drop(hold);
+            let kept = if at_least_once { Some(hold) } else { None };
             let _ = done.send(());
-            committed
+            (committed, kept)
         };
         let ahead = async {
             if !poll_ahead {
@@ -300,7 +305,7 @@ impl<S: Transformer> Runner<S> {
             }
             self.poll_ahead(consumer, configs, &mut stores, &batch, finished, env).await
         };
-        let (committed, next) = tokio::select! {
+        let ((committed, kept), next) = tokio::select! {
             biased;
             both = futures::future::join(commit, ahead) => both,
             () = env.stop.grace_expired() => return Ok(None),
@@ -308,9 +313,10 @@ impl<S: Transformer> Runner<S> {
         drop(stores);
         committed?;
         let offsets = self.complete_batch(tasks, batch)?;
-        if self.settings.guarantee == Guarantee::AtLeastOnce {
+        if at_least_once {
             consumer.commit_offsets(&offsets).await?;
         }
+        drop((kept, gathered_hold));
         next.map(Some)
     }
 
@@ -325,8 +331,10 @@ impl<S: Transformer> Runner<S> {
     /// gathered so far first, then `ahead`; before it, the gathered batch holds the revocation
     /// gate (TRX-46): a revocation that poll serves waits until the gathered batch committed
     /// too, so its offsets never go out with a generation the group has left. A poll that
-    /// brings rebalance events, or finds the member in another generation, ends the gathering
-    /// and is handed back unprocessed, to handle after the gathered batch completed.
+    /// brings rebalance events ends the gathering and is handed back unprocessed, to handle
+    /// after the gathered batch completed; one that finds the member no longer the member the
+    /// gathered batch was fetched as (evicted: no identity, another generation or member id)
+    /// drops the gathered batch ([`Next::MembershipLost`]).
     async fn poll_ahead(
         &self,
         consumer: &mut dyn Consumer,
@@ -361,29 +369,32 @@ impl<S: Transformer> Runner<S> {
             if !polled.rebalances.is_empty() {
                 return Ok(Next::Ready { batch: next, deferred: Some(polled) });
             }
-            if let Some(gathered) = &next {
-                match consumer.group_metadata() {
-                    // Nothing gathered may commit (as in `prepare_polled`).
-                    None => return Ok(Next::MembershipLost),
-                    Some(member) if !gathered.fetched_as(&member) => {
-                        return Ok(Next::Ready { batch: next, deferred: Some(polled) });
-                    }
-                    Some(_) => {}
-                }
+            // The member gathered so far must still be the member (its generation, its id): a
+            // member the coordinator evicted meanwhile (librdkafka resets its identity on its
+            // own thread, with no rebalance event yet) must not commit what it gathered.
+            let still_member = |gathered: &PreparedBatch, consumer: &dyn Consumer| {
+                consumer.group_metadata().is_some_and(|member| gathered.fetched_as(&member))
+            };
+            if next.as_ref().is_some_and(|gathered| !still_member(gathered, consumer)) {
+                return Ok(Next::MembershipLost);
             }
             let prepared = {
                 let unstored: Vec<&PreparedBatch> = next.iter().chain([ahead]).collect();
                 self.prepare_polled(polled.records, consumer, configs, stores, &unstored, env).await?
             };
             match prepared {
+                // The part was stamped with the identity read during its preparation: the same,
+                // or the member was evicted meanwhile.
                 Next::Ready { batch: Some(part), .. } => match &mut next {
+                    Some(gathered) if !gathered.same_member(&part) => return Ok(Next::MembershipLost),
                     Some(gathered) => gathered.gather(part),
                     None => next = Some(part),
                 },
                 Next::Ready { batch: None, .. } => {}
                 lost => return Ok(lost),
             }
-            if !gathers {
+            // One poll's records per batch unless it gathers (an empty poll does not count).
+            if !gathers && next.is_some() {
                 break;
             }
         }

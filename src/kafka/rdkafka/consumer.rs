@@ -1019,6 +1019,15 @@ impl Consumer for RdConsumer {
         }
         let shared = self.shared.as_ref()?;
         let (generation, member_id) = member_identity(&shared.consumer)?;
+        // librdkafka resets the identity on its own thread when the coordinator evicts the
+        // member (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, a leave after max.poll.interval.ms),
+        // before any rebalance reaches the application. Such an identity is no member's: the
+        // group coordinator takes transactional offsets with generation -1 and no member id
+        // without checking membership (a group-less client's commit), so it would fence
+        // nothing.
+        if generation < 0 || member_id.is_empty() {
+            return None;
+        }
         let native = shared.consumer.group_metadata()?;
         Some(GroupMetadata { group_id, generation, member_id, native: Some(Arc::new(native)) })
     }
