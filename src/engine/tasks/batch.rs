@@ -584,8 +584,10 @@ mod tests {
 
     use super::*;
 
-    /// A poll's changes: key → (value, `None` deletes; whether the key existed before).
-    type Poll = BTreeMap<String, (Option<Vec<u8>>, bool)>;
+    /// A change: the value (`None` deletes), whether the key existed before.
+    type Change = (Option<Vec<u8>>, bool);
+    /// A poll's changes by key.
+    type Poll = BTreeMap<String, Change>;
 
     fn changes(map: &Poll) -> Vec<StateChange> {
         map.iter()
@@ -597,7 +599,7 @@ mod tests {
             .collect()
     }
 
-    fn as_map(changes: &[StateChange]) -> Vec<(String, (Option<Vec<u8>>, bool))> {
+    fn as_map(changes: &[StateChange]) -> Vec<(String, Change)> {
         changes.iter().map(|c| (c.key.clone(), (c.value.as_ref().map(|v| v.to_vec()), c.existed))).collect()
     }
 
