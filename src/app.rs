@@ -362,8 +362,8 @@ impl FlechtwerkBuilder {
     /// `max_poll_records` 500, gathering up to 1 000 records took exactly-once from 0.41× of
     /// at-least-once's rate (one poll per batch in both) to 0.91× (both gathering), 2.4× its
     /// own rate before, at the same peak memory; larger values ran no faster beyond the runs'
-    /// scatter (2 000: 1.17×, 5 000: 0.86×) and held more memory. The `flechtwerk_batch_size` histogram still counts one observation
-    /// per poll (MET-03).
+    /// scatter (2 000: 1.17×, 5 000: 0.86×) and held more memory. The `flechtwerk_batch_size`
+    /// histogram still counts one observation per poll (MET-03).
     ///
     /// ```
     /// # use std::sync::Arc;
