@@ -23,7 +23,8 @@
 //!   inputs: 1..n (or 1..k repeated with resets), in order within each output partition;
 //! - within one transaction, a state's records ran in `input_topics` order, then offset order
 //!   (TRX-03; transactions told apart by the markers in the output's log; in the half of the
-//!   seeds whose batches gather polls, TRX-45, per input topic only);
+//!   seeds whose batches gather polls, TRX-45, within each poll: the clients' poll log shows
+//!   which records could have come from different polls);
 //! - the changelog's last value per identity equals the final count (absent after a reset);
 //! - the group's committed offsets reach the end of every input partition;
 //! - every output's config label is one that was written for its key, and the probes written
@@ -532,19 +533,26 @@ fn check(
         }
     }
     // TRX-03: within one transaction, a state's records run in input_topics order, then offset
-    // order (one report per identity). A batch that gathered several polls (TRX-45) ran each
-    // poll's buckets in turn: across polls only each input topic's offsets ascend.
+    // order (one report per identity). A batch that gathered several polls (TRX-45) runs each
+    // poll's records in turn: its order restarts where one poll ends and the next begins. The
+    // clients' poll log tells where that can be: two records out of order are a violation if no
+    // consumer ever handed out the later one in a poll without the earlier one.
+    let client = cluster.kafka();
+    let polls = client.poll_log();
+    let topics = variant.inputs();
+    let record = |partition: i32, (topic, offset): (usize, i64)| (topics[topic].to_owned(), partition, offset);
     let mut misordered = BTreeSet::new();
-    let out_of_order = |positions: &[(usize, i64)]| {
-        if variant.gathers {
+    for ((output_partition, txn, partition, state_key), positions) in &per_transaction {
+        let out_of_order = if variant.gathers {
             let mut last: BTreeMap<usize, i64> = BTreeMap::new();
             positions.iter().any(|&(topic, offset)| last.insert(topic, offset).is_some_and(|before| before >= offset))
+                || positions
+                    .windows(2)
+                    .any(|w| w[0] > w[1] && polls.only_together(&record(*partition, w[0]), &record(*partition, w[1])))
         } else {
             positions.windows(2).any(|w| w[0] >= w[1])
-        }
-    };
-    for ((output_partition, txn, partition, state_key), positions) in &per_transaction {
-        if out_of_order(positions) && misordered.insert((*partition, state_key.clone())) {
+        };
+        if out_of_order && misordered.insert((*partition, state_key.clone())) {
             ctx.violation(format!(
                 "TRX-03: identity ({partition}, {state_key:?}) ran out of order in the transaction committed at \
                  {OUTPUT}/{output_partition}@{txn}: (input topic, offset) {positions:?}"

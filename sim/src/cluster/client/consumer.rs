@@ -2,6 +2,7 @@
 //! `read_committed`.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -15,7 +16,7 @@ use tokio::time::Instant;
 
 use super::admin::partition_count;
 use super::membership::{spawn_heartbeat, GroupProtocol, SharedMember, Step};
-use super::{unexpected, Conn, API_TIMEOUT};
+use super::{unexpected, Conn, PollLog, API_TIMEOUT};
 use crate::cluster::protocol::{ErrorCode, FetchedPartition, OffsetSpec, Reply, Request};
 
 /// Pause between empty fetches while `poll` waits (the broker answers fetches at once instead
@@ -64,6 +65,8 @@ pub(crate) struct SimConsumer {
     /// A revocation whose rejoin began but whose event the poll could not hand out yet (it was
     /// cancelled while the JoinGroup ran): the next poll hands it out first.
     revoked: Option<Vec<TopicPartition>>,
+    /// Where the records of every poll are logged, for the checks.
+    polls: Arc<PollLog>,
 }
 
 fn usage(operation: &'static str, message: impl Into<String>) -> KafkaError {
@@ -71,7 +74,7 @@ fn usage(operation: &'static str, message: impl Into<String>) -> KafkaError {
 }
 
 impl SimConsumer {
-    pub(crate) fn new(conn: Conn, config: ConsumerConfig) -> Self {
+    pub(crate) fn new(conn: Conn, config: ConsumerConfig, polls: Arc<PollLog>) -> Self {
         SimConsumer {
             conn,
             config,
@@ -84,6 +87,7 @@ impl SimConsumer {
             closed: false,
             gate: None,
             revoked: None,
+            polls,
         }
     }
 
@@ -329,6 +333,7 @@ impl Consumer for SimConsumer {
             }
             let (records, moved) = self.fetch(max_records).await?;
             if !records.is_empty() || moved {
+                self.polls.record(&records);
                 return Ok(Polled { rebalances: Vec::new(), records });
             }
             let now = Instant::now();

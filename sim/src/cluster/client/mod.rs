@@ -15,9 +15,10 @@ mod consumer;
 mod membership;
 mod producer;
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use flechtwerk::kafka::{
@@ -117,17 +118,71 @@ impl Conn {
     }
 }
 
+/// A record as the poll log names it: topic, partition, offset.
+pub type RecordId = (String, i32, i64);
+
+/// Which polls handed out which records, for every consumer of one [`KafkaClient`]: a check
+/// can tell whether two records could have come from different polls (a batch that gathers
+/// polls, TRX-45, runs each poll's records in turn, so an order holds only within a poll).
+/// Only polls that returned records are logged; nothing the clients do depends on it.
+#[derive(Default)]
+pub struct PollLog {
+    inner: Mutex<PollLogInner>,
+}
+
+#[derive(Default)]
+struct PollLogInner {
+    /// Polls that returned records so far.
+    polls: u64,
+    /// Per record, the polls that handed it out, ascending.
+    handed_out: BTreeMap<RecordId, Vec<u64>>,
+}
+
+impl PollLog {
+    fn record(&self, records: &[flechtwerk::wire::RawRecord]) {
+        if records.is_empty() {
+            return;
+        }
+        let mut inner = self.inner.lock().expect("poll log lock");
+        let poll = inner.polls;
+        inner.polls += 1;
+        for r in records {
+            inner.handed_out.entry((r.topic.to_string(), r.partition, r.offset)).or_default().push(poll);
+        }
+    }
+
+    /// How many polls returned records.
+    pub fn polls(&self) -> u64 {
+        self.inner.lock().expect("poll log lock").polls
+    }
+
+    /// Whether `later` was handed out, and only ever in a poll that also handed out `earlier`:
+    /// then no consumer can have taken the two from different polls.
+    pub fn only_together(&self, earlier: &RecordId, later: &RecordId) -> bool {
+        let inner = self.inner.lock().expect("poll log lock");
+        let Some(later) = inner.handed_out.get(later) else { return false };
+        let earlier = inner.handed_out.get(earlier).map(Vec::as_slice).unwrap_or_default();
+        later.iter().all(|poll| earlier.binary_search(poll).is_ok())
+    }
+}
+
 /// The port's factory over a [`Connector`]: what `Cluster::kafka()` (madsim) and
 /// `LocalCluster` hand to the engine.
 #[derive(Clone)]
 pub struct KafkaClient {
     connector: Arc<dyn Connector>,
+    polls: Arc<PollLog>,
 }
 
 impl KafkaClient {
     /// Clients connecting through `connector`.
     pub fn new(connector: Arc<dyn Connector>) -> Self {
-        KafkaClient { connector }
+        KafkaClient { connector, polls: Arc::default() }
+    }
+
+    /// What every consumer made by this factory (and its clones) handed out, poll by poll.
+    pub fn poll_log(&self) -> &PollLog {
+        &self.polls
     }
 
     fn conn(&self, client_id: &str) -> Conn {
@@ -137,7 +192,7 @@ impl KafkaClient {
 
 impl Kafka for KafkaClient {
     fn consumer(&self, config: ConsumerConfig) -> KafkaResult<Box<dyn Consumer>> {
-        Ok(Box::new(consumer::SimConsumer::new(self.conn(&config.client_id), config)))
+        Ok(Box::new(consumer::SimConsumer::new(self.conn(&config.client_id), config, self.polls.clone())))
     }
 
     fn producer(&self, config: ProducerConfig) -> KafkaResult<Box<dyn Producer>> {
