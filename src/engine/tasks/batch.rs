@@ -141,11 +141,6 @@ impl PreparedBatch {
         self.metadata.generation == metadata.generation && self.metadata.member_id == metadata.member_id
     }
 
-    /// Whether `other` was fetched as the same group member as this batch.
-    pub(super) fn same_member(&self, other: &PreparedBatch) -> bool {
-        self.fetched_as(&other.metadata)
-    }
-
     /// Holds revocations back until this batch completed (once; further calls keep the hold).
     pub(super) fn hold_revocations(&mut self, gate: &RevocationGate) {
         self.hold.get_or_insert_with(|| gate.hold());

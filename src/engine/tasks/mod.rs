@@ -51,8 +51,8 @@ use crate::engine::settings::{Guarantee, Producers, Settings};
 use crate::engine::stop::Stop;
 use crate::error::Error;
 use crate::kafka::{
-    Consumer, ConsumerConfig, Kafka, KafkaError, KafkaErrorKind, LogEnd, NewTopic, Polled, ProducerConfig, Rebalance,
-    RevocationGate, TopicCreation, TopicPartition,
+    Consumer, ConsumerConfig, GroupMetadata, Kafka, KafkaError, KafkaErrorKind, LogEnd, NewTopic, Polled,
+    ProducerConfig, Rebalance, RevocationGate, TopicCreation, TopicPartition,
 };
 use crate::observer::Observer;
 use crate::stage::Transformer;
@@ -215,7 +215,7 @@ impl<S: Transformer> Runner<S> {
         // and prepared.
         let mut ready: Option<PreparedBatch> = None;
         // A poll to handle once `ready` completed, between batches: it brought rebalance events
-        // (or a new generation) while `ready` was gathering polls.
+        // while `ready` was being committed (and the next batch polled or gathered).
         let mut deferred: Option<Polled> = None;
         loop {
             // A prepared batch still commits (its transactions are not begun yet; the stop
@@ -369,24 +369,21 @@ impl<S: Transformer> Runner<S> {
             if !polled.rebalances.is_empty() {
                 return Ok(Next::Ready { batch: next, deferred: Some(polled) });
             }
-            // The member gathered so far must still be the member (its generation, its id): a
-            // member the coordinator evicted meanwhile (librdkafka resets its identity on its
-            // own thread, with no rebalance event yet) must not commit what it gathered.
-            let still_member = |gathered: &PreparedBatch, consumer: &dyn Consumer| {
-                consumer.group_metadata().is_some_and(|member| gathered.fetched_as(&member))
-            };
-            if next.as_ref().is_some_and(|gathered| !still_member(gathered, consumer)) {
+            // The identity the poll's records are prepared (and their offsets committed) with,
+            // read once. A gathering batch takes them only from the member it was fetched as
+            // (its generation, its id): a member the coordinator evicted meanwhile (librdkafka
+            // resets its identity on its own thread, with no rebalance event yet) must not
+            // commit what it gathered.
+            let member = consumer.group_metadata();
+            if next.as_ref().is_some_and(|gathered| !member.as_ref().is_some_and(|m| gathered.fetched_as(m))) {
                 return Ok(Next::MembershipLost);
             }
             let prepared = {
                 let unstored: Vec<&PreparedBatch> = next.iter().chain([ahead]).collect();
-                self.prepare_polled(polled.records, consumer, configs, stores, &unstored, env).await?
+                self.prepare_polled(polled.records, member, configs, stores, &unstored, env).await?
             };
             match prepared {
-                // The part was stamped with the identity read during its preparation: the same,
-                // or the member was evicted meanwhile.
                 Next::Ready { batch: Some(part), .. } => match &mut next {
-                    Some(gathered) if !gathered.same_member(&part) => return Ok(Next::MembershipLost),
                     Some(gathered) => gathered.gather(part),
                     None => next = Some(part),
                 },
@@ -407,12 +404,13 @@ impl<S: Transformer> Runner<S> {
     /// The records of a poll made a batch: after the config drain, those of partitions without
     /// a live task (no entry in `stores`) are dropped uncommitted: their next owner processes them
     /// (TRX-02, TRX-35); the rest are prepared, reading the changes of `ahead` (batches not in
-    /// the stores yet, newest first) first. Returns [`Next::Ready`] without a deferred poll, or
+    /// the stores yet, newest first) first, as the group member `member` (read once the poll
+    /// returned; `None`: not a member). Returns [`Next::Ready`] without a deferred poll, or
     /// [`Next::MembershipLost`].
     async fn prepare_polled(
         &self,
         records: Vec<RawRecord>,
-        consumer: &mut dyn Consumer,
+        member: Option<GroupMetadata>,
         configs: &mut ConfigTopics,
         stores: &mut BTreeMap<i32, TaskStore<'_>>,
         ahead: &[&PreparedBatch],
@@ -424,7 +422,7 @@ impl<S: Transformer> Runner<S> {
         if records.is_empty() {
             return Ok(Next::Ready { batch: None, deferred: None });
         }
-        let Some(metadata) = consumer.group_metadata() else {
+        let Some(metadata) = member else {
             return Ok(Next::MembershipLost);
         };
         // One consistent snapshot of the config store for the whole batch (CFG-24): nothing
@@ -472,7 +470,8 @@ impl<S: Transformer> Runner<S> {
             }
         }
         let (_, mut stores, _) = tasks.split();
-        let prepared = self.prepare_polled(polled.records, consumer, configs, &mut stores, &[], env);
+        let member = consumer.group_metadata();
+        let prepared = self.prepare_polled(polled.records, member, configs, &mut stores, &[], env);
         let next = tokio::select! {
             biased;
             next = prepared => next?,
@@ -616,8 +615,8 @@ struct LoopEnv<'a> {
 enum Next {
     /// The stop was raised (or its grace expired): return.
     Stopped,
-    /// The next batch to commit, if any, and a poll to handle once it completed (rebalance
-    /// events, or records of another generation, that ended its gathering), if any.
+    /// The next batch to commit, if any, and a poll to handle once it completed (its rebalance
+    /// events ended the poll-ahead or the gathering), if any.
     Ready { batch: Option<PreparedBatch>, deferred: Option<Polled> },
     /// The member lost its group membership while a batch was in flight.
     MembershipLost,
