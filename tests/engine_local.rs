@@ -81,6 +81,11 @@ async fn trx_45_batches_gather_polls_while_a_commit_waits() {
 }
 
 #[tokio::test]
+async fn life_21_trx_45_stop_while_gathering_commits_both_batches() {
+    common::stop_while_gathering_commits_the_gathered_batch(&harness("stopgather").with_batches(5, 40)).await;
+}
+
+#[tokio::test]
 async fn trx_20_one_state_write_per_key_and_batch() {
     common::one_state_write_per_key_and_batch(&harness("trx20")).await;
 }

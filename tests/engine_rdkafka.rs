@@ -89,6 +89,11 @@ async fn trx_45_batches_gather_polls_while_a_commit_waits() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn life_21_trx_45_stop_while_gathering_commits_both_batches() {
+    common::stop_while_gathering_commits_the_gathered_batch(&harness("stopgather").with_batches(5, 40)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn trx_20_one_state_write_per_key_and_batch() {
     common::one_state_write_per_key_and_batch(&harness("trx20")).await;
 }

@@ -626,6 +626,55 @@ pub async fn batches_gather_polls_while_a_commit_waits(h: &Harness) {
     assert_eq!(second, want, "the second batch writes each key's final state once");
 }
 
+/// LIFE-21 with TRX-45: a stop raised while the next batch gathers polls (its commit waiting
+/// behind the batch in flight) ends the gathering, and both batches commit before the run
+/// returns: their outputs are visible at once, and a successor neither repeats nor skips them.
+pub async fn stop_while_gathering_commits_the_gathered_batch(h: &Harness) {
+    const SEEDS: usize = 12;
+    let Some((5, cap)) = h.batches else { panic!("the harness must poll 5 records at a time") };
+    assert!(cap > SEEDS, "the gathering must still be polling when the stop comes");
+    let input = h.topic("input", 1, false).await;
+    let output = h.topic("output", 1, false).await;
+    let app = h.name("stopgather");
+    let holding = Arc::new(doubles::Holding::new(h.kafka.clone(), output.clone()));
+    let probe = Arc::new(Probe::default());
+    let running = h.with_kafka(holding.clone()).start(&app, "pod-0", counter(&input, &output), probe.clone());
+    wait_for("the task started", || probe.tasks.load(Ordering::SeqCst) == 1).await;
+    h.produce(&input, &[(Some(0), "k0", Some(b"{}"))]).await;
+    // The first batch commits, its output's delivery held: it cannot finish.
+    in_transaction(&probe, &output).await;
+    let names = ["k0", "k1", "k2", "k3"];
+    let seeds: Vec<Seed<'_>> = (0..SEEDS).map(|i| (Some(0), names[i % 4], Some(&b"{}"[..]))).collect();
+    h.produce(&input, &seeds).await;
+    let processed = || probe.recording.events().iter().filter(|e| matches!(e, Observed::MessageIn { .. })).count();
+    wait_for("the next batch gathered every record", || processed() == 1 + SEEDS).await;
+    let committed = || probe.recording.events().iter().filter(|e| matches!(e, Observed::TransactionCommitted)).count();
+    // The stop comes while the gathering still polls for more (the cap is not reached).
+    let stopping = tokio::spawn(running.stop());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!stopping.is_finished(), "the run waits for the batch in flight");
+    assert_eq!(committed(), 0, "nothing commits while the first batch's delivery is held");
+    holding.release();
+    stopping.await.expect("the stop's task").unwrap();
+    // Both batches committed before the run returned.
+    let outputs = h.read_until(&output, |r| r.len() > SEEDS).await;
+    assert_eq!(outputs.len(), 1 + SEEDS, "every gathered record committed its output by the stop");
+    let counts = counts_by_key(&outputs);
+    assert_eq!(counts["k0"], vec![1, 2, 3, 4]);
+    for key in ["k1", "k2", "k3"] {
+        assert_eq!(counts[key], vec![1, 2, 3], "{key}");
+    }
+    assert_eq!(probe.recording.events().iter().filter(|e| matches!(e, Observed::MessageIn { .. })).count(), 1 + SEEDS);
+    // A successor starts from the gathered batch's offsets and state: the next k1 is its fourth.
+    let successor = h.start(&app, "pod-1", counter(&input, &output), Arc::new(Probe::default()));
+    h.produce(&input, &[(Some(0), "k1", Some(b"{}"))]).await;
+    let outputs = h.read_until(&output, |r| r.len() > 1 + SEEDS).await;
+    successor.stop().await.unwrap();
+    let outputs_after = h.read(&output).await;
+    assert_eq!(outputs_after.len(), 2 + SEEDS, "the successor repeated nothing: {:?}", keys(&outputs_after));
+    assert_eq!(counts_by_key(&outputs)["k1"], vec![1, 2, 3, 4]);
+}
+
 /// TRX-21, STG-43: an empty state over a key without state writes nothing (no tombstone); an
 /// empty state over an existing one deletes it with a tombstone (null value, never `b""`).
 pub async fn empty_state_deletes_only_what_exists(h: &Harness) {
