@@ -62,9 +62,13 @@ pub(crate) struct SimConsumer {
     closed: bool,
     /// Revocations wait while it is held (`Consumer::hold_revocations`).
     gate: Option<RevocationGate>,
-    /// A revocation whose rejoin began but whose event the poll could not hand out yet (it was
-    /// cancelled while the JoinGroup ran): the next poll hands it out first.
+    /// A revocation whose rejoin failed: the next poll hands its event out first.
     revoked: Option<Vec<TopicPartition>>,
+    /// A revocation a poll began, running on as a task of its own (it holds the group protocol
+    /// meanwhile): it waits for the `RevocationGate`, then rejoins at once, whether or not a
+    /// poll is still waiting for it, as librdkafka's rebalance callback goes on on the poll's
+    /// thread after the application gave the poll up. The next poll waits for it.
+    revoking: Option<JoinHandle<(GroupProtocol, KafkaResult<()>)>>,
     /// Where the records of every poll are logged, for the checks.
     polls: Arc<PollLog>,
 }
@@ -87,6 +91,7 @@ impl SimConsumer {
             closed: false,
             gate: None,
             revoked: None,
+            revoking: None,
             polls,
         }
     }
@@ -135,24 +140,32 @@ impl SimConsumer {
     /// once the member sent its JoinGroup, as librdkafka rejoins when its revocation callback
     /// returns), or an assignment.
     async fn drive_group(&mut self) -> KafkaResult<Vec<Rebalance>> {
-        let Some(group) = self.group.as_mut() else { return Ok(Vec::new()) };
         if let Some(partitions) = self.revoked.take() {
             return Ok(vec![Rebalance::Revoked { partitions }]);
         }
-        if group.rejoin_requested() && !self.assignment.is_empty() {
-            // The member gives its partitions up only once no commit holds the gate (TRX-33).
-            if let Some(gate) = &self.gate {
-                gate.released().await;
-            }
-            group.take_rejoin();
-            self.revoked = Some(std::mem::take(&mut self.assignment).into_keys().collect());
-            // Then it rejoins at once, as librdkafka does when its revocation callback
-            // returned, not at the application's next poll: the group can move on to its next
-            // generation while the application still handles the revocation.
-            group.step().await?;
-            let partitions = self.revoked.take().expect("set above");
+        if self.revoking.is_none()
+            && !self.assignment.is_empty()
+            && self.group.as_ref().is_some_and(GroupProtocol::rejoin_requested)
+        {
+            let mut group = self.group.take().expect("checked above");
+            let gate = self.gate.clone();
+            // The member gives its partitions up only once no commit holds the gate (TRX-33),
+            // then rejoins at once, as librdkafka does when its revocation callback returned:
+            // the group can move on to its next generation while the application still
+            // handles the revocation. Both go on if this poll is given up meanwhile.
+            self.revoking = Some(tokio::spawn(async move {
+                if let Some(gate) = gate {
+                    gate.released().await;
+                }
+                group.take_rejoin();
+                let joined = group.step().await.map(drop);
+                (group, joined)
+            }));
+        }
+        if let Some(partitions) = self.finish_revoking().await? {
             return Ok(vec![Rebalance::Revoked { partitions }]);
         }
+        let Some(group) = self.group.as_mut() else { return Ok(Vec::new()) };
         group.take_rejoin();
         for _ in 0..GROUP_STEPS_PER_POLL_MAX {
             match group.step().await? {
@@ -168,6 +181,22 @@ impl SimConsumer {
             }
         }
         Ok(Vec::new())
+    }
+
+    /// Waits for the revocation a poll began, if any (cancellation-safe: the task goes on), and
+    /// gives the partitions up: `Ok(Some(partitions))`. A failed rejoin keeps them for the next
+    /// poll's event.
+    async fn finish_revoking(&mut self) -> KafkaResult<Option<Vec<TopicPartition>>> {
+        let Some(revoking) = self.revoking.as_mut() else { return Ok(None) };
+        let (group, joined) = revoking.await.expect("the revocation task is aborted only by close");
+        self.revoking = None;
+        self.group = Some(group);
+        let partitions = std::mem::take(&mut self.assignment).into_keys().collect();
+        if let Err(error) = joined {
+            self.revoked = Some(partitions);
+            return Err(error);
+        }
+        Ok(Some(partitions))
     }
 
     /// Looks up the start position of every assigned partition in `wanted` whose position is
@@ -270,6 +299,9 @@ impl Drop for SimConsumer {
         if let Some(heartbeat) = self.heartbeat.take() {
             heartbeat.abort();
         }
+        if let Some(revoking) = self.revoking.take() {
+            revoking.abort();
+        }
     }
 }
 
@@ -288,6 +320,11 @@ impl Consumer for SimConsumer {
             );
         }
         self.mode = Mode::Subscribed;
+        // A revocation under way holds the protocol: it finishes first, its event for the next
+        // poll.
+        if let Some(partitions) = self.finish_revoking().await? {
+            self.revoked = Some(partitions);
+        }
         let protocol = self.group.get_or_insert_with(|| {
             GroupProtocol::new(self.conn.clone(), group.clone(), self.config.clone(), self.member.clone())
         });
@@ -462,6 +499,9 @@ impl Consumer for SimConsumer {
         };
         if let Some(heartbeat) = self.heartbeat.take() {
             heartbeat.abort();
+        }
+        if let Some(revoking) = self.revoking.take() {
+            revoking.abort();
         }
         if let (Some(group), Some(member_id)) = (self.config.group_id.clone(), member_id) {
             // Best effort, like Kafka's: a member whose leave is lost is evicted by its session.
