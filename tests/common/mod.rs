@@ -549,6 +549,46 @@ pub async fn one_state_write_per_key_and_batch(h: &Harness) {
     assert_eq!(values, vec![&br#"{"count":3}"#[..]], "one changelog write for the batch");
 }
 
+/// The keys [`held_first_commit`] produces, in turn.
+const GATHER_KEYS: [&str; 4] = ["k0", "k1", "k2", "k3"];
+
+/// A counter application (`pod-0`, one input and one output partition) whose first batch, one
+/// record of `k0`, is committing with its output's delivery held, so it cannot finish; `seeds`
+/// more records of [`GATHER_KEYS`] in turn are produced behind it.
+struct HeldFirstCommit {
+    input: String,
+    output: String,
+    app: String,
+    holding: Arc<doubles::Holding>,
+    probe: Arc<Probe>,
+    running: Running,
+}
+
+async fn held_first_commit(h: &Harness, app: &str, seeds: usize) -> HeldFirstCommit {
+    let input = h.topic("input", 1, false).await;
+    let output = h.topic("output", 1, false).await;
+    let app = h.name(app);
+    let holding = Arc::new(doubles::Holding::new(h.kafka.clone(), output.clone()));
+    let probe = Arc::new(Probe::default());
+    let running = h.with_kafka(holding.clone()).start(&app, "pod-0", counter(&input, &output), probe.clone());
+    wait_for("the task started", || probe.tasks.load(Ordering::SeqCst) == 1).await;
+    h.produce(&input, &[(Some(0), "k0", Some(b"{}"))]).await;
+    in_transaction(&probe, &output).await;
+    let seeds: Vec<Seed<'_>> = (0..seeds).map(|i| (Some(0), GATHER_KEYS[i % 4], Some(&b"{}"[..]))).collect();
+    h.produce(&input, &seeds).await;
+    HeldFirstCommit { input, output, app, holding, probe, running }
+}
+
+/// Inputs the stage was handed so far.
+fn processed(probe: &Probe) -> usize {
+    probe.recording.events().iter().filter(|e| matches!(e, Observed::MessageIn { .. })).count()
+}
+
+/// Transactions committed so far.
+fn committed(probe: &Probe) -> usize {
+    probe.recording.events().iter().filter(|e| matches!(e, Observed::TransactionCommitted)).count()
+}
+
 /// TRX-45, TRX-02, MET-03: while a batch's commit waits (its output's delivery held), the next
 /// batch gathers every poll made meanwhile, up to `max_batch_records`, and commits them as one
 /// transaction per task: each key's counts continue exactly, the gathered batch writes each key
@@ -559,20 +599,9 @@ pub async fn batches_gather_polls_while_a_commit_waits(h: &Harness) {
     const SEEDS: usize = 40;
     let Some((5, cap)) = h.batches else { panic!("the harness must poll 5 records at a time") };
     assert!(cap % 5 == 0 && (5..=SEEDS).contains(&cap));
-    let input = h.topic("input", 1, false).await;
-    let output = h.topic("output", 1, false).await;
-    let app = h.name(&format!("gather{cap}"));
-    let holding = Arc::new(doubles::Holding::new(h.kafka.clone(), output.clone()));
-    let probe = Arc::new(Probe::default());
-    let running = h.with_kafka(holding.clone()).start(&app, "pod-0", counter(&input, &output), probe.clone());
-    wait_for("the task started", || probe.tasks.load(Ordering::SeqCst) == 1).await;
-    h.produce(&input, &[(Some(0), "k0", Some(b"{}"))]).await;
-    // The first batch commits, its output's delivery held: it cannot finish.
-    in_transaction(&probe, &output).await;
-    let keys = ["k0", "k1", "k2", "k3"];
-    let seeds: Vec<Seed<'_>> = (0..SEEDS).map(|i| (Some(0), keys[i % 4], Some(&b"{}"[..]))).collect();
-    h.produce(&input, &seeds).await;
-    let processed = || probe.recording.events().iter().filter(|e| matches!(e, Observed::MessageIn { .. })).count();
+    let HeldFirstCommit { output, app, holding, probe, running, .. } =
+        held_first_commit(h, &format!("gather{cap}"), SEEDS).await;
+    let processed = || processed(&probe);
     // The next batch gathers polls until it holds `cap` records, then polls no more; without
     // gathering it holds the first poll that brought records (up to 5: a broker's poll may
     // return fewer).
@@ -587,7 +616,7 @@ pub async fn batches_gather_polls_while_a_commit_waits(h: &Harness) {
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(processed(), 1 + gathered, "a batch gathers up to max_batch_records and no further");
     assert!((1..=cap).contains(&gathered), "{gathered} records in the next batch");
-    let committed = || probe.recording.events().iter().filter(|e| matches!(e, Observed::TransactionCommitted)).count();
+    let committed = || committed(&probe);
     assert_eq!(committed(), 0, "nothing commits while the first batch's delivery is held");
     holding.release();
     let outputs = h.read_until(&output, |r| r.len() > SEEDS).await;
@@ -611,7 +640,7 @@ pub async fn batches_gather_polls_while_a_commit_waits(h: &Harness) {
     // The second batch (the first `gathered` seeds) wrote each key once: its last state.
     let mut want: BTreeMap<&str, i64> = BTreeMap::from([("k0", 1)]);
     for i in 0..gathered {
-        *want.entry(keys[i % 4]).or_default() += 1;
+        *want.entry(GATHER_KEYS[i % 4]).or_default() += 1;
     }
     let changelog = h.read(&format!("{app}-changelog")).await;
     let second: Vec<(String, String)> = changelog[1..1 + want.len()]
@@ -633,27 +662,14 @@ pub async fn stop_while_gathering_commits_the_gathered_batch(h: &Harness) {
     const SEEDS: usize = 12;
     let Some((5, cap)) = h.batches else { panic!("the harness must poll 5 records at a time") };
     assert!(cap > SEEDS, "the gathering must still be polling when the stop comes");
-    let input = h.topic("input", 1, false).await;
-    let output = h.topic("output", 1, false).await;
-    let app = h.name("stopgather");
-    let holding = Arc::new(doubles::Holding::new(h.kafka.clone(), output.clone()));
-    let probe = Arc::new(Probe::default());
-    let running = h.with_kafka(holding.clone()).start(&app, "pod-0", counter(&input, &output), probe.clone());
-    wait_for("the task started", || probe.tasks.load(Ordering::SeqCst) == 1).await;
-    h.produce(&input, &[(Some(0), "k0", Some(b"{}"))]).await;
-    // The first batch commits, its output's delivery held: it cannot finish.
-    in_transaction(&probe, &output).await;
-    let names = ["k0", "k1", "k2", "k3"];
-    let seeds: Vec<Seed<'_>> = (0..SEEDS).map(|i| (Some(0), names[i % 4], Some(&b"{}"[..]))).collect();
-    h.produce(&input, &seeds).await;
-    let processed = || probe.recording.events().iter().filter(|e| matches!(e, Observed::MessageIn { .. })).count();
-    wait_for("the next batch gathered every record", || processed() == 1 + SEEDS).await;
-    let committed = || probe.recording.events().iter().filter(|e| matches!(e, Observed::TransactionCommitted)).count();
+    let HeldFirstCommit { input, output, app, holding, probe, running } =
+        held_first_commit(h, "stopgather", SEEDS).await;
+    wait_for("the next batch gathered every record", || processed(&probe) == 1 + SEEDS).await;
     // The stop comes while the gathering still polls for more (the cap is not reached).
     let stopping = tokio::spawn(running.stop());
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(!stopping.is_finished(), "the run waits for the batch in flight");
-    assert_eq!(committed(), 0, "nothing commits while the first batch's delivery is held");
+    assert_eq!(committed(&probe), 0, "nothing commits while the first batch's delivery is held");
     holding.release();
     stopping.await.expect("the stop's task").unwrap();
     // Both batches committed before the run returned.
@@ -664,7 +680,7 @@ pub async fn stop_while_gathering_commits_the_gathered_batch(h: &Harness) {
     for key in ["k1", "k2", "k3"] {
         assert_eq!(counts[key], vec![1, 2, 3], "{key}");
     }
-    assert_eq!(probe.recording.events().iter().filter(|e| matches!(e, Observed::MessageIn { .. })).count(), 1 + SEEDS);
+    assert_eq!(processed(&probe), 1 + SEEDS);
     // A successor starts from the gathered batch's offsets and state: the next k1 is its fourth.
     let successor = h.start(&app, "pod-1", counter(&input, &output), Arc::new(Probe::default()));
     h.produce(&input, &[(Some(0), "k1", Some(b"{}"))]).await;
