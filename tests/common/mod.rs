@@ -601,23 +601,21 @@ pub async fn batches_gather_polls_while_a_commit_waits(h: &Harness) {
     assert!(cap % 5 == 0 && (5..=SEEDS).contains(&cap));
     let HeldFirstCommit { output, app, holding, probe, running, .. } =
         held_first_commit(h, &format!("gather{cap}"), SEEDS).await;
-    let processed = || processed(&probe);
     // The next batch gathers polls until it holds `cap` records, then polls no more; without
     // gathering it holds the first poll that brought records (up to 5: a broker's poll may
     // return fewer).
     let gathered = if cap > 5 {
-        wait_for("the next batch gathered its records", || processed() > cap).await;
+        wait_for("the next batch gathered its records", || processed(&probe) > cap).await;
         cap
     } else {
-        wait_for("the next batch polled its records", || processed() > 1).await;
+        wait_for("the next batch polled its records", || processed(&probe) > 1).await;
         tokio::time::sleep(Duration::from_millis(500)).await;
-        processed() - 1
+        processed(&probe) - 1
     };
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(processed(), 1 + gathered, "a batch gathers up to max_batch_records and no further");
+    assert_eq!(processed(&probe), 1 + gathered, "a batch gathers up to max_batch_records and no further");
     assert!((1..=cap).contains(&gathered), "{gathered} records in the next batch");
-    let committed = || committed(&probe);
-    assert_eq!(committed(), 0, "nothing commits while the first batch's delivery is held");
+    assert_eq!(committed(&probe), 0, "nothing commits while the first batch's delivery is held");
     holding.release();
     let outputs = h.read_until(&output, |r| r.len() > SEEDS).await;
     running.stop().await.unwrap();
@@ -635,7 +633,7 @@ pub async fn batches_gather_polls_while_a_commit_waits(h: &Harness) {
     assert!(sizes.iter().all(|&size| size <= 5), "one batch observation per poll (MET-03): {sizes:?}");
     // At least the first batch and one per `cap` records after it (more when polls return
     // fewer than 5 records, or a commit is quick).
-    let transactions = committed();
+    let transactions = committed(&probe);
     assert!((1 + SEEDS / cap..=1 + SEEDS).contains(&transactions), "{transactions} transactions");
     // The second batch (the first `gathered` seeds) wrote each key once: its last state.
     let mut want: BTreeMap<&str, i64> = BTreeMap::from([("k0", 1)]);

@@ -151,11 +151,6 @@ impl PollLog {
         }
     }
 
-    /// How many polls returned records.
-    pub fn polls(&self) -> u64 {
-        self.inner.lock().expect("poll log lock").polls
-    }
-
     /// Whether `later` was handed out, and only ever in a poll that also handed out `earlier`:
     /// then no consumer can have taken the two from different polls.
     pub fn only_together(&self, earlier: &RecordId, later: &RecordId) -> bool {
