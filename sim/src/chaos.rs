@@ -311,8 +311,7 @@ impl Chaos {
                         .mqtt(MqttBrokerConfig::new(mqtt))
                         .build(recorded)
                         .map_err(|e| e.to_string())?;
-                    let Err(error) = app.run().await;
-                    Err(error_kind(&error))
+                    app.run_until(env.stop_requested()).await.map_err(|error| error_kind(&error))
                 }) as std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>>>>
             }) as Launch
         });

@@ -15,6 +15,7 @@ use flechtwerk::attribute::{Attribute, INT, STR};
 use flechtwerk::stage::{transformer, FnTransformer};
 use flechtwerk::{Event, Message};
 use flechtwerk_sim::chaos::{Chaos, Input};
+use flechtwerk_sim::harness::faults::{Fault, FaultProfile};
 
 const AMOUNT: Attribute<i64> = Attribute::new("amount", &INT);
 const SUM: Attribute<i64> = Attribute::new("sum", &INT);
@@ -138,4 +139,36 @@ fn a_side_effect_outside_the_transaction_is_caught_and_shrunk() {
     assert!(caught >= 4, "the oracle caught the external side effect in only {caught} of 12 seeds");
     assert!(largest <= 5, "a shrunk schedule kept {largest} faults:\n{}", examples.join("\n\n"));
     eprintln!("external side effect: caught in {caught} of 12 seeds; e.g.\n{}", examples[0]);
+}
+
+/// Rolling deploys: clean restarts alone (`Fault::StopRestart`: the application stopped as on
+/// SIGTERM, then started again), the profile a user adds to a preset's weights.
+fn rolling(stage: impl Fn() -> FnTransformer + Send + Sync + 'static) -> Chaos {
+    chaos(stage).fault_profile(FaultProfile { stop_restart: 1, ..FaultProfile::calm() })
+}
+
+#[test]
+fn running_sums_are_exactly_once_under_rolling_restarts() {
+    rolling(running_sum).seeds(0..12).run();
+}
+
+#[test]
+fn a_stage_keeping_its_sum_in_memory_is_caught_by_clean_restarts_alone() {
+    // Without the restarts the three replicas keep their partitions for the whole run, and the
+    // in-memory sum is then exactly right: only a stop that really ends the application (and
+    // its memory) and the rebalances it causes can catch it. Seeds 0..12: caught in 12.
+    let mut caught = 0;
+    for seed in 0..12 {
+        if let Err(failure) = rolling(in_memory_sum).seeds(seed..seed + 1).try_run() {
+            assert!(
+                failure.schedule.faults.iter().all(|timed| matches!(timed.fault, Fault::StopRestart { .. })),
+                "only clean restarts were scheduled:\n{failure}"
+            );
+            caught += 1;
+        }
+    }
+    assert!(caught >= 4, "clean restarts caught the in-memory sum in only {caught} of 12 seeds");
+    eprintln!("in-memory sum under clean restarts alone: caught in {caught} of 12 seeds");
+    let calm = chaos(in_memory_sum).profile("calm").seeds(0..4).try_run();
+    assert!(calm.is_ok(), "without faults the in-memory sum is right: {:?}", calm.err().map(|f| f.to_string()));
 }

@@ -42,6 +42,15 @@ pub enum Fault {
         /// Target slot.
         replica: usize,
     },
+    /// The replica's application is stopped cleanly, as a rolling deploy's SIGTERM stops a pod
+    /// (`run_until`'s shutdown: the batch in flight commits within the grace, its tasks stop,
+    /// its consumers leave the group at once), and its supervisor starts it again. A launch that
+    /// does not wait on [`ReplicaEnv::stop_requested`](super::replicas::ReplicaEnv::stop_requested)
+    /// ignores it.
+    StopRestart {
+        /// Target slot.
+        replica: usize,
+    },
     /// One more replica starts (a scale-up: the group rebalances).
     AddReplica,
     /// A replica stops for good (a scale-down). Never the last one.
@@ -121,6 +130,7 @@ impl Fault {
     pub fn kind(&self) -> &'static str {
         match self {
             Fault::CrashRestart { .. } => "crash-restart",
+            Fault::StopRestart { .. } => "stop-restart",
             Fault::AddReplica => "add-replica",
             Fault::RemoveReplica { .. } => "remove-replica",
             Fault::Pause { .. } => "pause",
@@ -154,6 +164,7 @@ impl fmt::Display for Fault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Fault::CrashRestart { replica } => write!(f, "crash-restart replica#{replica}"),
+            Fault::StopRestart { replica } => write!(f, "stop-restart replica#{replica}"),
             Fault::AddReplica => write!(f, "add-replica"),
             Fault::RemoveReplica { replica } => write!(f, "remove-replica replica#{replica}"),
             Fault::Pause { replica, duration } => write!(f, "pause replica#{replica} for {duration:?}"),
@@ -289,6 +300,9 @@ pub struct FaultProfile {
     /// Weight of [`Fault::BrokerDown`] (zero in every preset, so the presets' seeds draw the
     /// schedules they drew before the kind existed; the `kafka-chaos` scenario sets it).
     pub broker_down: u32,
+    /// Weight of [`Fault::StopRestart`] (zero in every preset, so the presets' seeds draw the
+    /// schedules they drew before the kind existed; the `counter-rolling` scenario sets it).
+    pub stop_restart: u32,
     /// Gap between two faults (uniform).
     pub gap: (Duration, Duration),
     /// Session timeout of the replicas: pauses are drawn around it.
@@ -319,6 +333,7 @@ impl FaultProfile {
             mqtt_broker_restart: 0,
             mqtt_disconnect: 0,
             broker_down: 0,
+            stop_restart: 0,
             gap: (Duration::from_millis(300), Duration::from_millis(3_000)),
             session_timeout: Duration::from_secs(6),
             transaction_timeout: Duration::from_secs(60),
@@ -414,6 +429,7 @@ impl FaultProfile {
             + self.mqtt_broker_restart
             + self.mqtt_disconnect
             + self.broker_down
+            + self.stop_restart
     }
 
     /// This profile for an MQTT bridge (what [`crate::chaos::Chaos::mqtt`] runs): no
@@ -520,6 +536,9 @@ impl FaultProfile {
                 // Drawn last among the single faults, and only when picked: a profile with no
                 // weight on it draws exactly the schedules it drew before the kind existed.
                 Fault::BrokerDown { down: uniform(rng, Duration::from_millis(500), Duration::from_secs(4)) }
+            } else if take(self.stop_restart) {
+                // Likewise drawn only when picked, after every older kind.
+                Fault::StopRestart { replica: slot }
             } else {
                 // A handover while only the changelog's markers are late. The owner that loses
                 // its tasks must have committed inside the window first (so the handover comes
@@ -664,6 +683,7 @@ impl FaultProfile {
             FaultKind::MqttBrokerRestart => self.mqtt_broker_restart,
             FaultKind::MqttDisconnect => self.mqtt_disconnect,
             FaultKind::BrokerDown => self.broker_down,
+            FaultKind::StopRestart => self.stop_restart,
         }
     }
 }
@@ -695,11 +715,13 @@ pub enum FaultKind {
     MqttDisconnect,
     /// [`Fault::BrokerDown`].
     BrokerDown,
+    /// [`Fault::StopRestart`].
+    StopRestart,
 }
 
 impl FaultKind {
     /// Every kind.
-    pub const ALL: [FaultKind; 12] = [
+    pub const ALL: [FaultKind; 13] = [
         FaultKind::CrashRestart,
         FaultKind::AddReplica,
         FaultKind::RemoveReplica,
@@ -712,6 +734,7 @@ impl FaultKind {
         FaultKind::MqttBrokerRestart,
         FaultKind::MqttDisconnect,
         FaultKind::BrokerDown,
+        FaultKind::StopRestart,
     ];
 }
 
@@ -791,6 +814,7 @@ impl Fault {
             FaultKind::BrokerDown => span(Duration::from_millis(500), Duration::from_secs(4))
                 .prop_map(|down| Fault::BrokerDown { down })
                 .boxed(),
+            FaultKind::StopRestart => slot().prop_map(|replica| Fault::StopRestart { replica }).boxed(),
         }
     }
 }
@@ -833,6 +857,7 @@ mod tests {
             Fault::Isolate { .. } => profile.isolate > 0,
             Fault::BrokerRestart => profile.broker_restart > 0,
             Fault::BrokerDown { .. } => profile.broker_down > 0,
+            Fault::StopRestart { .. } => profile.stop_restart > 0,
             Fault::RequestChaos { .. } => profile.request_chaos > 0,
             Fault::FailTransactions { .. } => profile.fail_transactions > 0,
             Fault::LateMarkers { only_changelog, .. } => profile.late_markers > 0 || (handover && *only_changelog),

@@ -14,6 +14,7 @@ use madsim::rand::{thread_rng, Rng};
 use madsim::runtime::Handle;
 use madsim::task::{JoinHandle, NodeId};
 use madsim::time::sleep;
+use tokio::sync::watch;
 
 use super::disk::{DiskStores, SimDisk};
 use super::faults::{Fault, FaultSchedule};
@@ -40,9 +41,24 @@ pub struct ReplicaEnv {
     pub view: Arc<ReplicaView>,
     /// Which start of the application this is (1, 2, … after crashes).
     pub incarnation: u32,
+    /// Counts the clean stops asked of the replica ([`Fault::StopRestart`]); this incarnation
+    /// has seen those asked before it started.
+    stop: watch::Receiver<u64>,
 }
 
 impl ReplicaEnv {
+    /// Resolves once a clean stop of this incarnation is asked for ([`Fault::StopRestart`]):
+    /// the shutdown to hand to `run_until`, as a pod hands it SIGTERM. Pending for good if the
+    /// run never asks.
+    pub fn stop_requested(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut stop = self.stop.clone();
+        async move {
+            if stop.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
     /// An observer that keeps `view` current and writes task counts to the trace.
     pub fn observer(&self) -> ReplicaObserver {
         ReplicaObserver { name: self.name.clone(), ctx: self.ctx.clone(), view: self.view.clone() }
@@ -160,8 +176,7 @@ where
                 .observer(Arc::new(env.observer()))
                 .state_stores(Arc::new(env.stores.clone()));
             let app = configure(builder).build(stage()).map_err(|e| e.to_string())?;
-            let Err(error) = app.run().await;
-            Err(error_kind(&error))
+            app.run_until(env.stop_requested()).await.map_err(|error| error_kind(&error))
         })
     })
 }
@@ -185,6 +200,8 @@ pub struct Replica {
     pub view: Arc<ReplicaView>,
     /// Whether it is still part of the run (not removed).
     pub alive: bool,
+    /// Asks its application for a clean stop (see [`ReplicaEnv::stop_requested`]).
+    stop: watch::Sender<u64>,
 }
 
 /// The replicas of a run.
@@ -263,6 +280,7 @@ impl Replicas {
     fn add(&mut self) {
         let name = format!("replica-{}", self.list.len());
         let view = Arc::new(ReplicaView::default());
+        let (stop, stop_requests) = watch::channel(0);
         let env = ReplicaEnv {
             name: name.clone(),
             kafka: self.cluster.kafka(),
@@ -270,6 +288,7 @@ impl Replicas {
             ctx: self.ctx.clone(),
             view: view.clone(),
             incarnation: 0,
+            stop: stop_requests,
         };
         let launch = self.launch.clone();
         let node = Handle::current()
@@ -279,7 +298,7 @@ impl Replicas {
             .init(move || supervise(env.clone(), launch.clone()))
             .build();
         self.ctx.event(format!("{name}: started"));
-        self.list.push(Replica { name, node: node.id(), view, alive: true });
+        self.list.push(Replica { name, node: node.id(), view, alive: true, stop });
     }
 
     /// The replica a fault aimed at `slot` hits: the `slot mod n`-th alive one.
@@ -309,6 +328,11 @@ impl Replicas {
             Fault::CrashRestart { replica } => {
                 let r = &self.list[self.target(replica)];
                 cluster.crash_restart(r.node, &r.name);
+            }
+            Fault::StopRestart { replica } => {
+                let r = &self.list[self.target(replica)];
+                self.ctx.fault("stop-restart", r.name.clone());
+                r.stop.send_modify(|asked| *asked += 1);
             }
             Fault::AddReplica if self.alive().count() < self.max => {
                 self.ctx.fault("add-replica", format!("replica-{}", self.list.len()));
@@ -516,7 +540,10 @@ async fn supervise(env: ReplicaEnv, launch: Launch) {
         env.view.tasks.store(0, Ordering::SeqCst);
         env.view.tokens.store(0, Ordering::SeqCst);
         env.ctx.event(format!("{}: application start #{incarnation}", env.name));
-        match launch(ReplicaEnv { incarnation, ..env.clone() }).await {
+        // Only the stops asked from now on are this incarnation's.
+        let mut stop = env.stop.clone();
+        stop.borrow_and_update();
+        match launch(ReplicaEnv { incarnation, stop, ..env.clone() }).await {
             Ok(()) => env.ctx.event(format!("{}: application stopped", env.name)),
             Err(why) => env.ctx.event(format!("{}: application crashed: {why}", env.name)),
         }

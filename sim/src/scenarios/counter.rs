@@ -35,6 +35,14 @@
 //! Scenario `counter-eos2` runs the same with `Producers::PerInstance` (KIP-447, TRX-40..44):
 //! one transactional producer per replica, one transaction per batch for all its tasks, zombies
 //! fenced by the group generation of the offsets instead of by per-task transactional ids.
+//!
+//! Scenario `counter-rolling` runs the same with clean restarts among the faults (a fifth of
+//! them, [`Fault::StopRestart`](crate::harness::faults::Fault::StopRestart)): a replica's
+//! application is stopped as a rolling deploy stops a pod (`run_until`'s shutdown: the batch in
+//! flight, gathered polls included, commits within the grace; the tasks stop; the group is left
+//! at once, LIFE-21, TRX-45) and started again, while inputs flow and the other faults go on.
+//! `counter` never stops a replica cleanly (its schedules predate the kind), so the mutation
+//! scores measured on it stay comparable.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::pin::Pin;
@@ -81,12 +89,38 @@ const FAULTS: &[&str] = &[
     "buggify",
 ];
 
+/// The fault kinds of `counter-rolling`: those of the others, and clean restarts.
+const FAULTS_ROLLING: &[&str] = &[
+    "crash-restart",
+    "stop-restart",
+    "add-replica",
+    "remove-replica",
+    "pause",
+    "network-partition",
+    "broker-restart",
+    "request-chaos",
+    "fail-transactions",
+    "late-markers",
+    "kafka-drop-request",
+    "kafka-hold-request",
+    "kafka-delay-request",
+    "kafka-error",
+    "kafka-drop-response",
+    "kafka-delay-response",
+    "kafka-marker-delay",
+    "buggify",
+];
+
+/// Weight of clean restarts in `counter-rolling` (the everything profile's weights add up to 24:
+/// a fifth of its faults).
+const STOP_RESTART_WEIGHT: u32 = 6;
+
 /// The scenario.
 pub static SCENARIO: Scenario = Scenario {
     name: "counter",
     about: "exactly-once counting transformer + config join, varied per seed, under every fault kind",
     faults: FAULTS,
-    run: |ctx| Box::pin(run(ctx, Producers::PerTask)) as Pin<Box<dyn std::future::Future<Output = ()>>>,
+    run: |ctx| Box::pin(run(ctx, Producers::PerTask, 0)) as Pin<Box<dyn std::future::Future<Output = ()>>>,
 };
 
 /// The same with one producer per instance (KIP-447's exactly-once v2 shape).
@@ -94,7 +128,17 @@ pub static SCENARIO_EOS2: Scenario = Scenario {
     name: "counter-eos2",
     about: "the counter scenario with one transactional producer per instance (KIP-447, generation fencing)",
     faults: FAULTS,
-    run: |ctx| Box::pin(run(ctx, Producers::PerInstance)) as Pin<Box<dyn std::future::Future<Output = ()>>>,
+    run: |ctx| Box::pin(run(ctx, Producers::PerInstance, 0)) as Pin<Box<dyn std::future::Future<Output = ()>>>,
+};
+
+/// The same with clean restarts among the faults (rolling deploys).
+pub static SCENARIO_ROLLING: Scenario = Scenario {
+    name: "counter-rolling",
+    about: "the counter scenario with clean stops and restarts among the faults (rolling deploys, LIFE-21)",
+    faults: FAULTS_ROLLING,
+    run: |ctx| {
+        Box::pin(run(ctx, Producers::PerTask, STOP_RESTART_WEIGHT)) as Pin<Box<dyn std::future::Future<Output = ()>>>
+    },
 };
 
 const APP: &str = "counter";
@@ -288,7 +332,7 @@ async fn write_configs(
     ctx.event("config writer: done");
 }
 
-async fn run(ctx: Ctx, producers: Producers) {
+async fn run(ctx: Ctx, producers: Producers, stop_restart: u32) {
     let profile = FaultProfile {
         session_timeout: SESSION_TIMEOUT,
         transaction_timeout: TRANSACTION_TIMEOUT,
@@ -296,6 +340,7 @@ async fn run(ctx: Ctx, producers: Producers) {
         // congested seeds caught almost none of the planted handover bugs (docs/simulation.md,
         // "Mutation score").
         buggify: BUGGIFY,
+        stop_restart,
         ..FaultProfile::everything()
     };
     // Drawn now, enabled when the faults start (see below).

@@ -380,8 +380,7 @@ async fn run(ctx: Ctx) {
                     .state_stores(Arc::new(env.stores.clone()))
                     .build(stage)
                     .map_err(|e| e.to_string())?;
-                let Err(error) = app.run().await;
-                Err(error_kind(&error))
+                app.run_until(env.stop_requested()).await.map_err(|error| error_kind(&error))
             })
         })
     };

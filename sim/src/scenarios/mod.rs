@@ -14,6 +14,7 @@ use crate::runner::Scenario;
 pub static ALL: &[&Scenario] = &[
     &counter::SCENARIO,
     &counter::SCENARIO_EOS2,
+    &counter::SCENARIO_ROLLING,
     &extractor::SCENARIO,
     &config_topics::SCENARIO,
     &conformance::SCENARIO,
