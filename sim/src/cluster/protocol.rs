@@ -401,6 +401,42 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
+    /// Every code the simulated broker returns.
+    pub const ALL: [ErrorCode; 21] = [
+        ErrorCode::UnknownServerError,
+        ErrorCode::OffsetOutOfRange,
+        ErrorCode::UnknownTopicOrPartition,
+        ErrorCode::NotLeaderOrFollower,
+        ErrorCode::MessageTooLarge,
+        ErrorCode::NotCoordinator,
+        ErrorCode::IllegalGeneration,
+        ErrorCode::UnknownMemberId,
+        ErrorCode::InvalidSessionTimeout,
+        ErrorCode::RebalanceInProgress,
+        ErrorCode::InvalidPartitions,
+        ErrorCode::InvalidRequest,
+        ErrorCode::OutOfOrderSequenceNumber,
+        ErrorCode::InvalidProducerEpoch,
+        ErrorCode::InvalidTxnState,
+        ErrorCode::InvalidProducerIdMapping,
+        ErrorCode::InvalidTransactionTimeout,
+        ErrorCode::ConcurrentTransactions,
+        ErrorCode::InvalidRecord,
+        ErrorCode::UnstableOffsetCommit,
+        ErrorCode::ProducerFenced,
+    ];
+
+    /// The error of Kafka's numeric `code`, if the simulated broker returns it.
+    ///
+    /// ```
+    /// use flechtwerk_sim::cluster::protocol::ErrorCode;
+    /// assert_eq!(ErrorCode::from_code(90), Some(ErrorCode::ProducerFenced));
+    /// assert_eq!(ErrorCode::from_code(0), None);
+    /// ```
+    pub fn from_code(code: i32) -> Option<ErrorCode> {
+        ErrorCode::ALL.into_iter().find(|error| error.code() == code)
+    }
+
     /// Kafka's numeric code.
     pub fn code(self) -> i32 {
         match self {

@@ -18,7 +18,7 @@ use tokio::sync::watch;
 
 use super::disk::{DiskStores, SimDisk};
 use super::faults::{Fault, FaultSchedule};
-use crate::cluster::protocol::RequestKind;
+use crate::cluster::protocol::{ErrorCode, RequestKind};
 use crate::cluster::{Cluster, KafkaClient, MarkerFaults, RequestFaults};
 use crate::mqtt::MqttBroker;
 use crate::runner::Ctx;
@@ -182,10 +182,17 @@ where
 }
 
 /// A deterministic description of why an application stopped (for the trace: a Kafka error by
-/// operation and kind, no free text that could differ between runs of a seed).
+/// operation, kind and the broker's error code if it gave one — `kafka commit_transaction Fenced
+/// (ProducerFenced 90)` —, no free text that could differ between runs of a seed).
 pub fn error_kind(error: &flechtwerk::Error) -> String {
     match error {
-        flechtwerk::Error::Kafka(e) => format!("kafka {} {:?}", e.operation(), e.kind()),
+        flechtwerk::Error::Kafka(e) => match e.code() {
+            Some(code) => match ErrorCode::from_code(code) {
+                Some(name) => format!("kafka {} {:?} ({name:?} {code})", e.operation(), e.kind()),
+                None => format!("kafka {} {:?} (code {code})", e.operation(), e.kind()),
+            },
+            None => format!("kafka {} {:?}", e.operation(), e.kind()),
+        },
         other => other.to_string(),
     }
 }

@@ -427,10 +427,7 @@ async fn run(ctx: Ctx) {
                     .mqtt(MqttBrokerConfig::new(mqtt).session_expiry(SESSION_EXPIRY).reconnect_grace(grace))
                     .build(stage)
                     .map_err(|e| e.to_string())?;
-                app.run_until(env.stop_requested()).await.map_err(|error| match &error {
-                    flechtwerk::Error::Kafka(e) => format!("kafka {} {:?}", e.operation(), e.kind()),
-                    other => other.to_string(),
-                })
+                app.run_until(env.stop_requested()).await.map_err(|error| crate::harness::replicas::error_kind(&error))
             })
         })
     };
