@@ -323,7 +323,7 @@ impl FlechtwerkBuilder {
     /// transaction and group coordinators; with one poll of 500 small records per batch those
     /// dominate, and exactly-once ran at 0.41× of at-least-once's rate on the side-by-side bench
     /// (docs/performance.md). Batches that gather the polls made during a commit (the default,
-    /// up to twice this) or bigger polls spread them; bigger polls cost more memory (the
+    /// up to four times this) or bigger polls spread them; bigger polls cost more memory (the
     /// consumer buffers about two per partition) and a longer wait before a batch's outputs are
     /// visible when the input is slow.
     ///
@@ -345,7 +345,7 @@ impl FlechtwerkBuilder {
         self
     }
 
-    /// Lets one batch gather up to `records` records from several polls (default: twice
+    /// Lets one batch gather up to `records` records from several polls (default: four times
     /// [`max_poll_records`](Self::max_poll_records); equal to it, every poll is its own batch, as
     /// in Python flechtwerk). Must be at least `max_poll_records`.
     ///
@@ -358,11 +358,11 @@ impl FlechtwerkBuilder {
     /// idle, nothing waits. Exactly-once is unchanged: each batch is still one transaction per
     /// task with its outputs, its state changes (one write per key, TRX-20) and its offsets.
     ///
-    /// On the side-by-side bench (docs/performance.md, issue #14's sixth round), at
+    /// On the side-by-side bench (docs/performance.md, issue #14's sixth and seventh rounds), at
     /// `max_poll_records` 500, gathering up to 1 000 records took exactly-once from 0.41× of
-    /// at-least-once's rate (one poll per batch in both) to 0.91× (both gathering), 2.4× its
-    /// own rate before, at the same peak memory; larger values ran no faster beyond the runs'
-    /// scatter (2 000: 1.17×, 5 000: 0.86×) and held more memory. The `flechtwerk_batch_size`
+    /// at-least-once's rate (one poll per batch in both) to 0.80–0.91× (both gathering), 2.4×
+    /// its own rate before; up to 2 000 (the default) to 0.83–1.17×, with ~6 MiB more peak
+    /// memory (still below Python flechtwerk's); 4 000 and more held more memory again. The `flechtwerk_batch_size`
     /// histogram still counts one observation per poll (MET-03).
     ///
     /// ```
@@ -705,7 +705,7 @@ impl FlechtwerkBuilder {
         if self.max_poll_records == 0 {
             return Err(Error::Invalid("max_poll_records must be at least 1".into()));
         }
-        let max_batch_records = self.max_batch_records.unwrap_or(self.max_poll_records.saturating_mul(2));
+        let max_batch_records = self.max_batch_records.unwrap_or(self.max_poll_records.saturating_mul(4));
         if max_batch_records < self.max_poll_records {
             return Err(Error::Invalid(format!(
                 "max_batch_records ({max_batch_records}) must be at least max_poll_records ({})",
