@@ -217,7 +217,7 @@ pub struct FlechtwerkBuilder {
     client_id: Option<String>,
     kafka: Option<Arc<dyn Kafka>>,
     max_poll_records: usize,
-    /// `None`: not set, twice `max_poll_records`.
+    /// `None`: not set, four times `max_poll_records`.
     max_batch_records: Option<usize>,
     compression: Compression,
     replication_factor: i16,

@@ -36,7 +36,8 @@
 //! one transactional producer per replica, one transaction per batch for all its tasks, zombies
 //! fenced by the group generation of the offsets instead of by per-task transactional ids.
 //!
-//! Scenario `counter-rolling` runs the same with clean restarts among the faults (a fifth of
+//! Scenario `counter-rolling` runs the same, in either producer shape (half the seeds each),
+//! with clean restarts among the faults (a fifth of
 //! them, [`Fault::StopRestart`](crate::harness::faults::Fault::StopRestart)): a replica's
 //! application is stopped as a rolling deploy stops a pod (`run_until`'s shutdown: the batch in
 //! flight, gathered polls included, commits within the grace; the tasks stop; the group is left
@@ -110,7 +111,7 @@ pub static SCENARIO: Scenario = Scenario {
     name: "counter",
     about: "exactly-once counting transformer + config join, varied per seed, under every fault kind",
     faults: FAULTS,
-    run: |ctx| Box::pin(run(ctx, Producers::PerTask, 0)) as Pin<Box<dyn std::future::Future<Output = ()>>>,
+    run: |ctx| Box::pin(run(ctx, Some(Producers::PerTask), 0)) as Pin<Box<dyn std::future::Future<Output = ()>>>,
 };
 
 /// The same with one producer per instance (KIP-447's exactly-once v2 shape).
@@ -118,16 +119,16 @@ pub static SCENARIO_EOS2: Scenario = Scenario {
     name: "counter-eos2",
     about: "the counter scenario with one transactional producer per instance (KIP-447, generation fencing)",
     faults: FAULTS,
-    run: |ctx| Box::pin(run(ctx, Producers::PerInstance, 0)) as Pin<Box<dyn std::future::Future<Output = ()>>>,
+    run: |ctx| Box::pin(run(ctx, Some(Producers::PerInstance), 0)) as Pin<Box<dyn std::future::Future<Output = ()>>>,
 };
 
 /// The same with clean restarts among the faults (rolling deploys).
 pub static SCENARIO_ROLLING: Scenario = Scenario {
     name: "counter-rolling",
-    about: "the counter scenario with clean stops and restarts among the faults (rolling deploys, LIFE-21)",
+    about: "the counter scenario, either producer shape, with clean stops and restarts among the faults (rolling deploys, LIFE-21)",
     faults: &FAULTS_ROLLING,
     run: |ctx| {
-        Box::pin(run(ctx, Producers::PerTask, STOP_RESTART_WEIGHT)) as Pin<Box<dyn std::future::Future<Output = ()>>>
+        Box::pin(run(ctx, None, STOP_RESTART_WEIGHT)) as Pin<Box<dyn std::future::Future<Output = ()>>>
     },
 };
 
@@ -322,7 +323,8 @@ async fn write_configs(
     ctx.event("config writer: done");
 }
 
-async fn run(ctx: Ctx, producers: Producers, stop_restart: u32) {
+/// One run; `producers: None` draws the shape per seed (half the seeds each).
+async fn run(ctx: Ctx, producers: Option<Producers>, stop_restart: u32) {
     let profile = FaultProfile {
         session_timeout: SESSION_TIMEOUT,
         transaction_timeout: TRANSACTION_TIMEOUT,
@@ -363,8 +365,12 @@ async fn run(ctx: Ctx, producers: Producers, stop_restart: u32) {
         max_poll_records * if rng.gen_bool(0.5) { [2, 4, 10][rng.gen_range(0..3)] } else { 1 }
     };
     let variant = Variant { gathers: max_batch_records > max_poll_records, ..variant };
+    // Drawn last, and only where the scenario leaves it open: the others draw what they drew.
+    let producers =
+        producers
+            .unwrap_or_else(|| if thread_rng().gen_bool(0.5) { Producers::PerInstance } else { Producers::PerTask });
     ctx.event(format!(
-        "counter: {variant:?}, {replica_count} replicas, {inputs} inputs over {keys} keys, {config_writes} config writes, \
+        "counter: {variant:?}, {producers:?}, {replica_count} replicas, {inputs} inputs over {keys} keys, {config_writes} config writes, \
          max_poll_records {max_poll_records}, max_batch_records {max_batch_records}, {} faults over {period:?}:\n{schedule}",
         schedule.len()
     ));
