@@ -229,6 +229,11 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 }
 
 #[tokio::test]
+async fn cfg_30_state_keys_come_from_configs_before_enrichment() {
+    common::extractor::state_keys_come_from_configs_before_enrichment(&harness("cfg30keys")).await;
+}
+
+#[tokio::test]
 async fn ext_10_pages_commit_at_state_boundaries() {
     common::extractor::pages_commit_at_state_boundaries(&harness("ext10pages")).await;
 }

@@ -154,6 +154,11 @@ async fn stg_03_trait_stage_enriches_configs() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cfg_30_state_keys_come_from_configs_before_enrichment() {
+    common::extractor::state_keys_come_from_configs_before_enrichment(&harness("cfg30keys")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ext_10_pages_commit_at_state_boundaries() {
     common::extractor::pages_commit_at_state_boundaries(&harness("ext10pages")).await;
 }

@@ -8,6 +8,7 @@
 //! the topics through the same `enrich_config`, which is why an enriched store cannot diverge
 //! from what a fresh boot builds.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -41,6 +42,20 @@ pub(crate) type SharedStore = Arc<tokio::sync::RwLock<ConfigStore>>;
 pub(crate) struct ConfigTopics {
     consumer: Option<Box<dyn Consumer>>,
     store: SharedStore,
+    /// The state keys the bootstrap computed before enrichment ([`Hooks::state_key`] of an
+    /// enriching stage), by wire key; taken once by the runner.
+    state_keys: BTreeMap<String, String>,
+}
+
+/// A config record a drain applied, in the order applied (a key may repeat).
+pub(crate) struct Applied {
+    /// Its topic.
+    pub(crate) topic: Arc<str>,
+    /// Its wire key.
+    pub(crate) key: String,
+    /// Its value's state key, computed between the decode and the enrichment when the hooks
+    /// have [`Hooks::state_key`]; `None` for a deletion, or without that hook.
+    pub(crate) state_key: Option<String>,
 }
 
 fn enrich_error(key: &str, source: BoxError) -> Error {
@@ -80,7 +95,7 @@ impl BorrowedReader for Offer<'_> {
 impl ConfigTopics {
     /// No config topics: an empty store, no consumer.
     pub(crate) fn none() -> Self {
-        ConfigTopics { consumer: None, store: Arc::default() }
+        ConfigTopics { consumer: None, store: Arc::default(), state_keys: BTreeMap::new() }
     }
 
     /// Reads `topics` to the ends captured now into a fresh store (CFG-10..16).
@@ -133,8 +148,11 @@ impl ConfigTopics {
         let starts: Vec<(TopicPartition, StartOffset)> =
             ends.into_iter().map(|(partition, end)| (partition, StartOffset::At(end))).collect();
         consumer.assign(&starts).await?;
+        // Without an enricher the store holds each value as decoded, so a state key derived
+        // from it later is the one derived before enrichment; with one, it is derived here.
+        let mut state_keys = BTreeMap::new();
         let store = if enriching {
-            Self::apply_survivors(bootstrap, hooks, observer).await?
+            Self::apply_survivors(bootstrap, hooks, observer, &mut state_keys).await?
         } else {
             bootstrap.finish_unenriched(hooks.policy, observer)?
         };
@@ -142,20 +160,26 @@ impl ConfigTopics {
         observer.config_store_restored(store.len());
         observer.config_store_entries(store.len());
         observer.config_store_updated(&store);
-        Ok(ConfigTopics { consumer: Some(consumer), store: Arc::new(tokio::sync::RwLock::new(store)) })
+        Ok(ConfigTopics { consumer: Some(consumer), store: Arc::new(tokio::sync::RwLock::new(store)), state_keys })
     }
 
-    /// Decodes, enriches and stores each survivor (the path of an enriching stage).
+    /// Decodes, enriches and stores each survivor (the path of an enriching stage), with its
+    /// state key derived in between when the hooks derive one (CFG-30).
     async fn apply_survivors(
         mut bootstrap: ConfigBootstrap,
         hooks: Hooks<'_>,
         observer: &dyn Observer,
+        state_keys: &mut BTreeMap<String, String>,
     ) -> Result<ConfigStore, Error> {
         while let Some(survivor) = bootstrap.next_survivor() {
             let Some(map) = crate::mediation::decode_value_with(&survivor.record, hooks.policy, observer)? else {
                 continue; // skipped: the key stays absent (INV-12)
             };
-            let config = enriched(hooks, &survivor.key, Config::wrap(map)).await?;
+            let config = Config::wrap(map);
+            if let Some(state_key) = hooks.state_key {
+                state_keys.insert(survivor.key.clone(), state_key(&survivor.key, &config));
+            }
+            let config = enriched(hooks, &survivor.key, config).await?;
             bootstrap
                 .put(&survivor.key, &config)
                 .map_err(|e| PolicyError::substitute_not_encodable(&survivor.record, e))?;
@@ -168,16 +192,23 @@ impl ConfigTopics {
         &self.store
     }
 
+    /// The state keys the bootstrap derived before enrichment, by wire key (empty unless the
+    /// stage enriches and the hooks derive state keys); a stored key without one gets it from
+    /// its stored value, which is then the value as decoded. Empty after the first call.
+    pub(crate) fn take_bootstrap_state_keys(&mut self) -> BTreeMap<String, String> {
+        std::mem::take(&mut self.state_keys)
+    }
+
     /// Applies everything that arrived since the last drain, without waiting (CFG-20). Records
-    /// are decoded and enriched first; the store is locked only to apply them, and `applied`
-    /// runs under the same lock with the (topic, key) of each record applied, in order (a key
-    /// may repeat): whatever it derives from the store changes with the store, atomically for
-    /// every reader.
+    /// are decoded and enriched first (each value's state key derived in between, CFG-30); the
+    /// store is locked only to apply them, and `applied` runs under the same lock with each
+    /// record applied, in order (a key may repeat): whatever it derives from the store changes
+    /// with the store, atomically for every reader.
     pub(crate) async fn drain(
         &mut self,
         hooks: Hooks<'_>,
         observer: &dyn Observer,
-        applied: impl FnOnce(&ConfigStore, Vec<(Arc<str>, String)>) -> Result<(), Error>,
+        applied: impl FnOnce(&ConfigStore, Vec<Applied>) -> Result<(), Error>,
     ) -> Result<(), Error> {
         let Some(consumer) = self.consumer.as_mut() else {
             return Ok(());
@@ -200,25 +231,29 @@ impl ConfigTopics {
         records: &[crate::wire::RawRecord],
         hooks: Hooks<'_>,
         observer: &dyn Observer,
-        applied: impl FnOnce(&ConfigStore, Vec<(Arc<str>, String)>) -> Result<(), Error>,
+        applied: impl FnOnce(&ConfigStore, Vec<Applied>) -> Result<(), Error>,
     ) -> Result<usize, Error> {
         let mut updates = Vec::new();
         for record in records {
             let Some((key, value)) = decode_config_update(record, hooks.policy, observer)? else {
                 continue; // skipped: the previous value stays (INV-12)
             };
-            let config = match value {
-                None => None,
-                Some(map) => Some(enriched(hooks, &key, Config::wrap(map)).await?),
+            let (config, state_key) = match value {
+                None => (None, None),
+                Some(map) => {
+                    let config = Config::wrap(map);
+                    let state_key = hooks.state_key.map(|state_key| state_key(&key, &config));
+                    (Some(enriched(hooks, &key, config).await?), state_key)
+                }
             };
-            updates.push((record, key, config));
+            updates.push((record, key, config, state_key));
         }
         if updates.is_empty() {
             return Ok(0);
         }
         let mut store = self.store.write().await;
         let mut keys = Vec::with_capacity(updates.len());
-        for (record, key, config) in updates {
+        for (record, key, config, state_key) in updates {
             match config {
                 None => {
                     store.delete(&key);
@@ -228,7 +263,7 @@ impl ConfigTopics {
                 }
             }
             observer.config_message_in(&record.topic);
-            keys.push((Arc::clone(&record.topic), key));
+            keys.push(Applied { topic: Arc::clone(&record.topic), key, state_key });
         }
         observer.config_store_entries(store.len());
         observer.config_store_updated(&*store);

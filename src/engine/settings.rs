@@ -11,7 +11,7 @@ pub(crate) struct Settings {
     pub(crate) client_id: String,
     pub(crate) max_poll_records: usize,
     /// Records one batch may gather from several polls while the batch before it commits
-    /// (at least `max_poll_records`, by default twice; equal: one poll per batch, as the
+    /// (at least `max_poll_records`, by default four times; equal: one poll per batch, as the
     /// reference does).
     pub(crate) max_batch_records: usize,
     pub(crate) compression: Compression,

@@ -396,8 +396,11 @@ pub trait Extractor: Send + Sync + 'static {
     ) -> impl Future<Output = Result<(), BoxError>> + Send;
 
     /// The state key of a config entry (default: its wire key, STG-04). Ownership follows it:
-    /// the entry belongs to token `token_for(state_key, N)` (EXT-32). It sees the config as the
-    /// store holds it (after enrichment).
+    /// the entry belongs to token `token_for(state_key, N)` (EXT-32). It sees the config as
+    /// decoded from its record, **before** [`config_enricher`](Self::config_enricher) ran (the
+    /// store and [`poll`](Self::poll) see the enriched one), as Python flechtwerk's does
+    /// (CFG-30): a Rust and a Python instance of one application then agree on every config's
+    /// owner and state whatever the enricher adds.
     ///
     /// ```
     /// use flechtwerk::attribute::{Attribute, STR};
@@ -622,7 +625,8 @@ pub struct ExtractorBuilder {
 }
 
 impl ExtractorBuilder {
-    /// Replaces the default state key (the config's wire key).
+    /// Replaces the default state key (the config's wire key). The function sees each config as
+    /// decoded, before [`enrich_config`](Self::enrich_config) (CFG-30).
     ///
     /// ```
     /// use flechtwerk::stage::{extractor, Extractor};

@@ -217,6 +217,49 @@ pub async fn two_extractors_split_and_hand_over(h: &Harness) {
     }
 }
 
+/// CFG-30: an extractor's state key is derived from a config as decoded, before
+/// `enrich_config` (as Python's `extract_state_key(msg)` sees the record's value), both for the
+/// configs the bootstrap reads and for those a drain applies; the poll sees the enriched config.
+/// The enricher here overwrites the very field the state key is made of, so a state key taken
+/// from the store would be "enriched" for every config.
+pub async fn state_keys_come_from_configs_before_enrichment(h: &Harness) {
+    const ACCOUNT: Attribute<String> = Attribute::new("account", &STR);
+    let configs = h.topic("configs", 1, true).await;
+    let output = h.topic("output", 1, false).await;
+    h.produce(&configs, &[(Some(0), "feed-a", Some(br#"{"account":"acme"}"#))]).await;
+    let out = output.clone();
+    let stage = extractor([configs.as_str()])
+        .enrich_config(|config| Ok(config.with(&ACCOUNT, "enriched".to_owned())?))
+        .extract_state_key(|key, config| config.get(&ACCOUNT).ok().flatten().unwrap_or_else(|| key.to_owned()))
+        .poll(move |key, config, state| {
+            if state.get(&CURSOR)?.is_some() {
+                return Ok(vec![Emit::State(state)]);
+            }
+            let seen = Event::new().with(&OWNER, config.require(&ACCOUNT)?)?;
+            Ok(vec![Emit::Message(Message::new(out.as_str(), key, seen)), Emit::State(State::new().with(&CURSOR, 1)?)])
+        });
+    let app = h.name("cfg30");
+    let changelog = format!("{app}-changelog");
+    let running = h.start(&app, "pod-0", stage, Arc::new(Probe::default()));
+    // Its first output follows the changelog's creation (LIFE-16) and comes with its first state.
+    h.read_until(&output, |r| !r.is_empty()).await;
+    h.produce(&configs, &[(Some(0), "feed-b", Some(br#"{"account":"beta"}"#))]).await;
+    let outputs = h.read_until(&output, |r| r.len() >= 2).await;
+    let states = h.read_until(&changelog, |r| r.len() >= 2).await;
+    running.stop().await.unwrap();
+    let state_keys: BTreeSet<String> = states.iter().map(key).collect();
+    assert_eq!(
+        state_keys,
+        BTreeSet::from(["acme".to_owned(), "beta".to_owned()]),
+        "states under the accounts as written (bootstrap: acme, drain: beta), not as enriched"
+    );
+    for record in &outputs {
+        assert_eq!(value(record).require(&OWNER).unwrap(), "enriched", "the poll sees the enriched config");
+    }
+    let polled: BTreeSet<String> = outputs.iter().map(key).collect();
+    assert_eq!(polled, BTreeSet::from(["feed-a".to_owned(), "feed-b".to_owned()]));
+}
+
 /// IT-EXT-2, EXT-31, ERR-07: config topics with unequal partition counts are refused by the
 /// sharded loop, naming the token space.
 pub async fn unequal_config_partition_counts_are_refused(h: &Harness) {

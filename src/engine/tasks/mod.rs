@@ -138,7 +138,7 @@ impl<S: Transformer> Runner<S> {
         self.check_topics(&inputs, &config_topics).await?;
         let stage = &*self.stage;
         let policy = |error: &crate::wire::InvalidMessageError| stage.on_invalid_message(error);
-        let hooks = Hooks { enricher: stage.config_enricher(), policy: &policy };
+        let hooks = Hooks { enricher: stage.config_enricher(), policy: &policy, state_key: None };
         // The config store is bootstrapped before subscribing: a failing bootstrap crashes
         // without rebalance churn (CFG-24).
         let bootstrap =

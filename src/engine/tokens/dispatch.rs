@@ -33,6 +33,7 @@ use crate::engine::txn::TxnState;
 use crate::error::Error;
 use crate::kafka::{Kafka, KafkaError, KafkaErrorKind, ProducerConfig};
 use crate::observer::Observer;
+use crate::record::Config;
 use crate::stage::Extractor;
 use crate::state::{StateError, StateStore};
 
@@ -104,7 +105,8 @@ impl<S: Extractor> Runner<S> {
         self.validate(&topics).await?;
         let stage = &*self.stage;
         let policy = |error: &crate::wire::InvalidMessageError| stage.on_invalid_message(error);
-        let hooks = Hooks { enricher: stage.config_enricher(), policy: &policy };
+        let state_key = |key: &str, config: &Config| stage.extract_state_key(key, config);
+        let hooks = Hooks { enricher: stage.config_enricher(), policy: &policy, state_key: Some(&state_key) };
         let bootstrap =
             ConfigTopics::bootstrap(&*self.kafka, &self.settings.client_id, &topics, hooks, &*self.observer);
         let mut configs = tokio::select! {
@@ -115,11 +117,19 @@ impl<S: Extractor> Runner<S> {
         // One token in a one-token space: `token_for(anything, 1)` is 0, every config is owned.
         let entries = Arc::new(Mutex::new(Entries { map: BTreeMap::new(), tokens: 1 }));
         {
+            let mut state_keys = configs.take_bootstrap_state_keys();
             let store = configs.store().read().await;
             let keys = store.keys();
             for _ in &keys {
                 self.observer.message_in(&topics[0]);
             }
+            let keys = keys
+                .into_iter()
+                .map(|key| {
+                    let state_key = state_keys.remove(&key);
+                    (key, state_key)
+                })
+                .collect();
             update_entries(stage, &entries, &store, keys)?;
         }
         let started = tokio::select! {
@@ -192,9 +202,9 @@ impl<S: Extractor> Runner<S> {
             configs
                 .drain(hooks, &*self.observer, |store, applied| {
                     let mut keys = Vec::with_capacity(applied.len());
-                    for (topic, key) in applied {
-                        self.observer.message_in(&topic);
-                        keys.push(key);
+                    for applied in applied {
+                        self.observer.message_in(&applied.topic);
+                        keys.push((applied.key, applied.state_key));
                     }
                     update_entries(&*self.stage, entries, store, keys)
                 })

@@ -191,7 +191,8 @@ impl<S: Extractor> Runner<S> {
         self.ensure_changelog(tokens).await?;
         let stage = &*self.stage;
         let policy = |error: &crate::wire::InvalidMessageError| stage.on_invalid_message(error);
-        let hooks = Hooks { enricher: stage.config_enricher(), policy: &policy };
+        let state_key = |key: &str, config: &Config| stage.extract_state_key(key, config);
+        let hooks = Hooks { enricher: stage.config_enricher(), policy: &policy, state_key: Some(&state_key) };
         let bootstrap =
             ConfigTopics::bootstrap(&*self.kafka, &self.settings.client_id, &topics, hooks, &*self.observer);
         let mut configs = tokio::select! {
@@ -201,6 +202,7 @@ impl<S: Extractor> Runner<S> {
         };
         let entries = Arc::new(Mutex::new(Entries { map: BTreeMap::new(), tokens }));
         {
+            let mut state_keys = configs.take_bootstrap_state_keys();
             let store = configs.store().read().await;
             let keys = store.keys();
             // Bootstrapped entries count as applied config records (MET `messages_in_total`),
@@ -208,6 +210,13 @@ impl<S: Extractor> Runner<S> {
             for _ in &keys {
                 self.observer.message_in(&topics[0]);
             }
+            let keys = keys
+                .into_iter()
+                .map(|key| {
+                    let state_key = state_keys.remove(&key);
+                    (key, state_key)
+                })
+                .collect();
             update_entries(&*self.stage, &entries, &store, keys)?;
         }
         let mut membership = self.kafka.consumer(ConsumerConfig {
@@ -288,9 +297,9 @@ impl<S: Extractor> Runner<S> {
             configs
                 .drain(hooks, &*self.observer, |store, applied| {
                     let mut keys = Vec::with_capacity(applied.len());
-                    for (topic, key) in applied {
-                        self.observer.message_in(&topic);
-                        keys.push(key);
+                    for applied in applied {
+                        self.observer.message_in(&applied.topic);
+                        keys.push((applied.key, applied.state_key));
                     }
                     update_entries(&*self.stage, entries, store, keys)
                 })
@@ -476,23 +485,26 @@ impl Restore {
     }
 }
 
-/// Updates the entries of `keys` from the store (CFG-30..33): present → state key and
-/// suspension from the stored config; absent (a tombstone, or `{}`) → removed.
+/// Updates the entries of `keys` from the store (CFG-30..33): present → its state key
+/// (the one given, derived before enrichment; else derived from the stored config, which is
+/// then the config as decoded) and its suspension from the stored config; absent (a
+/// tombstone, or `{}`) → removed.
 fn update_entries<S: Extractor>(
     stage: &S,
     entries: &Mutex<Entries>,
     store: &crate::configs::ConfigStore,
-    keys: Vec<String>,
+    keys: Vec<(String, Option<String>)>,
 ) -> Result<(), Error> {
     const SUSPENDED: crate::record::attribute::Attribute<bool> =
         crate::record::attribute::Attribute::optional("suspended", &crate::record::attribute::BOOL);
     let mut updates = Vec::with_capacity(keys.len());
-    for key in keys {
+    for (key, state_key) in keys {
         let entry = match store.get(&key)? {
             None => None,
             Some(config) => {
                 let suspended = suspended(&config, &SUSPENDED);
-                Some(Entry { state_key: stage.extract_state_key(&key, &config), suspended })
+                let state_key = state_key.unwrap_or_else(|| stage.extract_state_key(&key, &config));
+                Some(Entry { state_key, suspended })
             }
         };
         updates.push((key, entry));
