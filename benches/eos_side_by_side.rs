@@ -30,8 +30,10 @@
 //! producer per instance, one transaction per batch); `--only rust,rust-eos2` runs both shapes
 //! side by side, alternating, and closes with their ratios.
 //!
-//! `--max-batch-records N` lets the Rust stage gather the polls made during a commit into its
-//! next batch, up to N records (TRX-45; `FlechtwerkBuilder::max_batch_records`).
+//! `--max-batch-records N` sets how many records the Rust stage gathers into one batch from the
+//! polls made during a commit (TRX-45; `FlechtwerkBuilder::max_batch_records`); without it the
+//! stage runs the library's default (four times `max_poll_records`), and `--max-batch-records
+//! 500` (= `max_poll_records`) is one poll per batch, as Python does.
 //!
 //! `bare` is the floor under the engine (see `bare_child`): the same adapter and wire work per
 //! input without the engine; `--only bare,rust` closes with the ratios of the two.
@@ -178,7 +180,7 @@ fn stage_child(argv: &[String]) {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     let result = runtime.block_on(async {
         let kafka: Arc<dyn Kafka> = Arc::new(child_kafka(&get("--bootstrap")));
-        let app = Flechtwerk::builder()
+        let builder = Flechtwerk::builder()
             .application_id(get("--app"))
             .client_id("bench-pod-0")
             .kafka(kafka)
@@ -186,10 +188,13 @@ fn stage_child(argv: &[String]) {
             .guarantee(args.guarantee)
             .producers(args.producers)
             .max_poll_records(args.max_poll_records)
-            .max_batch_records(args.max_batch_records.unwrap_or(args.max_poll_records))
-            .observer(Arc::new(Announce { partitions: args.partitions as usize }))
-            .build(seen_counter(&get("--input"), &get("--output"), args.work))
-            .expect("settings");
+            .observer(Arc::new(Announce { partitions: args.partitions as usize }));
+        // Without the flag, the library's default: what a user who sets nothing runs.
+        let builder = match args.max_batch_records {
+            Some(records) => builder.max_batch_records(records),
+            None => builder,
+        };
+        let app = builder.build(seen_counter(&get("--input"), &get("--output"), args.work)).expect("settings");
         let stdin_closed = tokio::task::spawn_blocking(|| {
             let mut sink = Vec::new();
             let _ = std::io::stdin().read_to_end(&mut sink);
@@ -573,13 +578,13 @@ async fn side_by_side(args: Args) {
     };
     println!(
         "counter (seen += 1, output = input + seen), {} inputs of {:.0} B avg (key + value), {} keys, {} partitions, \
-         max_poll_records {}, max_batch_records (Rust) {:?}, {:?}; load before: {}",
+         max_poll_records {}, max_batch_records (Rust) {}, {:?}; load before: {}",
         args.records,
         bytes as f64 / args.records as f64,
         args.keys,
         args.partitions,
         args.max_poll_records,
-        args.max_batch_records,
+        args.max_batch_records.map_or_else(|| "the default".to_owned(), |n| n.to_string()),
         args.guarantee,
         load()
     );
