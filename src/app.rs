@@ -360,12 +360,13 @@ impl FlechtwerkBuilder {
     /// idle, nothing waits. Exactly-once is unchanged: each batch is still one transaction per
     /// task with its outputs, its state changes (one write per key, TRX-20) and its offsets.
     ///
-    /// On the side-by-side bench (docs/performance.md, issue #14's sixth and seventh rounds), at
+    /// On the side-by-side bench (docs/performance.md, issue #14's sixth to eighth rounds), at
     /// `max_poll_records` 500, gathering up to 1 000 records took exactly-once from 0.41× of
     /// at-least-once's rate (one poll per batch in both) to 0.80–0.91× (both gathering), 2.4×
-    /// its own rate before; up to 2 000 (the default) to 0.83–1.17×, with ~6 MiB more peak
-    /// memory (still below Python flechtwerk's); 4 000 and more held more memory again. The `flechtwerk_batch_size`
-    /// histogram still counts one observation per poll (MET-03).
+    /// its own rate before; up to 2 000 (the default) to 0.83–1.17× (four series), with ~6 MiB
+    /// more peak memory (still below Python flechtwerk's); 4 000 and more held more memory
+    /// again. The `flechtwerk_batch_size` histogram still counts one observation per poll
+    /// (MET-03).
     ///
     /// ```
     /// # use std::sync::Arc;
