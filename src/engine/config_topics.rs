@@ -42,9 +42,26 @@ pub(crate) type SharedStore = Arc<tokio::sync::RwLock<ConfigStore>>;
 pub(crate) struct ConfigTopics {
     consumer: Option<Box<dyn Consumer>>,
     store: SharedStore,
-    /// The state keys the bootstrap computed before enrichment ([`Hooks::state_key`] of an
-    /// enriching stage), by wire key; taken once by the runner.
-    state_keys: BTreeMap<String, String>,
+    /// The state keys the bootstrap derived before enrichment; taken once by the runner.
+    state_keys: BootstrapStateKeys,
+}
+
+/// The state keys a bootstrap derived before enrichment (CFG-30), for the runner's entries.
+#[derive(Debug, Default)]
+pub(crate) struct BootstrapStateKeys {
+    /// `None`: derived for no key (the stage has no enricher, so the store holds every value as
+    /// decoded, or the hooks derive no state keys). `Some`: derived for every stored key; held
+    /// only where the state key is not the wire key, to keep a big store's boot small.
+    derived: Option<BTreeMap<String, String>>,
+}
+
+impl BootstrapStateKeys {
+    /// The state key derived for stored key `key` (taken out), or `None` when the bootstrap
+    /// derived none: the stored value is then the value as decoded.
+    pub(crate) fn take(&mut self, key: &str) -> Option<String> {
+        let derived = self.derived.as_mut()?;
+        Some(derived.remove(key).unwrap_or_else(|| key.to_owned()))
+    }
 }
 
 /// A config record a drain applied, in the order applied (a key may repeat).
@@ -95,7 +112,7 @@ impl BorrowedReader for Offer<'_> {
 impl ConfigTopics {
     /// No config topics: an empty store, no consumer.
     pub(crate) fn none() -> Self {
-        ConfigTopics { consumer: None, store: Arc::default(), state_keys: BTreeMap::new() }
+        ConfigTopics { consumer: None, store: Arc::default(), state_keys: BootstrapStateKeys::default() }
     }
 
     /// Reads `topics` to the ends captured now into a fresh store (CFG-10..16).
@@ -150,7 +167,7 @@ impl ConfigTopics {
         consumer.assign(&starts).await?;
         // Without an enricher the store holds each value as decoded, so a state key derived
         // from it later is the one derived before enrichment; with one, it is derived here.
-        let mut state_keys = BTreeMap::new();
+        let mut state_keys = BootstrapStateKeys::default();
         let store = if enriching {
             Self::apply_survivors(bootstrap, hooks, observer, &mut state_keys).await?
         } else {
@@ -169,21 +186,26 @@ impl ConfigTopics {
         mut bootstrap: ConfigBootstrap,
         hooks: Hooks<'_>,
         observer: &dyn Observer,
-        state_keys: &mut BTreeMap<String, String>,
+        state_keys: &mut BootstrapStateKeys,
     ) -> Result<ConfigStore, Error> {
+        let mut derived = hooks.state_key.map(|_| BTreeMap::new());
         while let Some(survivor) = bootstrap.next_survivor() {
             let Some(map) = crate::mediation::decode_value_with(&survivor.record, hooks.policy, observer)? else {
                 continue; // skipped: the key stays absent (INV-12)
             };
             let config = Config::wrap(map);
-            if let Some(state_key) = hooks.state_key {
-                state_keys.insert(survivor.key.clone(), state_key(&survivor.key, &config));
+            if let (Some(state_key), Some(derived)) = (hooks.state_key, derived.as_mut()) {
+                let state_key = state_key(&survivor.key, &config);
+                if state_key != survivor.key {
+                    derived.insert(survivor.key.clone(), state_key);
+                }
             }
             let config = enriched(hooks, &survivor.key, config).await?;
             bootstrap
                 .put(&survivor.key, &config)
                 .map_err(|e| PolicyError::substitute_not_encodable(&survivor.record, e))?;
         }
+        state_keys.derived = derived;
         Ok(bootstrap.finish())
     }
 
@@ -192,10 +214,9 @@ impl ConfigTopics {
         &self.store
     }
 
-    /// The state keys the bootstrap derived before enrichment, by wire key (empty unless the
-    /// stage enriches and the hooks derive state keys); a stored key without one gets it from
-    /// its stored value, which is then the value as decoded. Empty after the first call.
-    pub(crate) fn take_bootstrap_state_keys(&mut self) -> BTreeMap<String, String> {
+    /// The state keys the bootstrap derived before enrichment (CFG-30); none after the first
+    /// call.
+    pub(crate) fn take_bootstrap_state_keys(&mut self) -> BootstrapStateKeys {
         std::mem::take(&mut self.state_keys)
     }
 

@@ -232,11 +232,14 @@ pub async fn state_keys_come_from_configs_before_enrichment(h: &Harness) {
         .enrich_config(|config| Ok(config.with(&ACCOUNT, "enriched".to_owned())?))
         .extract_state_key(|key, config| config.get(&ACCOUNT).ok().flatten().unwrap_or_else(|| key.to_owned()))
         .poll(move |key, config, state| {
-            if state.get(&CURSOR)?.is_some() {
+            // One output and one state per config; the state names the config that wrote it, so
+            // two configs sharing a state (as under one wrong key) write it twice.
+            if state.get(&KEY)?.as_deref() == Some(key) {
                 return Ok(vec![Emit::State(state)]);
             }
             let seen = Event::new().with(&OWNER, config.require(&ACCOUNT)?)?;
-            Ok(vec![Emit::Message(Message::new(out.as_str(), key, seen)), Emit::State(State::new().with(&CURSOR, 1)?)])
+            let state = State::new().with(&CURSOR, 1)?.with(&KEY, key.to_owned())?;
+            Ok(vec![Emit::Message(Message::new(out.as_str(), key, seen)), Emit::State(state)])
         });
     let app = h.name("cfg30");
     let changelog = format!("{app}-changelog");

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use super::cycle::{run_cycles, CycleContext, Token};
 use super::page::SharedState;
-use super::{update_entries, Cycles, Entries};
+use super::{last_per_key, update_entries, Cycles, Entries};
 use crate::engine::bounds::PAGE_TRANSACTION_TIMEOUT;
 use crate::engine::config_topics::ConfigTopics;
 use crate::engine::hooks::Hooks;
@@ -126,7 +126,7 @@ impl<S: Extractor> Runner<S> {
             let keys = keys
                 .into_iter()
                 .map(|key| {
-                    let state_key = state_keys.remove(&key);
+                    let state_key = state_keys.take(&key);
                     (key, state_key)
                 })
                 .collect();
@@ -201,12 +201,10 @@ impl<S: Extractor> Runner<S> {
             }
             configs
                 .drain(hooks, &*self.observer, |store, applied| {
-                    let mut keys = Vec::with_capacity(applied.len());
-                    for applied in applied {
+                    for applied in &applied {
                         self.observer.message_in(&applied.topic);
-                        keys.push((applied.key, applied.state_key));
                     }
-                    update_entries(&*self.stage, entries, store, keys)
+                    update_entries(&*self.stage, entries, store, last_per_key(applied))
                 })
                 .await?;
         }

@@ -213,7 +213,7 @@ impl<S: Extractor> Runner<S> {
             let keys = keys
                 .into_iter()
                 .map(|key| {
-                    let state_key = state_keys.remove(&key);
+                    let state_key = state_keys.take(&key);
                     (key, state_key)
                 })
                 .collect();
@@ -296,12 +296,10 @@ impl<S: Extractor> Runner<S> {
             // both at once.
             configs
                 .drain(hooks, &*self.observer, |store, applied| {
-                    let mut keys = Vec::with_capacity(applied.len());
-                    for applied in applied {
+                    for applied in &applied {
                         self.observer.message_in(&applied.topic);
-                        keys.push((applied.key, applied.state_key));
                     }
-                    update_entries(&*self.stage, entries, store, keys)
+                    update_entries(&*self.stage, entries, store, last_per_key(applied))
                 })
                 .await?;
             if let Some(tokens) = pending.take() {
@@ -485,10 +483,22 @@ impl Restore {
     }
 }
 
+/// A drain's applied records as `update_entries` takes them: each key once, with its last
+/// record's state key. The store holds every key's last record, so a key the store holds gets
+/// the state key of the value it holds (CFG-30), never one left to derive from the enriched
+/// store (a delete followed by a put of one key in one drain).
+fn last_per_key(applied: Vec<crate::engine::config_topics::Applied>) -> Vec<(String, Option<String>)> {
+    let mut last: BTreeMap<String, Option<String>> = BTreeMap::new();
+    for applied in applied {
+        last.insert(applied.key, applied.state_key);
+    }
+    last.into_iter().collect()
+}
+
 /// Updates the entries of `keys` from the store (CFG-30..33): present → its state key
-/// (the one given, derived before enrichment; else derived from the stored config, which is
-/// then the config as decoded) and its suspension from the stored config; absent (a
-/// tombstone, or `{}`) → removed.
+/// (the one given, derived before enrichment; `None` only where the store holds the value as
+/// decoded, which it is then derived from) and its suspension from the stored config; absent
+/// (a tombstone, or `{}`) → removed.
 fn update_entries<S: Extractor>(
     stage: &S,
     entries: &Mutex<Entries>,
@@ -523,4 +533,39 @@ fn update_entries<S: Extractor>(
 /// another type is not a suspension.
 fn suspended(config: &Config, attr: &crate::record::attribute::Attribute<bool>) -> bool {
     config.get(attr).ok().flatten().unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::last_per_key;
+    use crate::engine::config_topics::Applied;
+
+    fn applied(key: &str, state_key: Option<&str>) -> Applied {
+        Applied { topic: Arc::from("configs"), key: key.to_owned(), state_key: state_key.map(str::to_owned) }
+    }
+
+    /// CFG-30: a key a drain applied several times takes its last record's state key, so a
+    /// delete followed by a put takes the put's (derived before enrichment), and a put followed
+    /// by a delete takes none (the store no longer holds the key).
+    #[test]
+    fn cfg_30_a_drain_keeps_each_keys_last_state_key() {
+        let drained = vec![
+            applied("a", None),
+            applied("a", Some("acme")),
+            applied("b", Some("beta")),
+            applied("b", None),
+            applied("c", Some("one")),
+            applied("c", Some("two")),
+        ];
+        assert_eq!(
+            last_per_key(drained),
+            vec![
+                ("a".to_owned(), Some("acme".to_owned())),
+                ("b".to_owned(), None),
+                ("c".to_owned(), Some("two".to_owned()))
+            ]
+        );
+    }
 }
