@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use super::cycle::{run_cycles, CycleContext, Token};
 use super::page::SharedState;
-use super::{last_per_key, update_entries, Cycles, Entries};
+use super::{bootstrap_entries, last_per_key, update_entries, Cycles, Entries};
 use crate::engine::bounds::PAGE_TRANSACTION_TIMEOUT;
 use crate::engine::config_topics::ConfigTopics;
 use crate::engine::hooks::Hooks;
@@ -116,22 +116,7 @@ impl<S: Extractor> Runner<S> {
         };
         // One token in a one-token space: `token_for(anything, 1)` is 0, every config is owned.
         let entries = Arc::new(Mutex::new(Entries { map: BTreeMap::new(), tokens: 1 }));
-        {
-            let mut state_keys = configs.take_bootstrap_state_keys();
-            let store = configs.store().read().await;
-            let keys = store.keys();
-            for _ in &keys {
-                self.observer.message_in(&topics[0]);
-            }
-            let keys = keys
-                .into_iter()
-                .map(|key| {
-                    let state_key = state_keys.take(&key);
-                    (key, state_key)
-                })
-                .collect();
-            update_entries(stage, &entries, &store, keys)?;
-        }
+        bootstrap_entries(stage, &*self.observer, &mut configs, &topics[0], &entries).await?;
         let started = tokio::select! {
             biased;
             () = stop.raised() => None,

@@ -201,24 +201,7 @@ impl<S: Extractor> Runner<S> {
             configs = bootstrap => configs?,
         };
         let entries = Arc::new(Mutex::new(Entries { map: BTreeMap::new(), tokens }));
-        {
-            let mut state_keys = configs.take_bootstrap_state_keys();
-            let store = configs.store().read().await;
-            let keys = store.keys();
-            // Bootstrapped entries count as applied config records (MET `messages_in_total`),
-            // under the first config topic: the store does not keep a key's topic.
-            for _ in &keys {
-                self.observer.message_in(&topics[0]);
-            }
-            let keys = keys
-                .into_iter()
-                .map(|key| {
-                    let state_key = state_keys.take(&key);
-                    (key, state_key)
-                })
-                .collect();
-            update_entries(&*self.stage, &entries, &store, keys)?;
-        }
+        bootstrap_entries(stage, &*self.observer, &mut configs, &topics[0], &entries).await?;
         let mut membership = self.kafka.consumer(ConsumerConfig {
             offset_reset: OffsetReset::Latest,
             session_timeout: self.settings.session_timeout,
@@ -481,6 +464,32 @@ impl Restore {
             Err(ReadError::Callback(e)) => Err(e),
         }
     }
+}
+
+/// The entries of every config the bootstrap stored (CFG-30..33), in either runner.
+pub(super) async fn bootstrap_entries<S: Extractor>(
+    stage: &S,
+    observer: &dyn Observer,
+    configs: &mut ConfigTopics,
+    first_topic: &str,
+    entries: &Mutex<Entries>,
+) -> Result<(), Error> {
+    let mut state_keys = configs.take_bootstrap_state_keys();
+    let store = configs.store().read().await;
+    let keys = store.keys();
+    // Bootstrapped entries count as applied config records (MET `messages_in_total`), under the
+    // first config topic: the store does not keep a key's topic.
+    for _ in &keys {
+        observer.message_in(first_topic);
+    }
+    let keys = keys
+        .into_iter()
+        .map(|key| {
+            let state_key = state_keys.take(&key);
+            (key, state_key)
+        })
+        .collect();
+    update_entries(stage, entries, &store, keys)
 }
 
 /// A drain's applied records as `update_entries` takes them: each key once, with its last
