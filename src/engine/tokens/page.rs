@@ -72,7 +72,8 @@ impl TokenPage<'_> {
         if changed && self.stateless {
             return Err(Error::Invalid(format!(
                 "poll of {:?} wrote state, but an MQTT stage is stateless by contract: the MQTT broker, not Kafka, \
-                 decides which replica gets a message, so nothing fences a stale writer (EXT-54)",
+                 decides which replica gets a message, so nothing fences a stale writer (EXT-54); a source \
+                 that keeps a cursor is an `Extractor`",
                 self.state_key
             )));
         }
