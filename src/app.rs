@@ -192,8 +192,8 @@ fn check_poll_interval(settings: &Settings) -> Result<(), Error> {
 /// Builder of a [`Flechtwerk`] handle: [`application_id`](Self::application_id),
 /// [`client_id`](Self::client_id) and [`kafka`](Self::kafka) are required, and by the stage an
 /// extractor needs a [`poll_interval`](Self::poll_interval) and an MQTT bridge its
-/// [`mqtt`](Self::mqtt) broker's settings; every other setting has a default. [`build`](Self::build) checks
-/// them and connects to nothing.
+/// [`mqtt`](Self::mqtt) broker's settings; every other setting has a default.
+/// [`build`](Self::build) checks them and connects to nothing.
 ///
 /// ```
 /// use std::sync::Arc;

@@ -188,13 +188,13 @@ impl ConfigTopics {
         observer: &dyn Observer,
         state_keys: &mut BootstrapStateKeys,
     ) -> Result<ConfigStore, Error> {
-        let mut derived = hooks.state_key.map(|_| BTreeMap::new());
+        state_keys.derived = hooks.state_key.map(|_| BTreeMap::new());
         while let Some(survivor) = bootstrap.next_survivor() {
             let Some(map) = crate::mediation::decode_value_with(&survivor.record, hooks.policy, observer)? else {
                 continue; // skipped: the key stays absent (INV-12)
             };
             let config = Config::wrap(map);
-            if let (Some(state_key), Some(derived)) = (hooks.state_key, derived.as_mut()) {
+            if let (Some(state_key), Some(derived)) = (hooks.state_key, state_keys.derived.as_mut()) {
                 let state_key = state_key(&survivor.key, &config);
                 if state_key != survivor.key {
                     derived.insert(survivor.key.clone(), state_key);
@@ -205,7 +205,6 @@ impl ConfigTopics {
                 .put(&survivor.key, &config)
                 .map_err(|e| PolicyError::substitute_not_encodable(&survivor.record, e))?;
         }
-        state_keys.derived = derived;
         Ok(bootstrap.finish())
     }
 

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use super::cycle::{run_cycles, CycleContext, Token};
 use super::page::SharedState;
-use super::{bootstrap_entries, last_per_key, update_entries, Cycles, Entries};
+use super::{bootstrap_entries, drained_entries, Cycles, Entries};
 use crate::engine::bounds::PAGE_TRANSACTION_TIMEOUT;
 use crate::engine::config_topics::ConfigTopics;
 use crate::engine::hooks::Hooks;
@@ -186,10 +186,7 @@ impl<S: Extractor> Runner<S> {
             }
             configs
                 .drain(hooks, &*self.observer, |store, applied| {
-                    for applied in &applied {
-                        self.observer.message_in(&applied.topic);
-                    }
-                    update_entries(&*self.stage, entries, store, last_per_key(applied))
+                    drained_entries(&*self.stage, &*self.observer, entries, store, applied)
                 })
                 .await?;
         }

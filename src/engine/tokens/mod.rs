@@ -279,10 +279,7 @@ impl<S: Extractor> Runner<S> {
             // both at once.
             configs
                 .drain(hooks, &*self.observer, |store, applied| {
-                    for applied in &applied {
-                        self.observer.message_in(&applied.topic);
-                    }
-                    update_entries(&*self.stage, entries, store, last_per_key(applied))
+                    drained_entries(&*self.stage, &*self.observer, entries, store, applied)
                 })
                 .await?;
             if let Some(tokens) = pending.take() {
@@ -490,6 +487,21 @@ pub(super) async fn bootstrap_entries<S: Extractor>(
         })
         .collect();
     update_entries(stage, entries, &store, keys)
+}
+
+/// The entries of the configs a drain applied (CFG-30..33), in either runner; called under the
+/// store's lock, with the store as the drain left it.
+pub(super) fn drained_entries<S: Extractor>(
+    stage: &S,
+    observer: &dyn Observer,
+    entries: &Mutex<Entries>,
+    store: &crate::configs::ConfigStore,
+    applied: Vec<crate::engine::config_topics::Applied>,
+) -> Result<(), Error> {
+    for applied in &applied {
+        observer.message_in(&applied.topic);
+    }
+    update_entries(stage, entries, store, last_per_key(applied))
 }
 
 /// A drain's applied records as `update_entries` takes them: each key once, with its last
