@@ -11,7 +11,13 @@
 //! restarts). The changelog has one partition per token (as the runner creates it) in half the
 //! seeds, one partition in 40 % and one more than the tokens in 10 %: misaligned with the token
 //! space (EXT-43) in about 37 % of the seeds. In half the seeds the changelog's markers land up
-//! to 3 s late all through the fault period, not only in late-marker windows.
+//! to 3 s late all through the fault period, not only in late-marker windows. In half the
+//! seeds the feeds of one account share a state (CFG-30): each config names its account,
+//! `extract_state_key` returns it (so an account's feeds have one owner and one state, a map of
+//! per-feed cursors), and the configs are enriched on their way into the store by a directory
+//! lookup that rewrites the account to its current display name — renamed now and then while
+//! the faults run. The state key must come from the config as written: one derived from the
+//! enriched config would move a feed to another state key (and token) at every rename.
 //!
 //! Properties, checked on the broker's own log after quiescence:
 //! - per config key, the emitted sequence numbers in `read_committed` output are exactly 1..n
@@ -21,6 +27,8 @@
 //!   page committed (never one of an aborted page);
 //! - no two owners interleave output for one key: each owner (a replica's token grant) emits
 //!   one contiguous run of the key's output;
+//! - where feeds share a state, every poll's state key is the account the config was written
+//!   with, and the config it is handed is the enriched one;
 //! - a poll only polls configs of its cycle's active set, and an active set never holds a config
 //!   that the replica's store had already suspended or deleted;
 //! - after quiescence every token has exactly one holder, and standbys poll nothing;
@@ -28,15 +36,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use flechtwerk::attribute::{Attribute, INT, STR};
+use flechtwerk::attribute::{dict, Attribute, INT, STR};
 use flechtwerk::kafka::{Kafka, ProducerConfig, ProducerRecord};
 use flechtwerk::observer::{ConfigView, Observer};
-use flechtwerk::stage::BoxError;
+use flechtwerk::stage::{BoxError, EnrichConfig};
 use flechtwerk::wire::RawRecord;
 use flechtwerk::{Config, Event, Extractor, Flechtwerk, Message, Page, State};
 use madsim::rand::{thread_rng, Rng};
@@ -76,6 +84,44 @@ const QUIESCENCE_MAX: Duration = Duration::from_secs(600);
 const SEQ: Attribute<i64> = Attribute::new("seq", &INT);
 const CURSOR: Attribute<i64> = Attribute::new("cursor", &INT);
 const OWNER: Attribute<String> = Attribute::new("owner", &STR);
+/// A config's account (shared-state seeds): its state key as written, its display name once
+/// enriched.
+const ACCOUNT: Attribute<String> = Attribute::new("account", &STR);
+/// Per-feed cursors in the state an account's feeds share.
+const CURSORS: Attribute<BTreeMap<String, i64>> = Attribute::new("cursors", &dict(INT));
+
+/// The account feed `k` is written with, when `accounts` accounts share the feeds.
+fn account_of(k: u32, accounts: u32) -> String {
+    format!("acct-{}", k % accounts)
+}
+
+/// The enricher of shared-state seeds: looks each config's account up in a directory whose
+/// display names change while the faults run (a rename bumps the version).
+#[derive(Clone, Default)]
+struct Directory {
+    version: Arc<AtomicU64>,
+}
+
+impl Directory {
+    fn display_name(account: &str, version: u64) -> String {
+        format!("{account} (directory v{version})")
+    }
+}
+
+impl EnrichConfig for Directory {
+    fn enrich_config(
+        &self,
+        config: Config,
+    ) -> Pin<Box<dyn std::future::Future<Output = Result<Config, BoxError>> + Send + '_>> {
+        let version = self.version.load(Ordering::SeqCst);
+        Box::pin(async move {
+            match config.get(&ACCOUNT)? {
+                Some(account) => Ok(config.with(&ACCOUNT, Directory::display_name(&account, version))?),
+                None => Ok(config),
+            }
+        })
+    }
+}
 
 /// The simulated external source: per config key, items 1..=size.
 #[derive(Clone, Default)]
@@ -104,6 +150,9 @@ struct Journal {
     stale_active: Vec<String>,
     /// Polls while the replica held no token.
     standby_polls: Vec<String>,
+    /// Shared-state seeds: polls whose state key was not the account as written, or whose
+    /// config was not the enriched one (CFG-30).
+    wrong_state: Vec<String>,
 }
 
 /// Per replica: its latest active set, and its store's suspended/absent keys.
@@ -123,6 +172,24 @@ struct Pager {
     side: Arc<Mutex<ReplicaSide>>,
     /// Probability that a page fails in its middle (the source errs).
     error_rate: f64,
+    /// Shared-state seeds: how many accounts share the feeds, and the enricher.
+    shared: Option<(u32, Directory)>,
+}
+
+impl Pager {
+    /// Shared-state seeds: what is wrong with a poll's state key or config (CFG-30), if anything.
+    fn wrong_state(&self, key: &str, state_key: &str, config: &Config) -> Option<String> {
+        let (accounts, _) = self.shared.as_ref()?;
+        let feed: u32 = key.strip_prefix("feed-")?.parse().ok()?;
+        let account = account_of(feed, *accounts);
+        if state_key != account {
+            return Some(format!("{}: {key} (account {account}) polled under state key {state_key:?}", self.name));
+        }
+        match config.get(&ACCOUNT) {
+            Ok(Some(name)) if name.starts_with(&format!("{account} (directory v")) => None,
+            other => Some(format!("{}: {key} polled with a config not enriched: account {other:?}", self.name)),
+        }
+    }
 }
 
 impl Extractor for Pager {
@@ -130,12 +197,23 @@ impl Extractor for Pager {
         vec![CONFIGS.to_owned()]
     }
 
-    async fn poll(&self, _config: Config, state: State, page: &mut Page<'_>) -> Result<(), BoxError> {
+    async fn poll(&self, config: Config, mut state: State, page: &mut Page<'_>) -> Result<(), BoxError> {
         let key = page.key().to_owned();
-        let mut cursor = state.get(&CURSOR)?.unwrap_or(0);
+        // Shared-state seeds: the account's feeds keep their cursors in one map.
+        let mut cursors = match self.shared {
+            Some(_) => Some(state.get(&CURSORS)?.unwrap_or_default()),
+            None => None,
+        };
+        let mut cursor = match &cursors {
+            Some(cursors) => cursors.get(&key).copied().unwrap_or(0),
+            None => state.get(&CURSOR)?.unwrap_or(0),
+        };
         {
             let mut journal = self.journal.lock().expect("journal lock");
             journal.handed.push((self.name.clone(), key.clone(), cursor));
+            if let Some(wrong) = self.wrong_state(&key, page.state_key(), &config) {
+                journal.wrong_state.push(wrong);
+            }
             if !self.side.lock().expect("side lock").active.contains(&key) {
                 journal.polls_outside_active.push(format!("{} polled {key} outside its active set", self.name));
             }
@@ -162,9 +240,27 @@ impl Extractor for Pager {
                 sleep(Duration::from_millis(thread_rng().gen_range(100..3_000))).await;
             }
             cursor = last;
-            page.commit(State::new().with(&CURSOR, cursor)?).await?;
+            match &mut cursors {
+                Some(cursors) => {
+                    cursors.insert(key.clone(), cursor);
+                    state.set(&CURSORS, cursors.clone())?;
+                }
+                None => state.set(&CURSOR, cursor)?,
+            }
+            page.commit(state.clone()).await?;
         }
         Ok(())
+    }
+
+    fn extract_state_key(&self, key: &str, config: &Config) -> String {
+        match self.shared {
+            Some(_) => config.get(&ACCOUNT).ok().flatten().unwrap_or_else(|| key.to_owned()),
+            None => key.to_owned(),
+        }
+    }
+
+    fn config_enricher(&self) -> Option<&dyn EnrichConfig> {
+        self.shared.as_ref().map(|(_, directory)| directory as &dyn EnrichConfig)
     }
 
     async fn on_active_configs(&self, active: &BTreeMap<String, Config>) -> Result<(), BoxError> {
@@ -208,7 +304,14 @@ impl Observer for PagerObserver {
 }
 
 /// Maintains the config topic: keys added over time, some suspended and resumed, some deleted.
-async fn write_configs(kafka: KafkaClient, ctx: Ctx, keys: u32, writes: usize, period: Duration) {
+async fn write_configs(
+    kafka: KafkaClient,
+    ctx: Ctx,
+    keys: u32,
+    accounts: Option<u32>,
+    writes: usize,
+    period: Duration,
+) {
     let producer = kafka.producer(ProducerConfig::idempotent("config-writer")).expect("producer");
     let gap_max = (period.as_millis() as u64 / writes.max(1) as u64).max(2);
     let mut deliveries = Vec::new();
@@ -216,9 +319,14 @@ async fn write_configs(kafka: KafkaClient, ctx: Ctx, keys: u32, writes: usize, p
         ctx.event(format!("config writer: {key}: {:?}", value.as_deref().map(String::from_utf8_lossy)));
         ProducerRecord { value, ..ProducerRecord::new(CONFIGS, key, Vec::new()) }
     };
+    // Shared-state seeds: every config names its account.
+    let account = |k: u32| match accounts {
+        Some(accounts) => format!(r#","account":"{}""#, account_of(k, accounts)),
+        None => String::new(),
+    };
     // Every key starts active.
     for k in 0..keys {
-        let record = write(format!("feed-{k}"), Some(Bytes::from(format!(r#"{{"feed":{k}}}"#))));
+        let record = write(format!("feed-{k}"), Some(Bytes::from(format!(r#"{{"feed":{k}{}}}"#, account(k)))));
         if let Ok(delivery) = producer.send(record).await {
             deliveries.push(delivery);
         }
@@ -228,8 +336,8 @@ async fn write_configs(kafka: KafkaClient, ctx: Ctx, keys: u32, writes: usize, p
         let k = thread_rng().gen_range(0..keys);
         let value = match thread_rng().gen_range(0..10) {
             0 => None,
-            1 => Some(Bytes::from(format!(r#"{{"feed":{k},"suspended":true}}"#))),
-            _ => Some(Bytes::from(format!(r#"{{"feed":{k}}}"#))),
+            1 => Some(Bytes::from(format!(r#"{{"feed":{k}{},"suspended":true}}"#, account(k)))),
+            _ => Some(Bytes::from(format!(r#"{{"feed":{k}{}}}"#, account(k)))),
         };
         let record = write(format!("feed-{k}"), value);
         if let Ok(delivery) = producer.send(record).await {
@@ -243,11 +351,17 @@ async fn write_configs(kafka: KafkaClient, ctx: Ctx, keys: u32, writes: usize, p
     ctx.event("config writer: done");
 }
 
-/// Grows the source while the faults run.
-async fn grow(source: Source, keys: u32, period: Duration) {
+/// Grows the source while the faults run, and (shared-state seeds) renames the directory's
+/// accounts now and then.
+async fn grow(source: Source, keys: u32, period: Duration, directory: Option<Directory>) {
     let end = madsim::time::Instant::now() + period;
     while madsim::time::Instant::now() < end {
         source.grow(&format!("feed-{}", thread_rng().gen_range(0..keys)), thread_rng().gen_range(1..4));
+        if let Some(directory) = &directory {
+            if thread_rng().gen_bool(0.05) {
+                directory.version.fetch_add(1, Ordering::SeqCst);
+            }
+        }
         sleep(Duration::from_millis(thread_rng().gen_range(20..300))).await;
     }
 }
@@ -272,6 +386,16 @@ fn key_of(record: &RawRecord) -> String {
 
 fn decoded(record: &RawRecord) -> Option<Event> {
     flechtwerk::wire::decode_value(record.value.as_deref()).ok().map(Event::wrap)
+}
+
+/// The per-feed cursors a changelog record holds: the feed's own (its key is the feed's), or
+/// the map of an account's feeds (its key is the account's).
+fn changelog_cursors(record: &RawRecord) -> Vec<(String, i64)> {
+    let Some(state) = decoded(record) else { return Vec::new() };
+    if let Ok(Some(cursors)) = state.get(&CURSORS) {
+        return cursors.into_iter().collect();
+    }
+    state.get(&CURSOR).ok().flatten().map(|cursor| (key_of(record), cursor)).into_iter().collect()
 }
 
 /// Per key, the committed outputs' (seq, owner) in output order.
@@ -308,7 +432,17 @@ async fn run(ctx: Ctx) {
         ctx.event("buggify on");
     }
     let cluster = Cluster::start(&ctx);
-    let (replica_count, keys, config_writes, partitions, changelog_partitions, error_rate, period, slow_changelog) = {
+    let (
+        replica_count,
+        keys,
+        config_writes,
+        partitions,
+        changelog_partitions,
+        error_rate,
+        period,
+        slow_changelog,
+        shared,
+    ) = {
         let mut rng = thread_rng();
         let partitions = [1u32, 2, 4][rng.gen_range(0..3)];
         // Mostly the layout the runner creates (one changelog partition per token); otherwise
@@ -333,13 +467,22 @@ async fn run(ctx: Ctx) {
             // committed cursors (EXT-43), and a handover often meets its predecessor's last
             // page still completing (EXT-37).
             rng.gen_bool(0.5),
+            // Half the seeds: feeds share their account's state, with an enricher (CFG-30).
+            rng.gen_bool(0.5),
         )
     };
+    // About three feeds per account.
+    let accounts = shared.then(|| (keys / 3).max(1));
+    let directory = Directory::default();
     let schedule = profile.generate(&mut thread_rng(), period);
     ctx.event(format!(
         "extractor: {replica_count} replicas, {keys} configs over {partitions} tokens ({changelog_partitions} changelog \
          partitions), {config_writes} config writes, \
-         source error rate {error_rate}, {} faults over {period:?}:\n{schedule}",
+         source error rate {error_rate}, {}, {} faults over {period:?}:\n{schedule}",
+        match accounts {
+            Some(accounts) => format!("feeds sharing the states of {accounts} accounts, enriched"),
+            None => "a state per feed".to_owned(),
+        },
         schedule.len()
     ));
     // The changelog is created here, uncompactable within a run (its segment never rolls): the
@@ -355,9 +498,9 @@ async fn run(ctx: Ctx) {
     let journal: Arc<Mutex<Journal>> = Arc::default();
     let disk = SimDisk::default();
     let launch: Launch = {
-        let (source, journal) = (source.clone(), journal.clone());
+        let (source, journal, directory) = (source.clone(), journal.clone(), directory.clone());
         Arc::new(move |env: ReplicaEnv| {
-            let (source, journal) = (source.clone(), journal.clone());
+            let (source, journal, directory) = (source.clone(), journal.clone(), directory.clone());
             Box::pin(async move {
                 let side: Arc<Mutex<ReplicaSide>> = Arc::default();
                 let stage = Pager {
@@ -367,6 +510,7 @@ async fn run(ctx: Ctx) {
                     journal,
                     side: side.clone(),
                     error_rate,
+                    shared: accounts.map(|accounts| (accounts, directory)),
                 };
                 let observer = PagerObserver { inner: env.observer(), side };
                 let app = Flechtwerk::builder()
@@ -395,9 +539,9 @@ async fn run(ctx: Ctx) {
         });
     }
     let writer = Handle::current().create_node().name("config-writer").ip(cluster.client_ip()).build();
-    let writing = writer.spawn(write_configs(cluster.kafka(), ctx.clone(), keys, config_writes, period));
+    let writing = writer.spawn(write_configs(cluster.kafka(), ctx.clone(), keys, accounts, config_writes, period));
     let grower = Handle::current().create_node().name("source").build();
-    let growing = grower.spawn(grow(source.clone(), keys, period));
+    let growing = grower.spawn(grow(source.clone(), keys, period, shared.then(|| directory.clone())));
 
     replicas.run_faults(&schedule, vec![writing, growing]).await;
 
@@ -495,13 +639,13 @@ fn check(
     let mut committed: BTreeMap<String, BTreeSet<i64>> = BTreeMap::new();
     let mut last: BTreeMap<String, i64> = BTreeMap::new();
     for record in truth::committed_records(cluster, &format!("{APP}-changelog")) {
-        let key = key_of(&record);
-        let Some(cursor) = decoded(&record).and_then(|v| v.get(&CURSOR).ok().flatten()) else { continue };
-        if last.get(&key).is_some_and(|previous| cursor < *previous) {
-            ctx.violation(format!("cursor of {key} regressed in the changelog: {} then {cursor}", last[&key]));
+        for (key, cursor) in changelog_cursors(&record) {
+            if last.get(&key).is_some_and(|previous| cursor < *previous) {
+                ctx.violation(format!("cursor of {key} regressed in the changelog: {} then {cursor}", last[&key]));
+            }
+            last.insert(key.clone(), cursor);
+            committed.entry(key).or_default().insert(cursor);
         }
-        last.insert(key.clone(), cursor);
-        committed.entry(key).or_default().insert(cursor);
     }
     let journal = journal.lock().expect("journal lock");
     for (replica, key, cursor) in &journal.handed {
@@ -509,7 +653,14 @@ fn check(
             ctx.violation(format!("{replica} was handed cursor {cursor} of {key}, which no page committed"));
         }
     }
-    for v in journal.polls_outside_active.iter().chain(&journal.stale_active).chain(&journal.standby_polls).take(5) {
+    for v in journal
+        .polls_outside_active
+        .iter()
+        .chain(&journal.stale_active)
+        .chain(&journal.standby_polls)
+        .chain(&journal.wrong_state)
+        .take(5)
+    {
         ctx.violation(v.clone());
     }
     let held: usize = replicas.alive().map(|r| r.view.tokens.load(Ordering::SeqCst)).sum();
