@@ -23,6 +23,17 @@
 //!   from either topic equals the one the Rust engine builds (after its bootstrap, and after it
 //!   drained a second round of commands while running).
 //!
+//! - **extractor cut-over**: a Python paging extractor (`tests/python/migration.py extractor`)
+//!   pages through 12 feeds of a deterministic source, one transaction per page, its cursors in
+//!   the changelog; it is SIGKILLed mid-page, a Rust instance of the same extractor (the child
+//!   `extractor`) takes over its tokens (fences Python's token producers, restores Python's
+//!   cursors), is SIGKILLed mid-page in turn, and Python finishes. The feeds of an account share
+//!   one state, keyed by the account the config was written with, while both sides enrich the
+//!   configs with a rewritten account (CFG-30: a Rust state key taken from the enriched config
+//!   would find no cursor and repeat pages). Every feed's committed output must be exactly 1..n
+//!   in order, the changelog's last state per account must hold every feed's last cursor, and
+//!   the changelog must have no key but the accounts.
+//!
 //! Each cut-over's output, written by Python and Rust in turn, is read back by a Python consumer
 //! through the package's own decoder (`tests/python/migration.py read`): the same records and
 //! bytes as the Rust reader sees.
@@ -33,7 +44,7 @@
 //! `--child ...`. Every child's stdout and stderr are kept in a log file under the temp dir,
 //! named in the failure message.
 //!
-//! `FLECHTWERK_MIGRATION_SCENARIOS=stop,kill,rolling,configs` runs a subset. Planted bugs
+//! `FLECHTWERK_MIGRATION_SCENARIOS=stop,kill,rolling,configs,extractor` runs a subset. Planted bugs
 //! (`FLECHTWERK_MIGRATION_MUTANT`, for showing the checks can fail; the results are in
 //! docs/compatibility.md): `app-id` (the Rust instances use another `application_id`),
 //! `forget` (the Rust stage's state store forgets everything: a stage that does not restore),
@@ -48,15 +59,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use flechtwerk::attribute::{Attribute, INT};
+use flechtwerk::attribute::{dict, Attribute, INT, STR};
 use flechtwerk::json::{self, Value};
 use flechtwerk::kafka::rdkafka::RdKafka;
 use flechtwerk::kafka::{ConsumerConfig, Kafka, NewTopic, Producer, ProducerConfig, ProducerRecord, TopicPartition};
 use flechtwerk::observer::{ConfigView, Observer};
+use flechtwerk::stage::{BoxError, EnrichConfig};
 use flechtwerk::state::{StateError, StateStore, StateStores};
 use flechtwerk::testing::read_topic;
 use flechtwerk::wire::{self, RawRecord};
-use flechtwerk::{transformer, Event, Flechtwerk, Message, Transformer};
+use flechtwerk::{transformer, Config, Event, Extractor, Flechtwerk, Message, Page, State, Transformer};
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
 
 /// The count, in the state and in every output value, as `benches/python/counter_app.py` names it.
@@ -65,6 +77,23 @@ const SEEN: Attribute<i64> = Attribute::new("seen", &INT);
 const I: Attribute<i64> = Attribute::new("i", &INT);
 
 const PARTITIONS: u32 = 4;
+
+/// The extractor cut-over's records, as `tests/python/migration.py` names them: a config's feed
+/// number and account, an output's feed, sequence number and implementation, the state's
+/// cursors (per feed key, in the state its account's feeds share).
+const FEED: Attribute<i64> = Attribute::new("feed", &INT);
+const ACCOUNT: Attribute<String> = Attribute::new("account", &STR);
+const SEQ: Attribute<i64> = Attribute::new("seq", &INT);
+const IMPL: Attribute<String> = Attribute::new("impl", &STR);
+const CURSORS: Attribute<BTreeMap<String, i64>> = Attribute::new("cursors", &dict(INT));
+/// Feeds (configs) of the extractor cut-over, over `ACCOUNTS` accounts.
+const FEEDS: i64 = 12;
+const ACCOUNTS: i64 = 4;
+/// Items per feed, and per page (one page per poll), as in `migration.py`.
+const SOURCE_ITEMS: i64 = 300;
+const PAGE_ITEMS: i64 = 5;
+/// A pause after each item, so that a page's transaction stays open long enough to be killed in.
+const ITEM_PAUSE: Duration = Duration::from_millis(10);
 /// Inputs of one counter scenario, over `KEYS` keys (key-k gets inputs k, k + KEYS, ...).
 const INPUTS: usize = 20_000;
 const KEYS: usize = 1_000;
@@ -305,6 +334,9 @@ impl Observer for Printer {
     fn tasks_assigned(&self, count: usize) {
         println!("tasks {count}");
     }
+    fn tokens_assigned(&self, count: usize) {
+        println!("tokens {count}");
+    }
     fn state_restored(&self, partition: i32, count: usize) {
         println!("restored {partition} {count}");
     }
@@ -366,13 +398,69 @@ fn forwarder(input: &str, output: &str) -> impl Transformer {
     })
 }
 
+/// The paging extractor of the extractor cut-over, the same stage as `migration.py extractor`.
+struct Pager {
+    configs: String,
+    output: String,
+    enricher: Box<dyn EnrichConfig>,
+}
+
+impl Pager {
+    fn new(configs: &str, output: &str) -> Self {
+        // What the directory lookup of a real enricher would do: rewrite the account. The state
+        // key must not see it (CFG-30).
+        let enrich = |config: Config| -> Result<Config, BoxError> {
+            Ok(match config.get(&ACCOUNT)? {
+                Some(account) => config.with(&ACCOUNT, format!("directory:{account}"))?,
+                None => config,
+            })
+        };
+        Pager { configs: configs.to_owned(), output: output.to_owned(), enricher: Box::new(enrich) }
+    }
+}
+
+impl Extractor for Pager {
+    fn config_topics(&self) -> Vec<String> {
+        vec![self.configs.clone()]
+    }
+
+    async fn poll(&self, config: Config, mut state: State, page: &mut Page<'_>) -> Result<(), BoxError> {
+        let feed = config.require(&FEED)?;
+        let key = format!("feed-{feed}");
+        let mut cursors = state.get(&CURSORS)?.unwrap_or_default();
+        let cursor = cursors.get(&key).copied().unwrap_or(0);
+        let last = (cursor + PAGE_ITEMS).min(SOURCE_ITEMS);
+        if last <= cursor {
+            return Ok(());
+        }
+        for seq in cursor + 1..=last {
+            let value = Event::new().with(&FEED, feed)?.with(&SEQ, seq)?.with(&IMPL, "rust".to_owned())?;
+            page.send(Message::new(self.output.as_str(), key.as_str(), value)).await?;
+            tokio::time::sleep(ITEM_PAUSE).await;
+        }
+        cursors.insert(key, last);
+        state.set(&CURSORS, cursors)?;
+        page.commit(state).await?;
+        Ok(())
+    }
+
+    fn extract_state_key(&self, key: &str, config: &Config) -> String {
+        config.get(&ACCOUNT).ok().flatten().unwrap_or_else(|| key.to_owned())
+    }
+
+    fn config_enricher(&self) -> Option<&dyn EnrichConfig> {
+        Some(&*self.enricher)
+    }
+}
+
 static TERMINATED: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_sigterm(_: libc::c_int) {
     TERMINATED.store(true, Ordering::SeqCst);
 }
 
-/// `--child counter|forward|config-store APP CLIENT INPUT OUTPUT-OR-CONFIG-TOPIC`: runs the stage
+/// `--child counter|forward|config-store APP CLIENT INPUT OUTPUT-OR-CONFIG-TOPIC` or `--child
+/// extractor APP CLIENT CONFIG-TOPIC OUTPUT`: runs the stage
 /// until SIGTERM (then stops cleanly, exit 0) or a crash (exit 3).
 async fn child(args: &[String]) {
     let [role, app, client, input, topic] = args else { panic!("child arguments: {args:?}") };
@@ -394,12 +482,17 @@ async fn child(args: &[String]) {
         .kafka(kafka())
         .replication_factor(1)
         .observer(Arc::new(Printer));
+    if role == "extractor" {
+        // As the Python extractor is run (`migration.py`): a cycle every 100 ms.
+        builder = builder.poll_interval(Duration::from_millis(100));
+    }
     if role == "counter" && mutant() == "forget" {
         builder = builder.state_stores(Arc::new(Forgetful));
     }
     let app = match role.as_str() {
         "counter" => builder.build(counter(input, topic)),
         "forward" => builder.build(forwarder(input, topic)),
+        "extractor" => builder.build(Pager::new(input, topic)),
         "config-store" => builder.build(
             transformer([input.as_str()]).config_topics([topic.as_str()]).transform(|_msg, _state, _out| Ok(())),
         ),
@@ -979,6 +1072,161 @@ fn cutover(setup: Setup, how: Switch) -> String {
     )
 }
 
+/// Per feed, the committed items' `(seq, impl)` in output order.
+type PerFeed = BTreeMap<String, Vec<(i64, String)>>;
+
+/// The committed output of the extractor cut-over per feed, and what could not be read.
+fn extracted(outputs: &[RawRecord]) -> (PerFeed, Vec<String>) {
+    let mut per_feed = PerFeed::new();
+    let mut violations = Vec::new();
+    for r in outputs {
+        let key = String::from_utf8_lossy(r.key.as_deref().unwrap_or_default()).into_owned();
+        match wire::decode_value(r.value.as_deref()).map(Event::wrap) {
+            Ok(v) => match (v.get(&SEQ), v.get(&IMPL)) {
+                (Ok(Some(seq)), Ok(Some(by))) => per_feed.entry(key).or_default().push((seq, by)),
+                other => violations.push(format!("output {key}@{}/{}: no seq/impl: {other:?}", r.partition, r.offset)),
+            },
+            Err(e) => violations.push(format!("output {key}@{}/{}: {e}", r.partition, r.offset)),
+        }
+    }
+    (per_feed, violations)
+}
+
+/// Whether every feed's committed output reached its last item.
+fn extraction_done(output: &str) -> bool {
+    let outputs = block(read_topic(&*kafka(), "migration-reader", output)).expect("read output");
+    let (per_feed, _) = extracted(&outputs);
+    (0..FEEDS).all(|k| {
+        per_feed.get(&format!("feed-{k}")).is_some_and(|items| items.iter().any(|(seq, _)| *seq == SOURCE_ITEMS))
+    })
+}
+
+/// A Python extractor, killed mid-page, replaced by a Rust one, killed mid-page, replaced by
+/// Python again; the feeds of an account share a state keyed by the account as written, while
+/// the configs are enriched with a rewritten account (CFG-30).
+fn extractor_cutover(setup: Setup) -> String {
+    let started = Instant::now();
+    let p = &setup.prefix;
+    let (configs, output, app) = (format!("{p}-configs"), format!("{p}-out"), format!("{p}-app"));
+    let changelog = format!("{app}-changelog");
+    // The changelog as the Rust runner creates it, one partition per token (Python would create
+    // it with the broker's default count: hazard 8 in docs/compatibility.md).
+    create_topics(&[(&configs, PARTITIONS, true), (&output, PARTITIONS, false), (&changelog, PARTITIONS, true)]);
+    let values: Vec<(String, String)> = (0..FEEDS)
+        .map(|k| (format!("feed-{k}"), format!(r#"{{"feed":{k},"account":"acct-{}"}}"#, k % ACCOUNTS)))
+        .collect();
+    let records: Vec<(Option<&str>, Option<&[u8]>)> =
+        values.iter().map(|(k, v)| (Some(k.as_str()), Some(v.as_bytes()))).collect();
+    produce(&configs, &records);
+    let watermarks = Watermarks::new();
+    let txn_topics = [output.as_str(), changelog.as_str()];
+    // Committed output offsets (items and transaction markers): how far the extraction got.
+    let progress = || watermarks.stable(&output).iter().sum::<i64>();
+    let items = FEEDS * SOURCE_ITEMS;
+    let python = |name: &str| {
+        let args =
+            ["extractor", "--bootstrap", &bootstrap(), "--app", &app, "--client", "pod-0", "--configs", &configs];
+        let mut args = args.to_vec();
+        args.extend(["--output", &output]);
+        Proc::python(name, &setup.python, "tests/python/migration.py", &args, &setup.logs)
+    };
+
+    let mut py1 = python("py-first");
+    wait_until("Python to extract a quarter of the items", PHASE_MAX, || {
+        py1.alive();
+        progress() >= items / 4
+    });
+    let (killed1, attempts1) = switch_off(Switch::Kill, &mut py1, &watermarks, &txn_topics, &progress);
+
+    let mut rust = Proc::rust("rust", &["extractor", &app, "rust-0", &configs, &output], &setup.logs);
+    let fence1 = fenced(&watermarks, &txn_topics, killed1, &mut rust);
+    let before = progress();
+    wait_until("Rust to take over and extract up to 60% of the items", PHASE_MAX, || {
+        rust.alive();
+        let now = progress();
+        now > before && now >= items * 6 / 10
+    });
+    let (killed2, attempts2) = switch_off(Switch::Kill, &mut rust, &watermarks, &txn_topics, &progress);
+
+    let mut py2 = python("py-back");
+    let fence2 = fenced(&watermarks, &txn_topics, killed2, &mut py2);
+    wait_until("Python to extract every item", PHASE_MAX, || {
+        py2.alive();
+        extraction_done(&output)
+    });
+    py2.stop();
+
+    let procs = [&py1, &rust, &py2];
+    let label = "extractor cut-over (Kill)";
+    let outputs = block(read_topic(&*kafka(), "migration-reader", &output)).expect("read output");
+    let (per_feed, mut violations) = extracted(&outputs);
+    let mut by_rust = 0;
+    let mut python_after_rust = 0;
+    for k in 0..FEEDS {
+        let feed = format!("feed-{k}");
+        let got = per_feed.get(&feed).cloned().unwrap_or_default();
+        let seqs: Vec<i64> = got.iter().map(|(seq, _)| *seq).collect();
+        if seqs != (1..=SOURCE_ITEMS).collect::<Vec<_>>() {
+            violations.push(format!(
+                "{feed}: {} items, not 1..{SOURCE_ITEMS} in order: {}",
+                seqs.len(),
+                abbreviate(&seqs)
+            ));
+        }
+        by_rust += got.iter().filter(|(_, by)| by == "rust").count();
+        if let Some(first_rust) = got.iter().position(|(_, by)| by == "rust") {
+            python_after_rust += got[first_rust..].iter().filter(|(_, by)| by == "python").count();
+        }
+    }
+    if !violations.is_empty() {
+        fail(label, "the output does not hold every feed's items exactly once, in order", &violations, &procs);
+    }
+    assert!(by_rust > 0, "{label}: Rust extracted nothing ({})", rust.context());
+    assert!(python_after_rust > 0, "{label}: Python extracted nothing after Rust ({})", py2.context());
+    // The changelog: keyed by the accounts as written (never by an enriched account or a feed),
+    // each account's last state holding its feeds' last cursors.
+    let log = block(read_topic(&*kafka(), "migration-reader", &changelog)).expect("read changelog");
+    let mut last: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
+    for r in &log {
+        let key = String::from_utf8_lossy(r.key.as_deref().unwrap_or_default()).into_owned();
+        let cursors = wire::decode_value(r.value.as_deref())
+            .ok()
+            .and_then(|m| Event::wrap(m).get(&CURSORS).ok().flatten())
+            .unwrap_or_default();
+        last.insert(key, cursors);
+    }
+    let expected: BTreeMap<String, BTreeMap<String, i64>> = (0..ACCOUNTS)
+        .map(|a| {
+            let feeds = (0..FEEDS).filter(|k| k % ACCOUNTS == a).map(|k| (format!("feed-{k}"), SOURCE_ITEMS)).collect();
+            (format!("acct-{a}"), feeds)
+        })
+        .collect();
+    if last != expected {
+        let violations: Vec<String> = last
+            .iter()
+            .filter(|(key, cursors)| expected.get(*key) != Some(cursors))
+            .map(|(key, cursors)| format!("changelog ends {key} at {cursors:?}, expected {:?}", expected.get(key)))
+            .chain(expected.keys().filter(|k| !last.contains_key(*k)).map(|k| format!("changelog has no {k}")))
+            .collect();
+        fail(label, "the changelog's states are not the accounts' last cursors", &violations, &procs);
+    }
+    let violations = compare_python_view(&python_read(&setup.python, &output, &setup.logs), &outputs);
+    if !violations.is_empty() {
+        fail(label, "a Python consumer reads the output differently", &violations, &procs);
+    }
+    format!(
+        "{label}: {} items over {FEEDS} feeds, each 1..{SOURCE_ITEMS} once and in order; Rust extracted {by_rust} \
+         of them from Python's cursors, Python {python_after_rust} after Rust; killed mid-page ({attempts1} and \
+         {attempts2} attempt(s)), the open page fenced {:.1} s and {:.1} s after the kill; the changelog keyed by \
+         the {ACCOUNTS} accounts as written; a Python consumer read all {} records byte for byte; {:.0} s",
+        outputs.len(),
+        fence1.as_secs_f64(),
+        fence2.as_secs_f64(),
+        outputs.len(),
+        started.elapsed().as_secs_f64()
+    )
+}
+
 /// Two Python replicas replaced one at a time by Rust replicas while the input flows.
 fn rolling(setup: Setup) -> String {
     let started = Instant::now();
@@ -1332,8 +1580,15 @@ fn parent() {
                 move || configs(s)
             }),
         ),
+        (
+            "extractor",
+            Box::new({
+                let s = setup("extractor");
+                move || extractor_cutover(s)
+            }),
+        ),
     ];
-    // `FLECHTWERK_MIGRATION_SCENARIOS=stop,kill,rolling,configs` (a comma-separated subset) runs
+    // `FLECHTWERK_MIGRATION_SCENARIOS=stop,kill,rolling,configs,extractor` (a comma-separated subset) runs
     // only those: for running one planted bug against the scenario that should catch it.
     let only = std::env::var("FLECHTWERK_MIGRATION_SCENARIOS").unwrap_or_default();
     let only: Vec<&str> = only.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
@@ -1341,7 +1596,7 @@ fn parent() {
         scenarios.into_iter().filter(|(name, _)| only.is_empty() || only.contains(name)).collect();
     assert!(
         !scenarios.is_empty(),
-        "FLECHTWERK_MIGRATION_SCENARIOS={only:?} names no scenario (stop, kill, rolling, configs)"
+        "FLECHTWERK_MIGRATION_SCENARIOS={only:?} names no scenario (stop, kill, rolling, configs, extractor)"
     );
     let started = Instant::now();
     let handles: Vec<_> = scenarios.into_iter().map(|(name, f)| (name, std::thread::spawn(f))).collect();

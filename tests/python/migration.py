@@ -3,6 +3,7 @@ writer, a config-store reader and a topic reader, each through the package's own
 
     eval "$(scripts/python-ref | grep '^PYTHON_REF=')"
     "$PYTHON_REF" tests/python/migration.py forward --bootstrap B --app A --client C --input I --output O
+    "$PYTHON_REF" tests/python/migration.py extractor --bootstrap B --app A --client C --configs T --output O
     "$PYTHON_REF" tests/python/migration.py config-store --bootstrap B --topic T [--topic T2]
     "$PYTHON_REF" tests/python/migration.py read --bootstrap B --topic T
 
@@ -11,6 +12,15 @@ writer, a config-store reader and a topic reader, each through the package's own
   re-encoded as canonical JSON and a tombstone stays a tombstone. Pointed at a compacted topic it
   is a config-topic writer. Runs until SIGTERM or SIGINT (then stops cleanly, exit 0), as
   benches/python/counter_app.py does.
+- `extractor` runs the paging extractor of the extractor cut-over (token-sharded, exactly-once
+  pages, like any 0.17 extractor; until SIGTERM or SIGINT, then a clean stop). Each config
+  `{"feed": k, "account": "acct-a"}` (key `feed-k`) is a source of `SOURCE_ITEMS` items; one poll
+  emits one page: the next `PAGE_ITEMS` items after the feed's cursor to `--output` under the
+  config's key, `{"feed": k, "seq": n, "impl": "python"}`, then the new cursor. The feeds of an
+  account share one state (`extract_state_key` returns the account of the config as written):
+  `{"cursors": {"feed-k": n, ...}}`. Configs are enriched on their way into the store: the
+  account becomes `directory:<account>`, which the state key must not see (CFG-30). The Rust
+  child `extractor` of tests/migration_python.rs is the same stage.
 - `config-store` bootstraps a `ConfigStore` from the topics with the package's
   `bootstrap_config_store` (what a transformer or extractor runs at startup: compaction by wire
   key across the topics, tombstone forms, strict decoding with the default raising policy, no
@@ -30,7 +40,10 @@ import sys
 
 from aiokafka import AIOKafkaConsumer
 
-from flechtwerk import Config, Flechtwerk, IncomingMessage, Message, Transformer
+from datetime import timedelta
+
+from flechtwerk import Config, Event, Extractor, Flechtwerk, IncomingMessage, Message, State, Transformer
+from flechtwerk.attribute import DICT, INT, STR, Attribute
 from flechtwerk.configs import ConfigStore, bootstrap_config_store
 from flechtwerk.kafka import encode_json, parse_message, read_to_end, topic_partitions
 
@@ -49,6 +62,64 @@ async def serve_forward(args: argparse.Namespace) -> None:
         client_id=args.client,
         stage=forwarder(args.input, args.output),
     )
+    await serve(app)
+
+
+FEED = Attribute("feed", INT)
+SEQ = Attribute("seq", INT)
+IMPL = Attribute("impl", STR)
+ACCOUNT = Attribute("account", STR)
+CURSORS = Attribute("cursors", DICT(INT))
+SOURCE_ITEMS = 300
+"""Items per feed (tests/migration_python.rs: `SOURCE_ITEMS`)."""
+PAGE_ITEMS = 5
+"""Items per page, one page per poll (tests/migration_python.rs: `PAGE_ITEMS`)."""
+ITEM_PAUSE_S = 0.01
+"""A pause after each item, so that a page's transaction stays open long enough to be killed in."""
+
+
+def pager(configs_topic: str, output_topic: str) -> Extractor:
+    async def poll(config: Config, state: State):
+        feed = config[FEED]
+        key = f"feed-{feed}"
+        cursors = dict(state.get(CURSORS, {}))
+        cursor = cursors.get(key, 0)
+        last = min(cursor + PAGE_ITEMS, SOURCE_ITEMS)
+        if last <= cursor:
+            return
+        for seq in range(cursor + 1, last + 1):
+            yield Message(key=key, topic=output_topic, value=Event({FEED: feed, SEQ: seq, IMPL: "python"}))
+            await asyncio.sleep(ITEM_PAUSE_S)
+        cursors[key] = last
+        new_state = State(state)
+        new_state[CURSORS] = cursors
+        yield new_state
+
+    def state_key(msg: IncomingMessage) -> str:
+        return msg.value.get(ACCOUNT) or msg.key
+
+    async def enrich(config: Config) -> Config:
+        enriched = Config(config)
+        if config.get(ACCOUNT) is not None:
+            enriched[ACCOUNT] = f"directory:{config[ACCOUNT]}"
+        return enriched
+
+    return Extractor.of(config_topics=[configs_topic], poll=poll, extract_state_key=state_key,
+                        enrich_config=enrich)
+
+
+async def serve_extractor(args: argparse.Namespace) -> None:
+    app = Flechtwerk.of(
+        application_id=args.app,
+        bootstrap_servers=args.bootstrap,
+        client_id=args.client,
+        poll_interval=timedelta(milliseconds=100),
+        stage=pager(args.configs, args.output),
+    )
+    await serve(app)
+
+
+async def serve(app: Flechtwerk) -> None:
     task = asyncio.current_task()
     assert task is not None
     stop = asyncio.Event()
@@ -130,6 +201,9 @@ def main() -> int:
     fwd = sub.add_parser("forward")
     for name in ("--bootstrap", "--app", "--client", "--input", "--output"):
         fwd.add_argument(name, required=True)
+    ext = sub.add_parser("extractor")
+    for name in ("--bootstrap", "--app", "--client", "--configs", "--output"):
+        ext.add_argument(name, required=True)
     store = sub.add_parser("config-store")
     store.add_argument("--bootstrap", required=True)
     store.add_argument("--topic", action="append", required=True)
@@ -141,6 +215,9 @@ def main() -> int:
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command == "forward":
         asyncio.run(serve_forward(args))
+        return 0
+    if args.command == "extractor":
+        asyncio.run(serve_extractor(args))
         return 0
     result = asyncio.run(config_store(args) if args.command == "config-store" else read(args))
     json.dump(result, sys.stdout, ensure_ascii=False, sort_keys=True)
