@@ -1,5 +1,5 @@
 //! Live migration between Python flechtwerk 0.17.0 and this library, on Apache Kafka, with the
-//! real Python implementation (docs/compatibility.md, "Migrating from Python"). Four scenarios
+//! real Python implementation (docs/compatibility.md, "Migrating from Python"). Six scenarios
 //! run side by side, each on its own topics and `application_id`:
 //!
 //! - **cut-over, stopped** and **cut-over, killed**: a Python counter application
@@ -33,6 +33,8 @@
 //!   would find no cursor and repeat pages). Every feed's committed output must be exactly 1..n
 //!   in order, the changelog's last state per account must hold every feed's last cursor, and
 //!   the changelog must have no key but the accounts.
+//! - **extractor rolling replacement**: two Python extractor replicas, each replaced in turn by a
+//!   Rust replica while they extract (mixed groups of both sharing the tokens). Same checks.
 //!
 //! Each cut-over's output, written by Python and Rust in turn, is read back by a Python consumer
 //! through the package's own decoder (`tests/python/migration.py read`): the same records and
@@ -44,7 +46,7 @@
 //! `--child ...`. Every child's stdout and stderr are kept in a log file under the temp dir,
 //! named in the failure message.
 //!
-//! `FLECHTWERK_MIGRATION_SCENARIOS=stop,kill,rolling,configs,extractor` runs a subset. Planted bugs
+//! `FLECHTWERK_MIGRATION_SCENARIOS=stop,kill,rolling,configs,extractor,extractor-rolling` runs a subset. Planted bugs
 //! (`FLECHTWERK_MIGRATION_MUTANT`, for showing the checks can fail; the results are in
 //! docs/compatibility.md): `app-id` (the Rust instances use another `application_id`),
 //! `forget` (the Rust stage's state store forgets everything: a stage that does not restore),
@@ -78,19 +80,22 @@ const I: Attribute<i64> = Attribute::new("i", &INT);
 
 const PARTITIONS: u32 = 4;
 
-/// The extractor cut-over's records, as `tests/python/migration.py` names them: a config's feed
-/// number and account, an output's feed, sequence number and implementation, the state's
-/// cursors (per feed key, in the state its account's feeds share).
+/// The extractor scenarios' records, as `tests/python/migration.py` names them: a config's feed
+/// number, item count and account, an output's feed, sequence number and implementation, the
+/// state's cursors (per feed key, in the state its account's feeds share).
 const FEED: Attribute<i64> = Attribute::new("feed", &INT);
+const ITEMS: Attribute<i64> = Attribute::new("items", &INT);
 const ACCOUNT: Attribute<String> = Attribute::new("account", &STR);
 const SEQ: Attribute<i64> = Attribute::new("seq", &INT);
 const IMPL: Attribute<String> = Attribute::new("impl", &STR);
 const CURSORS: Attribute<BTreeMap<String, i64>> = Attribute::new("cursors", &dict(INT));
-/// Feeds (configs) of the extractor cut-over, over `ACCOUNTS` accounts.
+/// Feeds (configs) of the extractor scenarios, over `ACCOUNTS` accounts.
 const FEEDS: i64 = 12;
 const ACCOUNTS: i64 = 4;
-/// Items per feed, and per page (one page per poll), as in `migration.py`.
-const SOURCE_ITEMS: i64 = 300;
+/// Items per feed in the cut-over and in the rolling replacement (a config's `items`).
+const CUTOVER_ITEMS: i64 = 300;
+const ROLLING_ITEMS: i64 = 400;
+/// Items per page (one page per poll), as in `migration.py`.
 const PAGE_ITEMS: i64 = 5;
 /// A pause after each item, so that a page's transaction stays open long enough to be killed in.
 const ITEM_PAUSE: Duration = Duration::from_millis(10);
@@ -112,6 +117,8 @@ const TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
 const FENCE_MAX: Duration = Duration::from_secs(45);
 /// Kill attempts before the killed run gives up finding an open transaction to kill into.
 const KILL_ATTEMPTS: usize = 12;
+/// How long a frozen victim's transaction must stay open before the kill (see `switch_off`).
+const FROZEN_SETTLE: Duration = Duration::from_secs(1);
 /// Upper bound for any one phase (a group to settle, a backlog to drain).
 const PHASE_MAX: Duration = Duration::from_secs(150);
 
@@ -425,11 +432,11 @@ impl Extractor for Pager {
     }
 
     async fn poll(&self, config: Config, mut state: State, page: &mut Page<'_>) -> Result<(), BoxError> {
-        let feed = config.require(&FEED)?;
+        let (feed, items) = (config.require(&FEED)?, config.require(&ITEMS)?);
         let key = format!("feed-{feed}");
         let mut cursors = state.get(&CURSORS)?.unwrap_or_default();
         let cursor = cursors.get(&key).copied().unwrap_or(0);
-        let last = (cursor + PAGE_ITEMS).min(SOURCE_ITEMS);
+        let last = (cursor + PAGE_ITEMS).min(items);
         if last <= cursor {
             return Ok(());
         }
@@ -938,6 +945,11 @@ fn switch_off(
             victim.alive();
         }
         victim.freeze();
+        // A transaction whose EndTxn the victim sent just before the freeze still shows open
+        // until the coordinator wrote its markers (milliseconds): killing then would leave
+        // nothing for the successor to fence. Only a transaction still open after a second of
+        // the victim frozen is one the victim left open.
+        std::thread::sleep(FROZEN_SETTLE);
         let open = watermarks.open(topics);
         if !open.is_empty() {
             victim.kill();
@@ -1093,12 +1105,112 @@ fn extracted(outputs: &[RawRecord]) -> (PerFeed, Vec<String>) {
 }
 
 /// Whether every feed's committed output reached its last item.
-fn extraction_done(output: &str) -> bool {
+fn extraction_done(output: &str, items: i64) -> bool {
     let outputs = block(read_topic(&*kafka(), "migration-reader", output)).expect("read output");
     let (per_feed, _) = extracted(&outputs);
-    (0..FEEDS).all(|k| {
-        per_feed.get(&format!("feed-{k}")).is_some_and(|items| items.iter().any(|(seq, _)| *seq == SOURCE_ITEMS))
+    (0..FEEDS).all(|k| per_feed.get(&format!("feed-{k}")).is_some_and(|got| got.iter().any(|(seq, _)| *seq == items)))
+}
+
+/// The topics of an extractor scenario (the changelog as the Rust runner creates it, one
+/// partition per token; Python would create it with the broker's default count: hazard 8 in
+/// docs/compatibility.md), and its `FEEDS` configs of `items` items each.
+fn extractor_setup(configs: &str, output: &str, changelog: &str, items: i64) {
+    create_topics(&[(configs, PARTITIONS, true), (output, PARTITIONS, false), (changelog, PARTITIONS, true)]);
+    let values: Vec<(String, String)> = (0..FEEDS)
+        .map(|k| (format!("feed-{k}"), format!(r#"{{"feed":{k},"items":{items},"account":"acct-{}"}}"#, k % ACCOUNTS)))
+        .collect();
+    let records: Vec<(Option<&str>, Option<&[u8]>)> =
+        values.iter().map(|(k, v)| (Some(k.as_str()), Some(v.as_bytes()))).collect();
+    produce(configs, &records);
+}
+
+/// The checks of an extractor scenario after the extraction: every feed's committed output is
+/// exactly 1..`items` in order, and the changelog is keyed by the accounts as written, each
+/// one's last state holding its feeds' last cursors. Returns the output and, per feed, who
+/// extracted each item.
+fn check_extraction(
+    label: &str,
+    output: &str,
+    changelog: &str,
+    items: i64,
+    procs: &[&Proc],
+) -> (Vec<RawRecord>, PerFeed) {
+    let outputs = block(read_topic(&*kafka(), "migration-reader", output)).expect("read output");
+    let (per_feed, mut violations) = extracted(&outputs);
+    for k in 0..FEEDS {
+        let feed = format!("feed-{k}");
+        let seqs: Vec<i64> =
+            per_feed.get(&feed).map(|got| got.iter().map(|(seq, _)| *seq).collect()).unwrap_or_default();
+        if seqs != (1..=items).collect::<Vec<_>>() {
+            violations.push(format!("{feed}: {} items, not 1..{items} in order: {}", seqs.len(), abbreviate(&seqs)));
+        }
+    }
+    if !violations.is_empty() {
+        fail(label, "the output does not hold every feed's items exactly once, in order", &violations, procs);
+    }
+    // Keyed by the accounts as written: never by an enriched account, never by a feed.
+    let log = block(read_topic(&*kafka(), "migration-reader", changelog)).expect("read changelog");
+    let mut last: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
+    for r in &log {
+        let key = String::from_utf8_lossy(r.key.as_deref().unwrap_or_default()).into_owned();
+        let cursors = wire::decode_value(r.value.as_deref())
+            .ok()
+            .and_then(|m| Event::wrap(m).get(&CURSORS).ok().flatten())
+            .unwrap_or_default();
+        last.insert(key, cursors);
+    }
+    let expected: BTreeMap<String, BTreeMap<String, i64>> = (0..ACCOUNTS)
+        .map(|a| {
+            let feeds = (0..FEEDS).filter(|k| k % ACCOUNTS == a).map(|k| (format!("feed-{k}"), items)).collect();
+            (format!("acct-{a}"), feeds)
+        })
+        .collect();
+    if last != expected {
+        let violations: Vec<String> = last
+            .iter()
+            .filter(|(key, cursors)| expected.get(*key) != Some(cursors))
+            .map(|(key, cursors)| format!("changelog ends {key} at {cursors:?}, expected {:?}", expected.get(key)))
+            .chain(expected.keys().filter(|k| !last.contains_key(*k)).map(|k| format!("changelog has no {k}")))
+            .collect();
+        fail(label, "the changelog's states are not the accounts' last cursors", &violations, procs);
+    }
+    (outputs, per_feed)
+}
+
+/// Tokens a process holds according to its latest report: Python logs `Acquired tokens [..]`
+/// and `No tokens assigned`, the Rust children print `tokens N`.
+fn tokens_held(p: &Proc) -> usize {
+    p.last(|line| {
+        if let Some(rest) = line.strip_prefix("tokens ") {
+            return rest.trim().parse().ok();
+        }
+        if line.contains("No tokens assigned") {
+            return Some(0);
+        }
+        let (_, rest) = line.split_once("Acquired tokens [")?;
+        let (list, _) = rest.split_once(']')?;
+        Some(list.split(',').filter(|t| !t.trim().is_empty()).count())
     })
+    .unwrap_or(0)
+}
+
+/// A Python extractor of the extractor scenarios (`migration.py extractor`).
+fn python_extractor(setup: &Setup, name: &str, app: &str, client: &str, configs: &str, output: &str) -> Proc {
+    let bootstrap = bootstrap();
+    let args = [
+        "extractor",
+        "--bootstrap",
+        &bootstrap,
+        "--app",
+        app,
+        "--client",
+        client,
+        "--configs",
+        configs,
+        "--output",
+        output,
+    ];
+    Proc::python(name, &setup.python, "tests/python/migration.py", &args, &setup.logs)
 }
 
 /// A Python extractor, killed mid-page, replaced by a Rust one, killed mid-page, replaced by
@@ -1106,30 +1218,17 @@ fn extraction_done(output: &str) -> bool {
 /// the configs are enriched with a rewritten account (CFG-30).
 fn extractor_cutover(setup: Setup) -> String {
     let started = Instant::now();
+    let label = "extractor cut-over (Kill)";
     let p = &setup.prefix;
     let (configs, output, app) = (format!("{p}-configs"), format!("{p}-out"), format!("{p}-app"));
     let changelog = format!("{app}-changelog");
-    // The changelog as the Rust runner creates it, one partition per token (Python would create
-    // it with the broker's default count: hazard 8 in docs/compatibility.md).
-    create_topics(&[(&configs, PARTITIONS, true), (&output, PARTITIONS, false), (&changelog, PARTITIONS, true)]);
-    let values: Vec<(String, String)> = (0..FEEDS)
-        .map(|k| (format!("feed-{k}"), format!(r#"{{"feed":{k},"account":"acct-{}"}}"#, k % ACCOUNTS)))
-        .collect();
-    let records: Vec<(Option<&str>, Option<&[u8]>)> =
-        values.iter().map(|(k, v)| (Some(k.as_str()), Some(v.as_bytes()))).collect();
-    produce(&configs, &records);
+    extractor_setup(&configs, &output, &changelog, CUTOVER_ITEMS);
     let watermarks = Watermarks::new();
     let txn_topics = [output.as_str(), changelog.as_str()];
     // Committed output offsets (items and transaction markers): how far the extraction got.
     let progress = || watermarks.stable(&output).iter().sum::<i64>();
-    let items = FEEDS * SOURCE_ITEMS;
-    let python = |name: &str| {
-        let args =
-            ["extractor", "--bootstrap", &bootstrap(), "--app", &app, "--client", "pod-0", "--configs", &configs];
-        let mut args = args.to_vec();
-        args.extend(["--output", &output]);
-        Proc::python(name, &setup.python, "tests/python/migration.py", &args, &setup.logs)
-    };
+    let items = FEEDS * CUTOVER_ITEMS;
+    let python = |name: &str| python_extractor(&setup, name, &app, "pod-0", &configs, &output);
 
     let mut py1 = python("py-first");
     wait_until("Python to extract a quarter of the items", PHASE_MAX, || {
@@ -1152,76 +1251,96 @@ fn extractor_cutover(setup: Setup) -> String {
     let fence2 = fenced(&watermarks, &txn_topics, killed2, &mut py2);
     wait_until("Python to extract every item", PHASE_MAX, || {
         py2.alive();
-        extraction_done(&output)
+        extraction_done(&output, CUTOVER_ITEMS)
     });
     py2.stop();
 
     let procs = [&py1, &rust, &py2];
-    let label = "extractor cut-over (Kill)";
-    let outputs = block(read_topic(&*kafka(), "migration-reader", &output)).expect("read output");
-    let (per_feed, mut violations) = extracted(&outputs);
+    let (outputs, per_feed) = check_extraction(label, &output, &changelog, CUTOVER_ITEMS, &procs);
     let mut by_rust = 0;
     let mut python_after_rust = 0;
-    for k in 0..FEEDS {
-        let feed = format!("feed-{k}");
-        let got = per_feed.get(&feed).cloned().unwrap_or_default();
-        let seqs: Vec<i64> = got.iter().map(|(seq, _)| *seq).collect();
-        if seqs != (1..=SOURCE_ITEMS).collect::<Vec<_>>() {
-            violations.push(format!(
-                "{feed}: {} items, not 1..{SOURCE_ITEMS} in order: {}",
-                seqs.len(),
-                abbreviate(&seqs)
-            ));
-        }
+    for got in per_feed.values() {
         by_rust += got.iter().filter(|(_, by)| by == "rust").count();
         if let Some(first_rust) = got.iter().position(|(_, by)| by == "rust") {
             python_after_rust += got[first_rust..].iter().filter(|(_, by)| by == "python").count();
         }
     }
-    if !violations.is_empty() {
-        fail(label, "the output does not hold every feed's items exactly once, in order", &violations, &procs);
-    }
     assert!(by_rust > 0, "{label}: Rust extracted nothing ({})", rust.context());
     assert!(python_after_rust > 0, "{label}: Python extracted nothing after Rust ({})", py2.context());
-    // The changelog: keyed by the accounts as written (never by an enriched account or a feed),
-    // each account's last state holding its feeds' last cursors.
-    let log = block(read_topic(&*kafka(), "migration-reader", &changelog)).expect("read changelog");
-    let mut last: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
-    for r in &log {
-        let key = String::from_utf8_lossy(r.key.as_deref().unwrap_or_default()).into_owned();
-        let cursors = wire::decode_value(r.value.as_deref())
-            .ok()
-            .and_then(|m| Event::wrap(m).get(&CURSORS).ok().flatten())
-            .unwrap_or_default();
-        last.insert(key, cursors);
-    }
-    let expected: BTreeMap<String, BTreeMap<String, i64>> = (0..ACCOUNTS)
-        .map(|a| {
-            let feeds = (0..FEEDS).filter(|k| k % ACCOUNTS == a).map(|k| (format!("feed-{k}"), SOURCE_ITEMS)).collect();
-            (format!("acct-{a}"), feeds)
-        })
-        .collect();
-    if last != expected {
-        let violations: Vec<String> = last
-            .iter()
-            .filter(|(key, cursors)| expected.get(*key) != Some(cursors))
-            .map(|(key, cursors)| format!("changelog ends {key} at {cursors:?}, expected {:?}", expected.get(key)))
-            .chain(expected.keys().filter(|k| !last.contains_key(*k)).map(|k| format!("changelog has no {k}")))
-            .collect();
-        fail(label, "the changelog's states are not the accounts' last cursors", &violations, &procs);
-    }
     let violations = compare_python_view(&python_read(&setup.python, &output, &setup.logs), &outputs);
     if !violations.is_empty() {
         fail(label, "a Python consumer reads the output differently", &violations, &procs);
     }
     format!(
-        "{label}: {} items over {FEEDS} feeds, each 1..{SOURCE_ITEMS} once and in order; Rust extracted {by_rust} \
+        "{label}: {} items over {FEEDS} feeds, each 1..{CUTOVER_ITEMS} once and in order; Rust extracted {by_rust} \
          of them from Python's cursors, Python {python_after_rust} after Rust; killed mid-page ({attempts1} and \
          {attempts2} attempt(s)), the open page fenced {:.1} s and {:.1} s after the kill; the changelog keyed by \
          the {ACCOUNTS} accounts as written; a Python consumer read all {} records byte for byte; {:.0} s",
         outputs.len(),
         fence1.as_secs_f64(),
         fence2.as_secs_f64(),
+        outputs.len(),
+        started.elapsed().as_secs_f64()
+    )
+}
+
+/// Two Python extractor replicas replaced one at a time by Rust replicas while they extract:
+/// mixed groups of both implementations share the tokens, each handover by a rebalance.
+fn extractor_rolling(setup: Setup) -> String {
+    let started = Instant::now();
+    let label = "extractor rolling";
+    let p = &setup.prefix;
+    let (configs, output, app) = (format!("{p}-configs"), format!("{p}-out"), format!("{p}-app"));
+    let changelog = format!("{app}-changelog");
+    extractor_setup(&configs, &output, &changelog, ROLLING_ITEMS);
+    let watermarks = Watermarks::new();
+    let progress = || watermarks.stable(&output).iter().sum::<i64>();
+
+    // A settled group: `members` all hold tokens, all PARTITIONS of them between them, and the
+    // extraction moves on after that.
+    let settled = |what: &str, members: &mut [&mut Proc]| {
+        wait_until(what, PHASE_MAX, || {
+            members.iter_mut().for_each(|m| m.alive());
+            let held: Vec<usize> = members.iter().map(|m| tokens_held(m)).collect();
+            held.iter().all(|&n| n > 0) && held.iter().sum::<usize>() == PARTITIONS as usize
+        });
+        let held: Vec<String> = members.iter().map(|m| format!("{} {}", m.name, tokens_held(m))).collect();
+        let before = progress();
+        wait_until(&format!("progress after: {what}"), PHASE_MAX, || progress() > before);
+        held.join(", ")
+    };
+
+    let mut py0 = python_extractor(&setup, "py-0", &app, "pod-0", &configs, &output);
+    let mut py1 = python_extractor(&setup, "py-1", &app, "pod-1", &configs, &output);
+    settled("two Python replicas to share the tokens", &mut [&mut py0, &mut py1]);
+    let mut rs0 = Proc::rust("rs-0", &["extractor", &app, "rs-0", &configs, &output], &setup.logs);
+    let mixed3 = settled("a mixed group of py-0, py-1 and rs-0", &mut [&mut py0, &mut py1, &mut rs0]);
+    py0.stop();
+    let mut rs1 = Proc::rust("rs-1", &["extractor", &app, "rs-1", &configs, &output], &setup.logs);
+    let mixed3b = settled("a mixed group of py-1, rs-0 and rs-1", &mut [&mut py1, &mut rs0, &mut rs1]);
+    assert!(
+        !extraction_done(&output, ROLLING_ITEMS),
+        "{label}: the extraction ended before the last Python replica left: give the feeds more items"
+    );
+    py1.stop();
+    settled("two Rust replicas to share the tokens", &mut [&mut rs0, &mut rs1]);
+    wait_until("the Rust replicas to extract every item", PHASE_MAX, || {
+        rs0.alive();
+        rs1.alive();
+        extraction_done(&output, ROLLING_ITEMS)
+    });
+    rs0.stop();
+    rs1.stop();
+
+    let procs = [&py0, &py1, &rs0, &rs1];
+    let (outputs, per_feed) = check_extraction(label, &output, &changelog, ROLLING_ITEMS, &procs);
+    let by_rust: usize = per_feed.values().map(|got| got.iter().filter(|(_, by)| by == "rust").count()).sum();
+    let by_python = outputs.len() - by_rust;
+    assert!(by_python > 0 && by_rust > 0, "{label}: Python extracted {by_python} items, Rust {by_rust}");
+    format!(
+        "{label}: {} items over {FEEDS} feeds, each 1..{ROLLING_ITEMS} once and in order (Python {by_python}, \
+         Rust {by_rust}); mixed groups held tokens as [{mixed3}] and [{mixed3b}]; the changelog keyed by the \
+         {ACCOUNTS} accounts as written; {:.0} s",
         outputs.len(),
         started.elapsed().as_secs_f64()
     )
@@ -1587,8 +1706,15 @@ fn parent() {
                 move || extractor_cutover(s)
             }),
         ),
+        (
+            "extractor-rolling",
+            Box::new({
+                let s = setup("extractor-rolling");
+                move || extractor_rolling(s)
+            }),
+        ),
     ];
-    // `FLECHTWERK_MIGRATION_SCENARIOS=stop,kill,rolling,configs,extractor` (a comma-separated subset) runs
+    // `FLECHTWERK_MIGRATION_SCENARIOS=stop,kill,rolling,configs,extractor,extractor-rolling` (a comma-separated subset) runs
     // only those: for running one planted bug against the scenario that should catch it.
     let only = std::env::var("FLECHTWERK_MIGRATION_SCENARIOS").unwrap_or_default();
     let only: Vec<&str> = only.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
@@ -1596,7 +1722,7 @@ fn parent() {
         scenarios.into_iter().filter(|(name, _)| only.is_empty() || only.contains(name)).collect();
     assert!(
         !scenarios.is_empty(),
-        "FLECHTWERK_MIGRATION_SCENARIOS={only:?} names no scenario (stop, kill, rolling, configs, extractor)"
+        "FLECHTWERK_MIGRATION_SCENARIOS={only:?} names no scenario (stop, kill, rolling, configs, extractor, extractor-rolling)"
     );
     let started = Instant::now();
     let handles: Vec<_> = scenarios.into_iter().map(|(name, f)| (name, std::thread::spawn(f))).collect();

@@ -14,13 +14,14 @@ writer, a config-store reader and a topic reader, each through the package's own
   benches/python/counter_app.py does.
 - `extractor` runs the paging extractor of the extractor cut-over (token-sharded, exactly-once
   pages, like any 0.17 extractor; until SIGTERM or SIGINT, then a clean stop). Each config
-  `{"feed": k, "account": "acct-a"}` (key `feed-k`) is a source of `SOURCE_ITEMS` items; one poll
+  `{"feed": k, "items": n, "account": "acct-a"}` (key `feed-k`) is a source of n items; one poll
   emits one page: the next `PAGE_ITEMS` items after the feed's cursor to `--output` under the
   config's key, `{"feed": k, "seq": n, "impl": "python"}`, then the new cursor. The feeds of an
   account share one state (`extract_state_key` returns the account of the config as written):
   `{"cursors": {"feed-k": n, ...}}`. Configs are enriched on their way into the store: the
   account becomes `directory:<account>`, which the state key must not see (CFG-30). The Rust
-  child `extractor` of tests/migration_python.rs is the same stage.
+  child `extractor` of tests/migration_python.rs is the same stage (its cut-over and rolling
+  scenarios).
 - `config-store` bootstraps a `ConfigStore` from the topics with the package's
   `bootstrap_config_store` (what a transformer or extractor runs at startup: compaction by wire
   key across the topics, tombstone forms, strict decoding with the default raising policy, no
@@ -66,12 +67,11 @@ async def serve_forward(args: argparse.Namespace) -> None:
 
 
 FEED = Attribute("feed", INT)
+ITEMS = Attribute("items", INT)
 SEQ = Attribute("seq", INT)
 IMPL = Attribute("impl", STR)
 ACCOUNT = Attribute("account", STR)
 CURSORS = Attribute("cursors", DICT(INT))
-SOURCE_ITEMS = 300
-"""Items per feed (tests/migration_python.rs: `SOURCE_ITEMS`)."""
 PAGE_ITEMS = 5
 """Items per page, one page per poll (tests/migration_python.rs: `PAGE_ITEMS`)."""
 ITEM_PAUSE_S = 0.01
@@ -80,11 +80,11 @@ ITEM_PAUSE_S = 0.01
 
 def pager(configs_topic: str, output_topic: str) -> Extractor:
     async def poll(config: Config, state: State):
-        feed = config[FEED]
+        feed, items = config[FEED], config[ITEMS]
         key = f"feed-{feed}"
         cursors = dict(state.get(CURSORS, {}))
         cursor = cursors.get(key, 0)
-        last = min(cursor + PAGE_ITEMS, SOURCE_ITEMS)
+        last = min(cursor + PAGE_ITEMS, items)
         if last <= cursor:
             return
         for seq in range(cursor + 1, last + 1):
