@@ -17,6 +17,12 @@
 //! - MQ-38: a bridge process SIGKILLs itself right after its first Kafka commit that carried
 //!   messages, before it could acknowledge them; the next incarnation (same client id) gets them
 //!   again: duplicates in Kafka, no loss.
+//! - Python cut-over: one MQTT session (a client id) and one shared-subscription group handed
+//!   from a Python flechtwerk 0.17 bridge (`tests/python/migration.py mqtt-bridge`) to a Rust
+//!   bridge of the same stage and back, each switch a clean stop (SIGTERM), while a device
+//!   publishes 1,500 numbered messages: every one reaches Kafka, in order of first arrival; the
+//!   duplicates a switch may leave (the stopped bridge's last acknowledgements) are counted.
+//!   Needs `PYTHON_REF` (`scripts/python-ref`; `scripts/test` sets it).
 
 #![cfg(all(feature = "rdkafka", feature = "mqtt", not(madsim)))]
 
@@ -26,7 +32,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use flechtwerk::attribute::{Attribute, INT};
+use flechtwerk::attribute::{Attribute, INT, STR};
 use flechtwerk::kafka::rdkafka::RdKafka;
 use flechtwerk::kafka::{Kafka, NewTopic, ProducerConfig, ProducerRecord};
 use flechtwerk::mqtt::rumqttc::RumqttcBroker;
@@ -37,6 +43,8 @@ use flechtwerk::testing::read_topic;
 use flechtwerk::{Event, Flechtwerk, Message};
 
 const SEQ: Attribute<i64> = Attribute::new("seq", &INT);
+/// Which implementation relayed an output (the Python cut-over; `python` or `rust`).
+const IMPL: Attribute<String> = Attribute::new("impl", &STR);
 const SETTLE_MAX: Duration = Duration::from_secs(60);
 
 fn env(name: &str) -> String {
@@ -208,7 +216,8 @@ fn bridge(
         if let Some(flag) = &relayed {
             flag.store(true, Ordering::SeqCst);
         }
-        Ok(Some(Message::new(output.as_str(), topic, Event::new().with(&SEQ, payload.require(&SEQ)?)?)))
+        let value = Event::new().with(&SEQ, payload.require(&SEQ)?)?.with(&IMPL, "rust".to_owned())?;
+        Ok(Some(Message::new(output.as_str(), topic, value)))
     });
     let mut builder = Flechtwerk::builder()
         .application_id(format!("{prefix}-app"))
@@ -359,8 +368,196 @@ async fn kill_between_commit_and_ack() {
     println!("MQ-38: SIGKILL between commit and ack: {probes} copies of the probe in Kafka, 100/100 messages, no loss");
 }
 
+/// The Python cut-over: Python → Rust → Python on one MQTT session, clean stops.
+async fn python_cutover() {
+    let python = env("PYTHON_REF");
+    let prefix = unique("mqpy");
+    let filters = vec![format!("{prefix}/dev/#")];
+    let kafka = RdKafka::new(env("KAFKA_BOOTSTRAP"));
+    let (configs, output) = topics(&kafka, &prefix, &filters).await;
+    let (app, client, topic) = (format!("{prefix}-app"), "bridge-pod".to_owned(), format!("{prefix}/dev/1"));
+    let logs = std::env::temp_dir().join(&prefix);
+    std::fs::create_dir_all(&logs).expect("log dir");
+    let spawn = |name: &str, mut command: Command| -> std::process::Child {
+        let log = std::fs::File::create(logs.join(format!("{name}.log"))).expect("log file");
+        command
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {name}: {e}"))
+    };
+    let python_bridge = |name: &str| {
+        let mut command = Command::new(&python);
+        command.arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/migration.py")).args([
+            "mqtt-bridge",
+            "--bootstrap",
+            &env("KAFKA_BOOTSTRAP"),
+            "--mqtt",
+            &env("MQTT_BROKER"),
+            "--app",
+            &app,
+            "--client",
+            &client,
+            "--configs",
+            &configs,
+            "--output",
+            &output,
+        ]);
+        spawn(name, command)
+    };
+    let rust_bridge = |name: &str| {
+        let mut command = Command::new(std::env::current_exe().expect("own path"));
+        command.args(["--child", &prefix, &configs, &output, "serve", &client]);
+        spawn(name, command)
+    };
+    // A clean stop: SIGTERM, then exit status 0 within 30 s.
+    let stop = |name: &str, child: &mut std::process::Child| {
+        // SAFETY: kill(2) on our own child's pid.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0, "SIGTERM to {name}");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                break status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{name} did not stop within 30 s of SIGTERM (logs in {})",
+                logs.display()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert!(status.success(), "{name} exited with {status} after SIGTERM (logs in {})", logs.display());
+    };
+    let alive = |name: &str, child: &mut std::process::Child| {
+        if let Some(status) = child.try_wait().expect("wait") {
+            panic!("{name} ended with {status} (logs in {})", logs.display());
+        }
+    };
+    let distinct = |got: &BTreeMap<String, Vec<(i64, String)>>| {
+        got.get(&topic).map_or(0, |v| v.iter().map(|(s, _)| *s).filter(|s| *s > 0).collect::<BTreeSet<_>>().len())
+    };
+    const MESSAGES: i64 = 1_500;
+
+    let mut py_first = python_bridge("py-first");
+    // Until the session is subscribed, a `$share` publish reaches nobody: probe first.
+    let deadline = Instant::now() + SETTLE_MAX;
+    loop {
+        alive("py-first", &mut py_first);
+        publish(&topic, r#"{"seq":0}"#);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        if outputs_by(&kafka, &output).await.contains_key(&topic) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the Python bridge never relayed a probe (logs in {})", logs.display());
+    }
+    // The device: 1,500 messages, 25 every 250 ms (about 15 s), while the bridges switch.
+    let device = {
+        let topic = topic.clone();
+        std::thread::spawn(move || {
+            for start in (1..=MESSAGES).step_by(25) {
+                publish_lines(&topic, &payloads(start..=(start + 24).min(MESSAGES)));
+                std::thread::sleep(Duration::from_millis(250));
+            }
+        })
+    };
+    let wait_for = |what: &'static str, at_least: usize| {
+        let kafka = &kafka;
+        let output = &output;
+        async move {
+            let deadline = Instant::now() + SETTLE_MAX * 2;
+            loop {
+                let got = outputs_by(kafka, output).await;
+                if distinct(&got) >= at_least {
+                    return;
+                }
+                assert!(Instant::now() < deadline, "{what}: {} of {at_least} messages in Kafka", distinct(&got));
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        }
+    };
+    wait_for("Python to relay the first 300", 300).await;
+    stop("py-first", &mut py_first);
+    let mut rust = rust_bridge("rust");
+    wait_for("Rust to take over the session and relay up to 900", 900).await;
+    stop("rust", &mut rust);
+    let mut py_back = python_bridge("py-back");
+    device.join().expect("device");
+    wait_for("Python to relay every message", MESSAGES as usize).await;
+    stop("py-back", &mut py_back);
+
+    let got = outputs_by(&kafka, &output).await;
+    let relayed = got.get(&topic).cloned().unwrap_or_default();
+    let seqs: Vec<i64> = relayed.iter().map(|(s, _)| *s).filter(|s| *s > 0).collect();
+    let mut seen = BTreeSet::new();
+    let firsts: Vec<i64> = seqs.iter().copied().filter(|s| seen.insert(*s)).collect();
+    assert_eq!(firsts, (1..=MESSAGES).collect::<Vec<_>>(), "every message, in order of first arrival");
+    let duplicates = seqs.len() - firsts.len();
+    // Where they came from: (who relayed the first copy, who the second).
+    let mut first_by: BTreeMap<i64, &str> = BTreeMap::new();
+    let mut switches: BTreeMap<String, usize> = BTreeMap::new();
+    for (seq, by) in relayed.iter().filter(|(s, _)| *s > 0) {
+        if let Some(first) = first_by.get(seq) {
+            *switches.entry(format!("{first} then {by}")).or_default() += 1;
+        } else {
+            first_by.insert(*seq, by);
+        }
+    }
+    // A clean switch leaves at most the stopped bridge's last poll unacknowledged (MQ-38):
+    // drain_limit (50) messages of the one filter, per switch.
+    assert!(
+        duplicates <= 2 * 50,
+        "{duplicates} duplicates over two clean switches, more than two polls' worth: {switches:?}"
+    );
+    let by_rust = relayed.iter().filter(|(s, by)| *s > 0 && by == "rust").count();
+    let first_rust = relayed.iter().position(|(_, by)| by == "rust").expect("Rust relayed nothing");
+    let python_after = relayed[first_rust..].iter().filter(|(_, by)| by == "python").count();
+    assert!(by_rust > 0 && python_after > 0, "Rust relayed {by_rust}, Python after Rust {python_after}");
+    println!(
+        "Python cut-over: {MESSAGES}/{MESSAGES} messages in Kafka in order across two clean switches of one MQTT \
+         session (Python → Rust → Python); Rust relayed {by_rust}, Python {python_after} after Rust; {duplicates} \
+         duplicate(s) {switches:?}"
+    );
+}
+
+/// Per MQTT topic, `(seq, impl)` in Kafka output order.
+async fn outputs_by(kafka: &dyn Kafka, output: &str) -> BTreeMap<String, Vec<(i64, String)>> {
+    let mut per_topic: BTreeMap<String, Vec<(i64, String)>> = BTreeMap::new();
+    for record in read_topic(kafka, &unique("reader"), output).await.expect("read") {
+        let value = Event::wrap(flechtwerk::wire::decode_value(record.value.as_deref()).expect("json"));
+        let key = String::from_utf8_lossy(record.key.as_deref().unwrap_or_default()).into_owned();
+        let by = value.get(&IMPL).ok().flatten().unwrap_or_default();
+        per_topic.entry(key).or_default().push((value.require(&SEQ).expect("seq"), by));
+    }
+    per_topic
+}
+
+static TERMINATED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_sigterm(_: libc::c_int) {
+    TERMINATED.store(true, Ordering::SeqCst);
+}
+
 async fn child_main(args: &[String]) {
     let (prefix, configs, output, mode) = (&args[0], &args[1], &args[2], &args[3]);
+    if mode == "serve" {
+        // The Python cut-over's Rust bridge: the given client id, until SIGTERM (a clean stop).
+        // SAFETY: installs an async-signal-safe handler (one atomic store).
+        unsafe { libc::signal(libc::SIGTERM, on_sigterm as *const () as libc::sighandler_t) };
+        let app = bridge(prefix, &args[4], configs, output, None, None);
+        let terminated = async {
+            while !TERMINATED.load(Ordering::SeqCst) {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        };
+        match app.run_until(terminated).await {
+            Ok(()) => println!("stopped cleanly"),
+            Err(error) => {
+                eprintln!("child: {error}");
+                std::process::exit(3);
+            }
+        }
+        return;
+    }
     let relayed = Arc::new(AtomicBool::new(false));
     let observer: Option<Arc<dyn Observer>> =
         (mode == "arm").then(|| Arc::new(KillAfterCommit { armed: relayed.clone() }) as Arc<dyn Observer>);
@@ -382,5 +579,6 @@ fn main() {
         port_level().await;
         end_to_end_with_restart().await;
         kill_between_commit_and_ack().await;
+        python_cutover().await;
     });
 }

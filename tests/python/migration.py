@@ -4,6 +4,8 @@ writer, a config-store reader and a topic reader, each through the package's own
     eval "$(scripts/python-ref | grep '^PYTHON_REF=')"
     "$PYTHON_REF" tests/python/migration.py forward --bootstrap B --app A --client C --input I --output O
     "$PYTHON_REF" tests/python/migration.py extractor --bootstrap B --app A --client C --configs T --output O
+    "$PYTHON_REF" tests/python/migration.py mqtt-bridge --bootstrap B --mqtt HOST:PORT --app A --client C \
+        --configs T --output O
     "$PYTHON_REF" tests/python/migration.py config-store --bootstrap B --topic T [--topic T2]
     "$PYTHON_REF" tests/python/migration.py read --bootstrap B --topic T
 
@@ -22,6 +24,12 @@ writer, a config-store reader and a topic reader, each through the package's own
   account becomes `directory:<account>`, which the state key must not see (CFG-30). The Rust
   child `extractor` of tests/migration_python.rs is the same stage (its cut-over and rolling
   scenarios).
+- `mqtt-bridge` runs an MQTT → Kafka bridge (`MqttExtractor`, drain limit 50, a cycle every
+  200 ms; until SIGTERM or SIGINT, then a clean stop): every MQTT message `{"seq": n}` on a
+  config's filter becomes `{"seq": n, "impl": "python"}` on `--output` under the MQTT topic as
+  its key. The MQTT
+  session is the client id's, the shared-subscription group the app's. The bridge of
+  tests/mqtt_rdkafka.rs's Python cut-over (its Rust child `serve`) is the same stage.
 - `config-store` bootstraps a `ConfigStore` from the topics with the package's
   `bootstrap_config_store` (what a transformer or extractor runs at startup: compaction by wire
   key across the topics, tombstone forms, strict decoding with the default raising policy, no
@@ -43,7 +51,8 @@ from aiokafka import AIOKafkaConsumer
 
 from datetime import timedelta
 
-from flechtwerk import Config, Event, Extractor, Flechtwerk, IncomingMessage, Message, State, Transformer
+from flechtwerk import (Config, Event, Extractor, Flechtwerk, IncomingMessage, Message, MqttBrokerConfig, State,
+                        Transformer)
 from flechtwerk.attribute import DICT, INT, STR, Attribute
 from flechtwerk.configs import ConfigStore, bootstrap_config_store
 from flechtwerk.kafka import encode_json, parse_message, read_to_end, topic_partitions
@@ -139,6 +148,24 @@ async def serve(app: Flechtwerk) -> None:
         logging.getLogger("migration").info("stopped by signal; clean shutdown done")
 
 
+async def serve_mqtt_bridge(args: argparse.Namespace) -> None:
+    from flechtwerk.mqtt import MqttExtractor  # needs paho (flechtwerk[mqtt])
+
+    def relay(config: Config, topic: str, payload) -> Message:
+        return Message(key=topic, topic=args.output, value=Event({SEQ: payload[SEQ], IMPL: "python"}))
+
+    host, port = args.mqtt.rsplit(":", 1)
+    app = Flechtwerk.of(
+        application_id=args.app,
+        bootstrap_servers=args.bootstrap,
+        client_id=args.client,
+        mqtt=MqttBrokerConfig(broker=host, port=int(port)),
+        poll_interval=timedelta(milliseconds=200),
+        stage=MqttExtractor.of(config_topics=[args.configs], relay=relay, drain_limit=50),
+    )
+    await serve(app)
+
+
 def raise_invalid(error):
     raise error
 
@@ -204,6 +231,9 @@ def main() -> int:
     ext = sub.add_parser("extractor")
     for name in ("--bootstrap", "--app", "--client", "--configs", "--output"):
         ext.add_argument(name, required=True)
+    bridge = sub.add_parser("mqtt-bridge")
+    for name in ("--bootstrap", "--mqtt", "--app", "--client", "--configs", "--output"):
+        bridge.add_argument(name, required=True)
     store = sub.add_parser("config-store")
     store.add_argument("--bootstrap", required=True)
     store.add_argument("--topic", action="append", required=True)
@@ -218,6 +248,9 @@ def main() -> int:
         return 0
     if args.command == "extractor":
         asyncio.run(serve_extractor(args))
+        return 0
+    if args.command == "mqtt-bridge":
+        asyncio.run(serve_mqtt_bridge(args))
         return 0
     result = asyncio.run(config_store(args) if args.command == "config-store" else read(args))
     json.dump(result, sys.stdout, ensure_ascii=False, sort_keys=True)
