@@ -52,12 +52,14 @@
 //! `forget` (the Rust stage's state store forgets everything: a stage that does not restore),
 //! `quoted-key` (the Rust config writer JSON-quotes its keys).
 
+mod child_support;
+
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -460,12 +462,6 @@ impl Extractor for Pager {
     }
 }
 
-static TERMINATED: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_sigterm(_: libc::c_int) {
-    TERMINATED.store(true, Ordering::SeqCst);
-}
-
 /// `--child counter|forward|config-store APP CLIENT INPUT OUTPUT-OR-CONFIG-TOPIC` or `--child
 /// extractor APP CLIENT CONFIG-TOPIC OUTPUT`: runs the stage
 /// until SIGTERM (then stops cleanly, exit 0) or a crash (exit 3).
@@ -481,8 +477,6 @@ async fn child(args: &[String]) {
         .with_ansi(false)
         .with_writer(std::io::stderr)
         .try_init();
-    // SAFETY: installs an async-signal-safe handler (one atomic store).
-    unsafe { libc::signal(libc::SIGTERM, on_sigterm as *const () as libc::sighandler_t) };
     let mut builder = Flechtwerk::builder()
         .application_id(app.as_str())
         .client_id(client.as_str())
@@ -506,18 +500,7 @@ async fn child(args: &[String]) {
         other => panic!("unknown child role {other}"),
     }
     .expect("valid settings");
-    let terminated = async {
-        while !TERMINATED.load(Ordering::SeqCst) {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    };
-    match app.run_until(terminated).await {
-        Ok(()) => println!("stopped cleanly"),
-        Err(error) => {
-            println!("crashed: {error}");
-            std::process::exit(3);
-        }
-    }
+    child_support::run_until_sigterm(app).await;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -26,6 +26,8 @@
 
 #![cfg(all(feature = "rdkafka", feature = "mqtt", not(madsim)))]
 
+mod child_support;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -531,31 +533,11 @@ async fn outputs_by(kafka: &dyn Kafka, output: &str) -> BTreeMap<String, Vec<(i6
     per_topic
 }
 
-static TERMINATED: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_sigterm(_: libc::c_int) {
-    TERMINATED.store(true, Ordering::SeqCst);
-}
-
 async fn child_main(args: &[String]) {
     let (prefix, configs, output, mode) = (&args[0], &args[1], &args[2], &args[3]);
     if mode == "serve" {
         // The Python cut-over's Rust bridge: the given client id, until SIGTERM (a clean stop).
-        // SAFETY: installs an async-signal-safe handler (one atomic store).
-        unsafe { libc::signal(libc::SIGTERM, on_sigterm as *const () as libc::sighandler_t) };
-        let app = bridge(prefix, &args[4], configs, output, None, None);
-        let terminated = async {
-            while !TERMINATED.load(Ordering::SeqCst) {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        };
-        match app.run_until(terminated).await {
-            Ok(()) => println!("stopped cleanly"),
-            Err(error) => {
-                eprintln!("child: {error}");
-                std::process::exit(3);
-            }
-        }
+        child_support::run_until_sigterm(bridge(prefix, &args[4], configs, output, None, None)).await;
         return;
     }
     let relayed = Arc::new(AtomicBool::new(false));
