@@ -21,7 +21,8 @@
 //!   from a Python flechtwerk 0.17 bridge (`tests/python/migration.py mqtt-bridge`) to a Rust
 //!   bridge of the same stage and back, each switch a clean stop (SIGTERM), while a device
 //!   publishes 1,500 numbered messages: every one reaches Kafka, in order of first arrival; the
-//!   duplicates a switch may leave (the stopped bridge's last acknowledgements) are counted.
+//!   switch from Python leaves at most its last poll to be delivered again, the switch from
+//!   Rust nothing (a stopping Rust bridge acknowledges its last committed poll, MQ-38).
 //!   Needs `PYTHON_REF` (`scripts/python-ref`; `scripts/test` sets it).
 
 #![cfg(all(feature = "rdkafka", feature = "mqtt", not(madsim)))]
@@ -504,11 +505,12 @@ async fn python_cutover() {
             first_by.insert(*seq, by);
         }
     }
-    // A clean switch leaves at most the stopped bridge's last poll unacknowledged (MQ-38):
-    // drain_limit (50) messages of the one filter, per switch.
+    // A clean switch from Python leaves at most its last poll unacknowledged (drain_limit, 50
+    // messages of the one filter), and one from Rust nothing: a stopping Rust bridge
+    // acknowledges its last committed poll before it leaves the session (MQ-38).
     assert!(
-        duplicates <= 2 * 50,
-        "{duplicates} duplicates over two clean switches, more than two polls' worth: {switches:?}"
+        duplicates <= 50 && !switches.contains_key("rust then python"),
+        "{duplicates} duplicates over two clean switches: {switches:?}"
     );
     let by_rust = relayed.iter().filter(|(s, by)| *s > 0 && by == "rust").count();
     let first_rust = relayed.iter().position(|(_, by)| by == "rust").expect("Rust relayed nothing");

@@ -21,6 +21,7 @@ pub static ALL: &[&Scenario] = &[
     &kafka_chaos::SCENARIO,
     &late_requests::SCENARIO,
     &mqtt::SCENARIO,
+    &mqtt::SCENARIO_ROLLING,
 ];
 
 /// Looks a scenario up by name.

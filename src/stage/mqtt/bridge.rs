@@ -250,6 +250,12 @@ impl<S: MqttExtractor> Extractor for Bridge<S> {
     }
 
     async fn teardown(&self) -> Result<(), BoxError> {
+        // The runner calls this once every cycle has ended: what is pending was committed, and
+        // its acknowledgements go out before the DISCONNECT (one request queue, in order), so a
+        // clean stop hands the session on without duplicates (MQ-38).
+        if let Ok(connection) = self.connection() {
+            connection.ack_all_pending_at_stop();
+        }
         // Plain DISCONNECT; nothing is unsubscribed (MQ-03): the session keeps buffering for the
         // next incarnation.
         self.disconnect().await;

@@ -395,6 +395,17 @@ impl Connection {
         }
     }
 
+    /// At a stop, once no poll runs any more: acknowledges what every view has pending, the
+    /// last poll's messages, committed by the re-entry contract (MQ-38), so that the next
+    /// holder of the session does not get them again. Buffered messages, never relayed, stay
+    /// unacknowledged: the broker keeps them for the session.
+    pub(crate) fn ack_all_pending_at_stop(&self) {
+        let filters: Vec<String> = self.state().views.iter().map(|(filter, _)| filter.clone()).collect();
+        for filter in filters {
+            self.ack_all_pending(&filter);
+        }
+    }
+
     /// Takes up to `limit` buffered messages of `filter`, never waiting (MQ-17); the recorded
     /// connection error surfaces only once the buffer is empty (MQ-05), a dropped connection's
     /// only once it outlasts the reconnect grace. Also returns how many stay buffered.

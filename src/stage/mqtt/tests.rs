@@ -642,3 +642,43 @@ fn mq21_unsubscribing_an_unknown_filter_is_a_no_op() {
     assert!(f.client.calls().is_empty());
     assert!(f.observer.events().iter().all(|e| !matches!(e, Observed::MqttBuffered { .. })));
 }
+
+#[tokio::test]
+async fn mq_38_a_clean_stop_acks_the_last_committed_poll_before_disconnecting() {
+    let f = bridge(1).await;
+    let mut sink = Sink::default();
+    f.poll(&mut sink).await.unwrap(); // subscribes the view
+    f.publish("t/a/events", 1, r#"{"x":1}"#);
+    f.publish("t/b/events", 2, r#"{"x":2}"#);
+    f.settle().await;
+    f.poll(&mut sink).await.unwrap(); // relays and commits 1; 2 stays buffered
+    assert_eq!(sink.commits, 1);
+    assert!(f.client.acks().is_empty(), "MQ-34: nothing acknowledged before the next poll");
+    f.bridge.teardown().await.unwrap();
+    let calls = f.client.calls();
+    let tail: Vec<&Call> = calls.iter().filter(|c| matches!(c, Call::Ack(..) | Call::Disconnect)).collect();
+    // The committed message is acknowledged, then the session is left; the buffered one, never
+    // relayed, is not: the broker keeps it for the session.
+    assert_eq!(tail, [&Call::Ack("t/a/events".into(), 1), &Call::Disconnect], "{calls:?}");
+}
+
+#[tokio::test]
+async fn mq_38_a_stop_after_a_cancelled_poll_acks_nothing_of_it() {
+    let f = bridge(1000).await;
+    let mut sink = Sink::default();
+    f.poll(&mut sink).await.unwrap();
+    f.publish("t/a/events", 1, r#"{"x":1}"#);
+    f.publish("t/b/events", 2, r#"{"x":2}"#);
+    f.settle().await;
+    // The stop cancels a poll whose second send blocks: its page never commits (MQ-36).
+    sink.fault = Some((true, 1));
+    let cancelled = tokio::time::timeout(Duration::from_millis(50), f.poll(&mut sink)).await;
+    assert!(cancelled.is_err(), "the second send blocks");
+    f.bridge.teardown().await.unwrap();
+    assert!(
+        f.client.acks().is_empty(),
+        "an uncommitted page's messages are never acknowledged: {:?}",
+        f.client.calls()
+    );
+    assert!(f.client.calls().contains(&Call::Disconnect));
+}
