@@ -647,14 +647,14 @@ impl Watermarks {
         (lso, high)
     }
 
-    /// The partitions of `topics` with an open transaction.
-    fn open(&self, topics: &[&str]) -> Vec<String> {
+    /// The partitions of `topics` with an open transaction, each with its high watermark.
+    fn open_positions(&self, topics: &[&str]) -> Vec<(String, i32, i64)> {
         let mut open = Vec::new();
         for topic in topics {
             for p in 0..PARTITIONS as i32 {
                 let (lso, high) = self.of(topic, p);
                 if lso < high {
-                    open.push(format!("{topic}/{p} (LSO {lso} < high watermark {high})"));
+                    open.push(((*topic).to_owned(), p, high));
                 }
             }
         }
@@ -902,19 +902,26 @@ enum Switch {
     Kill,
 }
 
+/// How a victim's ownership ended: when, after how many attempts, and (a kill) the partitions
+/// its open transaction held, each with its high watermark at the kill.
+struct SwitchedOff {
+    at: Instant,
+    attempts: usize,
+    open: Vec<(String, i32, i64)>,
+}
+
 /// Ends `victim`'s ownership: SIGTERM, or SIGKILL while one of its transactions is open (frozen
-/// first, and let run on when its transaction closed before the freeze). Returns the kill's
-/// instant and the number of attempts.
+/// first, and let run on when its transaction closed before the freeze).
 fn switch_off(
     how: Switch,
     victim: &mut Proc,
     watermarks: &Watermarks,
     topics: &[&str],
     progress: &dyn Fn() -> i64,
-) -> (Instant, usize) {
+) -> SwitchedOff {
     if how == Switch::Stop {
         victim.stop();
-        return (Instant::now(), 1);
+        return SwitchedOff { at: Instant::now(), attempts: 1, open: Vec::new() };
     }
     for attempt in 1..=KILL_ATTEMPTS {
         // Freeze the victim the moment an open transaction shows, and kill it only if the
@@ -933,11 +940,14 @@ fn switch_off(
         // nothing for the successor to fence. Only a transaction still open after a second of
         // the victim frozen is one the victim left open.
         std::thread::sleep(FROZEN_SETTLE);
-        let open = watermarks.open(topics);
+        let open = watermarks.open_positions(topics);
         if !open.is_empty() {
             victim.kill();
-            println!("migration: {} SIGKILLed with a transaction open on {}", victim.name, open.join(", "));
-            return (Instant::now(), attempt);
+            let at = Instant::now();
+            let shown: Vec<String> =
+                open.iter().map(|(t, p, high)| format!("{t}/{p} (high watermark {high})")).collect();
+            println!("migration: {} SIGKILLed with a transaction open on {}", victim.name, shown.join(", "));
+            return SwitchedOff { at, attempts: attempt, open };
         }
         victim.thaw();
         println!("migration: {} froze between transactions (attempt {attempt}); trying again", victim.name);
@@ -951,20 +961,30 @@ fn switch_off(
 }
 
 /// After a kill: the successor must abort the victim's open transaction by fencing it, long
-/// before the transaction timeout would. Returns the time from the kill.
-fn fenced(watermarks: &Watermarks, topics: &[&str], killed: Instant, successor: &mut Proc) -> Duration {
-    let deadline = killed + FENCE_MAX;
+/// before the transaction timeout would. The victim's transaction is over on a partition once
+/// its last stable offset reached the high watermark of the kill (the abort marker follows the
+/// victim's records; the successor's own transactions open later). Returns the time from the
+/// kill.
+fn fenced(watermarks: &Watermarks, killed: &SwitchedOff, successor: &mut Proc) -> Duration {
+    let deadline = killed.at + FENCE_MAX;
     loop {
-        if watermarks.open(topics).is_empty() {
-            return killed.elapsed();
+        let still_open: Vec<String> = killed
+            .open
+            .iter()
+            .filter_map(|(topic, p, high)| {
+                let (lso, _) = watermarks.of(topic, *p);
+                (lso < *high).then(|| format!("{topic}/{p} (LSO {lso} < {high} at the kill)"))
+            })
+            .collect();
+        if still_open.is_empty() {
+            return killed.at.elapsed();
         }
         successor.alive();
         assert!(
             Instant::now() < deadline,
-            "the killed owner's transaction is still open {FENCE_MAX:?} after the kill (still open: {:?}); the \
-             successor did not fence it (its transactional ids differ?). The transaction timeout is \
+            "the killed owner's transaction is still open {FENCE_MAX:?} after the kill (still open: {still_open:?}); \
+             the successor did not fence it (its transactional ids differ?). The transaction timeout is \
              {TRANSACTION_TIMEOUT:?}; successor log: {}",
-            watermarks.open(topics),
             successor.context()
         );
         std::thread::sleep(Duration::from_millis(100));
@@ -990,12 +1010,12 @@ fn cutover(setup: Setup, how: Switch) -> String {
         committed(&app, &input, PARTITIONS) >= (INPUTS / 4) as i64
     });
     let py_progress = || committed(&app, &input, PARTITIONS);
-    let (killed1, attempts1) = switch_off(how, &mut py1, &watermarks, &txn_topics, &py_progress);
+    let killed1 = switch_off(how, &mut py1, &watermarks, &txn_topics, &py_progress);
     let python_end = watermarks.stable(&output);
 
     // Rust takes over.
     let mut rust = setup.rust_counter("rust", &app, "rust-0");
-    let fence1 = (how == Switch::Kill).then(|| fenced(&watermarks, &txn_topics, killed1, &mut rust));
+    let fence1 = (how == Switch::Kill).then(|| fenced(&watermarks, &killed1, &mut rust));
     let before = committed(&rust_group, &input, PARTITIONS);
     wait_until("Rust to take over and process up to 55% of the input", PHASE_MAX, || {
         rust.alive();
@@ -1004,12 +1024,12 @@ fn cutover(setup: Setup, how: Switch) -> String {
     });
     assert!(fed.load(Ordering::SeqCst) < INPUTS, "the feed ended before the switch back: slow it down");
     let rust_progress = || committed(&rust_group, &input, PARTITIONS);
-    let (killed2, attempts2) = switch_off(how, &mut rust, &watermarks, &txn_topics, &rust_progress);
+    let killed2 = switch_off(how, &mut rust, &watermarks, &txn_topics, &rust_progress);
     let rust_end = watermarks.stable(&output);
 
     // And back to Python, to the end of the input.
     let mut py2 = setup.python_counter("py-back", &app, "pod-0");
-    let fence2 = (how == Switch::Kill).then(|| fenced(&watermarks, &txn_topics, killed2, &mut py2));
+    let fence2 = (how == Switch::Kill).then(|| fenced(&watermarks, &killed2, &mut py2));
     feeder.join().expect("feeder");
     wait_until("Python to process every input", PHASE_MAX, || {
         py2.alive();
@@ -1047,8 +1067,10 @@ fn cutover(setup: Setup, how: Switch) -> String {
     }
     let fences = match (fence1, fence2) {
         (Some(a), Some(b)) => format!(
-            "; killed mid-transaction ({attempts1} and {attempts2} attempt(s)), the open transaction fenced {:.1} s \
-             and {:.1} s after the kill",
+            "; killed mid-transaction ({} and {} attempt(s)), the open transaction fenced {:.1} s and {:.1} s after \
+             the kill",
+            killed1.attempts,
+            killed2.attempts,
             a.as_secs_f64(),
             b.as_secs_f64()
         ),
@@ -1085,6 +1107,11 @@ fn extracted(outputs: &[RawRecord]) -> (PerFeed, Vec<String>) {
         }
     }
     (per_feed, violations)
+}
+
+/// Items in the committed output of an extractor scenario.
+fn items_extracted(output: &str) -> i64 {
+    block(read_topic(&*kafka(), "migration-reader", output)).expect("read output").len() as i64
 }
 
 /// Whether every feed's committed output reached its last item.
@@ -1208,8 +1235,8 @@ fn extractor_cutover(setup: Setup) -> String {
     extractor_setup(&configs, &output, &changelog, CUTOVER_ITEMS);
     let watermarks = Watermarks::new();
     let txn_topics = [output.as_str(), changelog.as_str()];
-    // Committed output offsets (items and transaction markers): how far the extraction got.
-    let progress = || watermarks.stable(&output).iter().sum::<i64>();
+    // Items in the committed output: how far the extraction got.
+    let progress = || items_extracted(&output);
     let items = FEEDS * CUTOVER_ITEMS;
     let python = |name: &str| python_extractor(&setup, name, &app, "pod-0", &configs, &output);
 
@@ -1218,20 +1245,20 @@ fn extractor_cutover(setup: Setup) -> String {
         py1.alive();
         progress() >= items / 4
     });
-    let (killed1, attempts1) = switch_off(Switch::Kill, &mut py1, &watermarks, &txn_topics, &progress);
+    let killed1 = switch_off(Switch::Kill, &mut py1, &watermarks, &txn_topics, &progress);
 
     let mut rust = Proc::rust("rust", &["extractor", &app, "rust-0", &configs, &output], &setup.logs);
-    let fence1 = fenced(&watermarks, &txn_topics, killed1, &mut rust);
+    let fence1 = fenced(&watermarks, &killed1, &mut rust);
     let before = progress();
     wait_until("Rust to take over and extract up to 60% of the items", PHASE_MAX, || {
         rust.alive();
         let now = progress();
         now > before && now >= items * 6 / 10
     });
-    let (killed2, attempts2) = switch_off(Switch::Kill, &mut rust, &watermarks, &txn_topics, &progress);
+    let killed2 = switch_off(Switch::Kill, &mut rust, &watermarks, &txn_topics, &progress);
 
     let mut py2 = python("py-back");
-    let fence2 = fenced(&watermarks, &txn_topics, killed2, &mut py2);
+    let fence2 = fenced(&watermarks, &killed2, &mut py2);
     wait_until("Python to extract every item", PHASE_MAX, || {
         py2.alive();
         extraction_done(&output, CUTOVER_ITEMS)
@@ -1256,10 +1283,12 @@ fn extractor_cutover(setup: Setup) -> String {
     }
     format!(
         "{label}: {} items over {FEEDS} feeds, each 1..{CUTOVER_ITEMS} once and in order; Rust extracted {by_rust} \
-         of them from Python's cursors, Python {python_after_rust} after Rust; killed mid-page ({attempts1} and \
-         {attempts2} attempt(s)), the open page fenced {:.1} s and {:.1} s after the kill; the changelog keyed by \
-         the {ACCOUNTS} accounts as written; a Python consumer read all {} records byte for byte; {:.0} s",
+         of them from Python's cursors, Python {python_after_rust} after Rust; killed mid-page ({} and {} \
+         attempt(s)), the open page fenced {:.1} s and {:.1} s after the kill; the changelog keyed by the \
+         {ACCOUNTS} accounts as written; a Python consumer read all {} records byte for byte; {:.0} s",
         outputs.len(),
+        killed1.attempts,
+        killed2.attempts,
         fence1.as_secs_f64(),
         fence2.as_secs_f64(),
         outputs.len(),
@@ -1276,8 +1305,7 @@ fn extractor_rolling(setup: Setup) -> String {
     let (configs, output, app) = (format!("{p}-configs"), format!("{p}-out"), format!("{p}-app"));
     let changelog = format!("{app}-changelog");
     extractor_setup(&configs, &output, &changelog, ROLLING_ITEMS);
-    let watermarks = Watermarks::new();
-    let progress = || watermarks.stable(&output).iter().sum::<i64>();
+    let progress = || items_extracted(&output);
 
     // A settled group: `members` all hold tokens, all PARTITIONS of them between them, and the
     // extraction moves on after that.

@@ -453,16 +453,20 @@ async fn python_cutover() {
         }
         assert!(Instant::now() < deadline, "the Python bridge never relayed a probe (logs in {})", logs.display());
     }
-    // The device: 1,500 messages, 25 every 250 ms (about 15 s), while the bridges switch.
-    let device = {
+    // The device: 25 messages every 250 ms, in three phases, each started once the one before
+    // has published everything (one publisher at a time keeps the publish order). Each phase
+    // begins while its bridge runs and goes on across the switch that follows, so each bridge
+    // has messages of its own and finds others queued in the session.
+    let device = |range: std::ops::RangeInclusive<i64>| {
         let topic = topic.clone();
         std::thread::spawn(move || {
-            for start in (1..=MESSAGES).step_by(25) {
-                publish_lines(&topic, &payloads(start..=(start + 24).min(MESSAGES)));
+            for start in range.clone().step_by(25) {
+                publish_lines(&topic, &payloads(start..=(start + 24).min(*range.end())));
                 std::thread::sleep(Duration::from_millis(250));
             }
         })
     };
+    let phase1 = device(1..=600);
     let wait_for = |what: &'static str, at_least: usize| {
         let kafka = &kafka;
         let output = &output;
@@ -481,10 +485,13 @@ async fn python_cutover() {
     wait_for("Python to relay the first 300", 300).await;
     stop("py-first", &mut py_first);
     let mut rust = rust_bridge("rust");
+    phase1.join().expect("device");
+    let phase2 = device(601..=1_200);
     wait_for("Rust to take over the session and relay up to 900", 900).await;
     stop("rust", &mut rust);
     let mut py_back = python_bridge("py-back");
-    device.join().expect("device");
+    phase2.join().expect("device");
+    device(1_201..=MESSAGES).join().expect("device");
     wait_for("Python to relay every message", MESSAGES as usize).await;
     stop("py-back", &mut py_back);
 
@@ -514,7 +521,7 @@ async fn python_cutover() {
     );
     let by_rust = relayed.iter().filter(|(s, by)| *s > 0 && by == "rust").count();
     let first_rust = relayed.iter().position(|(_, by)| by == "rust").expect("Rust relayed nothing");
-    let python_after = relayed[first_rust..].iter().filter(|(_, by)| by == "python").count();
+    let python_after = relayed[first_rust..].iter().filter(|(s, by)| *s > 0 && by == "python").count();
     assert!(by_rust > 0 && python_after > 0, "Rust relayed {by_rust}, Python after Rust {python_after}");
     println!(
         "Python cut-over: {MESSAGES}/{MESSAGES} messages in Kafka in order across two clean switches of one MQTT \

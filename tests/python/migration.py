@@ -16,7 +16,7 @@ writer, a config-store reader and a topic reader, each through the package's own
   benches/python/counter_app.py does.
 - `extractor` runs the paging extractor of the extractor cut-over (token-sharded, exactly-once
   pages, like any 0.17 extractor; until SIGTERM or SIGINT, then a clean stop). Each config
-  `{"feed": k, "items": n, "account": "acct-a"}` (key `feed-k`) is a source of n items; one poll
+  `{"feed": k, "items": n, "account": "acct-<k mod 4>"}` (key `feed-k`) is a source of n items; one poll
   emits one page: the next `PAGE_ITEMS` items after the feed's cursor to `--output` under the
   config's key, `{"feed": k, "seq": n, "impl": "python"}`, then the new cursor. The feeds of an
   account share one state (`extract_state_key` returns the account of the config as written):
