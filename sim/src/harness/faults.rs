@@ -211,6 +211,20 @@ pub struct FaultSchedule {
     pub faults: Vec<TimedFault>,
 }
 
+/// A scenario's fault kinds with `stop-restart` appended ([`Fault::StopRestart`]), for the
+/// `…-rolling` variants: `const ROLLING: [&str; FAULTS.len() + 1] = with_stop_restart(FAULTS);`.
+pub const fn with_stop_restart<const N: usize>(kinds: &[&'static str]) -> [&'static str; N] {
+    assert!(N == kinds.len() + 1, "N is kinds.len() + 1");
+    let mut all = [""; N];
+    let mut i = 0;
+    while i < kinds.len() {
+        all[i] = kinds[i];
+        i += 1;
+    }
+    all[kinds.len()] = "stop-restart";
+    all
+}
+
 impl FaultSchedule {
     /// No faults.
     pub fn none() -> Self {

@@ -91,16 +91,7 @@ const FAULTS: &[&str] = &[
 ];
 
 /// The fault kinds of `counter-rolling`: those of the others, and clean restarts.
-const FAULTS_ROLLING: [&str; FAULTS.len() + 1] = {
-    let mut kinds = [""; FAULTS.len() + 1];
-    let mut i = 0;
-    while i < FAULTS.len() {
-        kinds[i] = FAULTS[i];
-        i += 1;
-    }
-    kinds[FAULTS.len()] = "stop-restart";
-    kinds
-};
+const FAULTS_ROLLING: [&str; FAULTS.len() + 1] = crate::harness::faults::with_stop_restart(FAULTS);
 
 /// Weight of clean restarts in `counter-rolling` (the everything profile's weights add up to 24:
 /// a fifth of its faults).

@@ -82,16 +82,7 @@ const FAULTS: &[&str] = &[
 ];
 
 /// `FAULTS` and clean stops, for `mqtt-rolling`.
-const FAULTS_ROLLING: [&str; FAULTS.len() + 1] = {
-    let mut kinds = [""; FAULTS.len() + 1];
-    let mut i = 0;
-    while i < FAULTS.len() {
-        kinds[i] = FAULTS[i];
-        i += 1;
-    }
-    kinds[FAULTS.len()] = "stop-restart";
-    kinds
-};
+const FAULTS_ROLLING: [&str; FAULTS.len() + 1] = crate::harness::faults::with_stop_restart(FAULTS);
 
 /// Weight of clean restarts in `mqtt-rolling`: about a fifth of its faults, as in
 /// `counter-rolling`.
