@@ -237,13 +237,8 @@ fn bridge(
 
 /// Per MQTT topic, the seqs in Kafka output order.
 async fn outputs(kafka: &dyn Kafka, output: &str) -> BTreeMap<String, Vec<i64>> {
-    let mut per_topic: BTreeMap<String, Vec<i64>> = BTreeMap::new();
-    for record in read_topic(kafka, &unique("reader"), output).await.expect("read") {
-        let value = Event::wrap(flechtwerk::wire::decode_value(record.value.as_deref()).expect("json"));
-        let key = String::from_utf8_lossy(record.key.as_deref().unwrap_or_default()).into_owned();
-        per_topic.entry(key).or_default().push(value.require(&SEQ).expect("seq"));
-    }
-    per_topic
+    let per_topic = outputs_by(kafka, output).await;
+    per_topic.into_iter().map(|(topic, relayed)| (topic, relayed.into_iter().map(|(seq, _)| seq).collect())).collect()
 }
 
 async fn wait_outputs(

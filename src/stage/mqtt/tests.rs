@@ -643,6 +643,11 @@ fn mq21_unsubscribing_an_unknown_filter_is_a_no_op() {
     assert!(f.observer.events().iter().all(|e| !matches!(e, Observed::MqttBuffered { .. })));
 }
 
+/// The acknowledgements and the DISCONNECT among a client's calls, in order.
+fn acks_and_disconnect(calls: &[Call]) -> Vec<&Call> {
+    calls.iter().filter(|c| matches!(c, Call::Ack(..) | Call::Disconnect)).collect()
+}
+
 #[tokio::test]
 async fn mq_38_a_clean_stop_acks_the_last_committed_poll_before_disconnecting() {
     let f = bridge(1).await;
@@ -656,10 +661,9 @@ async fn mq_38_a_clean_stop_acks_the_last_committed_poll_before_disconnecting() 
     assert!(f.client.acks().is_empty(), "MQ-34: nothing acknowledged before the next poll");
     f.bridge.teardown().await.unwrap();
     let calls = f.client.calls();
-    let tail: Vec<&Call> = calls.iter().filter(|c| matches!(c, Call::Ack(..) | Call::Disconnect)).collect();
     // The committed message is acknowledged, then the session is left; the buffered one, never
     // relayed, is not: the broker keeps it for the session.
-    assert_eq!(tail, [&Call::Ack("t/a/events".into(), 1), &Call::Disconnect], "{calls:?}");
+    assert_eq!(acks_and_disconnect(&calls), [&Call::Ack("t/a/events".into(), 1), &Call::Disconnect], "{calls:?}");
 }
 
 #[tokio::test]
@@ -670,14 +674,17 @@ async fn mq_38_a_stop_after_a_cancelled_poll_acks_nothing_of_it() {
     f.publish("t/a/events", 1, r#"{"x":1}"#);
     f.publish("t/b/events", 2, r#"{"x":2}"#);
     f.settle().await;
-    f.poll(&mut sink).await.unwrap(); // relays and commits 1
-                                      // The next poll acknowledges 1 at its top, then its send of 2 blocks and the stop cancels it:
-                                      // that page never commits (MQ-36).
+    // Relays and commits 1; the next poll acknowledges 1 at its top, then its send of 2 blocks
+    // and the stop cancels it: that page never commits (MQ-36).
+    f.poll(&mut sink).await.unwrap();
     sink.fault = Some((true, 1));
     let cancelled = tokio::time::timeout(Duration::from_millis(50), f.poll(&mut sink)).await;
     assert!(cancelled.is_err(), "the send of 2 blocks");
     f.bridge.teardown().await.unwrap();
     let calls = f.client.calls();
-    let tail: Vec<&Call> = calls.iter().filter(|c| matches!(c, Call::Ack(..) | Call::Disconnect)).collect();
-    assert_eq!(tail, [&Call::Ack("t/a/events".into(), 1), &Call::Disconnect], "2 is never acknowledged: {calls:?}");
+    assert_eq!(
+        acks_and_disconnect(&calls),
+        [&Call::Ack("t/a/events".into(), 1), &Call::Disconnect],
+        "2 is never acknowledged: {calls:?}"
+    );
 }
