@@ -46,9 +46,9 @@
 //! `--child ...`. Every child's stdout and stderr are kept in a log file under the temp dir,
 //! named in the failure message.
 //!
-//! `FLECHTWERK_MIGRATION_SCENARIOS=stop,kill,rolling,configs,extractor,extractor-rolling` runs a subset. Planted bugs
-//! (`FLECHTWERK_MIGRATION_MUTANT`, for showing the checks can fail; the results are in
-//! docs/compatibility.md): `app-id` (the Rust instances use another `application_id`),
+//! `FLECHTWERK_MIGRATION_SCENARIOS=stop,kill,rolling,configs,extractor,extractor-rolling` runs
+//! a subset. Planted bugs (`FLECHTWERK_MIGRATION_MUTANT`, for showing the checks can fail; the
+//! results are in docs/compatibility.md): `app-id` (the Rust instances use another `application_id`),
 //! `forget` (the Rust stage's state store forgets everything: a stage that does not restore),
 //! `quoted-key` (the Rust config writer JSON-quotes its keys).
 
