@@ -48,9 +48,9 @@
 //!
 //! `FLECHTWERK_MIGRATION_SCENARIOS=stop,kill,rolling,configs,extractor,extractor-rolling` runs
 //! a subset. Planted bugs (`FLECHTWERK_MIGRATION_MUTANT`, for showing the checks can fail; the
-//! results are in docs/compatibility.md): `app-id` (the Rust instances use another `application_id`),
-//! `forget` (the Rust stage's state store forgets everything: a stage that does not restore),
-//! `quoted-key` (the Rust config writer JSON-quotes its keys).
+//! results are in docs/compatibility.md): `app-id` (the Rust instances use another
+//! `application_id`), `forget` (the Rust stage's state store forgets everything: a stage that
+//! does not restore), `quoted-key` (the Rust config writer JSON-quotes its keys).
 
 mod child_support;
 
@@ -1735,8 +1735,9 @@ fn parent() {
             }),
         ),
     ];
-    // `FLECHTWERK_MIGRATION_SCENARIOS=stop,kill,rolling,configs,extractor,extractor-rolling` (a comma-separated subset) runs
-    // only those: for running one planted bug against the scenario that should catch it.
+    // `FLECHTWERK_MIGRATION_SCENARIOS=stop,kill,rolling,configs,extractor,extractor-rolling` (a
+    // comma-separated subset) runs only those: for running one planted bug against the scenario
+    // that should catch it.
     let only = std::env::var("FLECHTWERK_MIGRATION_SCENARIOS").unwrap_or_default();
     let only: Vec<&str> = only.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
     let scenarios: Vec<(&str, Scenario)> =
