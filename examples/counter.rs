@@ -157,12 +157,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         .try_init();
     let args = parse();
     let kafka = kafka(&args);
-    let replication = if args.bootstrap.is_some() { 1 } else { -1 };
-    let builder = Flechtwerk::builder()
-        .application_id(&args.app)
-        .client_id(&args.client)
-        .kafka(kafka.clone())
-        .replication_factor(replication);
+    // Every topic (its own and the ones it creates here) with the cluster's
+    // default.replication.factor: 1 on the single test broker, 3 on a replicated cluster.
+    let builder = Flechtwerk::builder().application_id(&args.app).client_id(&args.client).kafka(kafka.clone());
     let app = Arc::new(with_metrics(builder, &args).build(counter(&args.input, &args.output, Some(&args.configs)))?);
     if args.serve {
         app.run().await?;
@@ -171,7 +168,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 
     let admin = kafka.admin()?;
     for (topic, compact) in [(&args.input, false), (&args.output, false), (&args.configs, true)] {
-        let mut spec = NewTopic::new(topic.as_str(), args.partitions).replication(replication);
+        let mut spec = NewTopic::new(topic.as_str(), args.partitions);
         if compact {
             spec = spec.compacted();
         }

@@ -146,14 +146,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         .try_init();
     let args = parse();
     let kafka = kafka(&args);
-    let replication = if args.bootstrap.is_some() { 1 } else { -1 };
     let stage = Feeds { configs: args.configs.clone(), output: args.output.clone(), source: Source };
     let app = Arc::new(
         Flechtwerk::builder()
             .application_id(&args.app)
             .client_id(&args.client)
             .kafka(kafka.clone())
-            .replication_factor(replication)
             .poll_interval(Duration::from_millis(200))
             .build(stage)?,
     );
@@ -162,10 +160,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         return Ok(());
     }
 
-    // The token space is the config topic's partition count; the changelog gets as many.
+    // The token space is the config topic's partition count; the changelog gets as many. Every
+    // topic has the cluster's default.replication.factor (3 on a replicated cluster).
     let admin = kafka.admin()?;
-    admin.create_topic(&NewTopic::new(args.configs.as_str(), args.tokens).replication(replication).compacted()).await?;
-    admin.create_topic(&NewTopic::new(args.output.as_str(), 4).replication(replication)).await?;
+    admin.create_topic(&NewTopic::new(args.configs.as_str(), args.tokens).compacted()).await?;
+    admin.create_topic(&NewTopic::new(args.output.as_str(), 4)).await?;
     let producer = kafka.producer(ProducerConfig::idempotent(format!("{}-setup", args.client)))?;
     for feed in 0..args.feeds {
         let config = format!(r#"{{"items":{}}}"#, args.items);

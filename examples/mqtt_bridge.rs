@@ -143,8 +143,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let run = format!("{:x}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_millis());
     let (configs, output) = (format!("bridge-configs-{run}"), format!("readings-{run}"));
     let admin = kafka.admin()?;
-    admin.create_topic(&NewTopic::new(&configs, 1).replication(1).compacted()).await?;
-    admin.create_topic(&NewTopic::new(&output, 3).replication(1)).await?;
+    admin.create_topic(&NewTopic::new(&configs, 1).compacted()).await?;
+    admin.create_topic(&NewTopic::new(&output, 3)).await?;
     let producer = kafka.producer(ProducerConfig::idempotent("bridge-example-configs"))?;
     producer.send(ProducerRecord::new(&configs, "site-readings", r#"{"topic":"site/+/readings"}"#)).await?.await?;
     producer.close().await;
@@ -164,7 +164,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         // every reading a second time through it.
         .client_id(format!("bridge-{run}"))
         .kafka(kafka.clone())
-        .replication_factor(1)
         .poll_interval(Duration::from_millis(200))
         .observer(drops.clone())
         .mqtt(MqttBrokerConfig::new(broker.clone()).qos(QoS::AtLeastOnce))

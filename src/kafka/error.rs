@@ -125,6 +125,17 @@ impl KafkaError {
         self
     }
 
+    /// This error once a caller retried it `attempts` times over `elapsed` and gave up: kind,
+    /// code and context stay as they were; the message says that a retry budget ran out.
+    pub(crate) fn gave_up(mut self, attempts: u32, elapsed: std::time::Duration) -> Self {
+        self.message = format!(
+            "retry budget exhausted: still failing after {attempts} attempts over {:.1} s; last error: {}",
+            elapsed.as_secs_f64(),
+            self.message
+        );
+        self
+    }
+
     /// The classification.
     ///
     /// ```
@@ -237,5 +248,19 @@ mod tests {
             "kafka commit_transaction failed (transactional id app-3): producer fenced [broker error 90]"
         );
         assert!(e.is_fenced() && e.is_fatal() && !e.is_retriable() && !e.is_abortable());
+    }
+
+    #[test]
+    fn a_given_up_error_keeps_its_kind_code_and_context() {
+        let e = KafkaError::new(KafkaErrorKind::Retriable, "end_offset", "leader not available")
+            .with_context("t/1")
+            .with_code(5)
+            .gave_up(7, std::time::Duration::from_millis(60_400));
+        assert_eq!((e.kind(), e.code(), e.context()), (KafkaErrorKind::Retriable, Some(5), Some("t/1")));
+        assert_eq!(
+            e.to_string(),
+            "kafka end_offset failed (t/1): retry budget exhausted: still failing after 7 attempts over \
+             60.4 s; last error: leader not available [broker error 5]"
+        );
     }
 }

@@ -744,10 +744,12 @@ impl Consumer for RdConsumer {
                 let offset = match start {
                     StartOffset::At(offset) => *offset,
                     StartOffset::Beginning | StartOffset::End => {
-                        let (low, high) = shared
-                            .consumer
-                            .fetch_watermarks(&partition.topic, partition.partition, REQUEST_TIMEOUT)
-                            .map_err(|e| rd_error("assign", &e, None).with_context(partition.to_string()))?;
+                        let (low, high) = retry_read(|timeout| {
+                            shared
+                                .consumer
+                                .fetch_watermarks(&partition.topic, partition.partition, timeout)
+                                .map_err(|e| rd_error("assign", &e, None).with_context(partition.to_string()))
+                        })?;
                         if *start == StartOffset::Beginning {
                             low
                         } else {
@@ -878,17 +880,21 @@ impl Consumer for RdConsumer {
                 return Ok(offset);
             }
             // A group partition before its first record: the committed offset, else the reset.
-            let committed = shared
-                .consumer
-                .committed_offsets(rd_partitions([&target]), REQUEST_TIMEOUT)
-                .map_err(|e| rd_error("position", &e, None).with_context(target.to_string()))?;
+            let committed = retry_read(|timeout| {
+                shared
+                    .consumer
+                    .committed_offsets(rd_partitions([&target]), timeout)
+                    .map_err(|e| rd_error("position", &e, None).with_context(target.to_string()))
+            })?;
             if let Some(Offset::Offset(offset)) = committed.elements().first().map(|e| e.offset()) {
                 return Ok(offset);
             }
-            let (low, high) = shared
-                .consumer
-                .fetch_watermarks(&target.topic, target.partition, REQUEST_TIMEOUT)
-                .map_err(|e| rd_error("position", &e, None).with_context(target.to_string()))?;
+            let (low, high) = retry_read(|timeout| {
+                shared
+                    .consumer
+                    .fetch_watermarks(&target.topic, target.partition, timeout)
+                    .map_err(|e| rd_error("position", &e, None).with_context(target.to_string()))
+            })?;
             Ok(match offset_reset {
                 OffsetReset::Earliest => low,
                 OffsetReset::Latest => high,
@@ -936,10 +942,12 @@ impl Consumer for RdConsumer {
         let context = self.context();
         let refusal = shared.ctx().log.refusal.clone();
         blocking_unless_refused(&refusal, "committed", move || {
-            let result = shared
-                .consumer
-                .committed_offsets(rd_partitions(&wanted), REQUEST_TIMEOUT)
-                .map_err(|e| rd_error("committed", &e, None).with_context(context))?;
+            let result = retry_read(|timeout| {
+                shared
+                    .consumer
+                    .committed_offsets(rd_partitions(&wanted), timeout)
+                    .map_err(|e| rd_error("committed", &e, None).with_context(context.clone()))
+            })?;
             Ok(wanted
                 .iter()
                 .map(|p| match result.find_partition(&p.topic, p.partition).map(|e| e.offset()) {
@@ -1081,9 +1089,11 @@ pub(super) fn partition_count<C: ClientContext>(
 ) -> KafkaResult<Option<(u32, bool)>> {
     let deadline = Instant::now() + settle;
     loop {
-        let metadata = client
-            .fetch_metadata(Some(topic), REQUEST_TIMEOUT)
-            .map_err(|e| rd_error("partition_count", &e, None).with_context(topic.to_owned()))?;
+        let metadata = retry_read(|timeout| {
+            client
+                .fetch_metadata(Some(topic), timeout)
+                .map_err(|e| rd_error("partition_count", &e, None).with_context(topic.to_owned()))
+        })?;
         let Some(found) = metadata.topics().iter().find(|t| t.name() == topic) else { return Ok(None) };
         let partitions = found.partitions();
         match found.error().map(Code::from) {
@@ -1107,90 +1117,58 @@ pub(super) fn partition_count<C: ClientContext>(
 /// How long [`Consumer::close`] waits for librdkafka to close a consumer.
 const CLOSE_BOUND: Duration = Duration::from_secs(30);
 
-/// How long a ListOffsets is retried through retriable errors (a partition without a leader
-/// yet, right after the topic was created; a leader moving): as long as the simulated client
-/// retries, so neither client gives up where the other would not.
-const WATERMARK_BUDGET: std::time::Duration = std::time::Duration::from_secs(60);
-
 /// The high watermark of `target` as `consumer` sees it (the last stable offset for a
-/// read_committed consumer), retrying retriable errors within [`WATERMARK_BUDGET`]. Blocking.
+/// read_committed consumer), retrying transient errors within [`READ_RETRY_BUDGET`]. Blocking.
 fn high_watermark<C: rdkafka::consumer::ConsumerContext>(
     consumer: &BaseConsumer<C>,
     target: &TopicPartition,
     operation: &'static str,
 ) -> KafkaResult<i64> {
-    let deadline = std::time::Instant::now() + WATERMARK_BUDGET;
-    let mut backoff = std::time::Duration::from_millis(50);
-    loop {
-        let timeout = deadline.saturating_duration_since(std::time::Instant::now()).min(REQUEST_TIMEOUT);
-        match consumer.fetch_watermarks(&target.topic, target.partition, timeout) {
-            Ok((_, high)) => return Ok(high),
-            Err(e) => {
-                let error = rd_error(operation, &e, None).with_context(target.to_string());
-                if error.kind() != KafkaErrorKind::Retriable || std::time::Instant::now() + backoff >= deadline {
-                    return Err(error);
-                }
-                tracing::debug!(%error, "retrying");
-                std::thread::sleep(backoff);
-                backoff = (backoff * 2).min(std::time::Duration::from_secs(1));
-            }
-        }
-    }
+    retry_read(|timeout| {
+        consumer
+            .fetch_watermarks(&target.topic, target.partition, timeout)
+            .map(|(_, high)| high)
+            .map_err(|e| rd_error(operation, &e, None).with_context(target.to_string()))
+    })
 }
 
 /// `ListOffsets(which)` of every partition of `targets` at once (one request per leader), in
-/// their order, retrying retriable errors (the whole list, or one partition's) within
-/// [`WATERMARK_BUDGET`]. Blocking.
+/// their order, retrying transient errors (the whole list's, or one partition's) within
+/// [`READ_RETRY_BUDGET`]. Blocking.
 fn list_offsets<C: rdkafka::consumer::ConsumerContext>(
     consumer: &BaseConsumer<C>,
     targets: &[TopicPartition],
     which: Offset,
     operation: &'static str,
 ) -> KafkaResult<Vec<i64>> {
-    let deadline = std::time::Instant::now() + WATERMARK_BUDGET;
-    let mut backoff = std::time::Duration::from_millis(50);
-    loop {
-        let timeout = deadline.saturating_duration_since(std::time::Instant::now()).min(REQUEST_TIMEOUT);
-        let attempt = (|| {
-            let mut tpl = TopicPartitionList::new();
-            for target in targets {
-                tpl.add_partition_offset(&target.topic, target.partition, which)
-                    .map_err(|e| rd_error(operation, &e, None).with_context(target.to_string()))?;
-            }
-            let answered = consumer
-                .offsets_for_times(tpl, timeout)
-                .map_err(|e| rd_error(operation, &e, None).with_context(format!("{} partitions", targets.len())))?;
-            targets
-                .iter()
-                .map(|target| {
-                    let element = answered
-                        .find_partition(&target.topic, target.partition)
-                        .ok_or_else(|| KafkaError::new(KafkaErrorKind::Retriable, operation, "no answer"))?;
-                    element.error().map_err(|e| rd_error(operation, &e, None).with_context(target.to_string()))?;
-                    match element.offset() {
-                        Offset::Offset(offset) => Ok(offset),
-                        other => Err(KafkaError::new(
-                            KafkaErrorKind::Retriable,
-                            operation,
-                            format!("the broker answered {other:?}"),
-                        )
-                        .with_context(target.to_string())),
-                    }
-                })
-                .collect::<KafkaResult<Vec<i64>>>()
-        })();
-        match attempt {
-            Ok(offsets) => return Ok(offsets),
-            Err(error) => {
-                if error.kind() != KafkaErrorKind::Retriable || std::time::Instant::now() + backoff >= deadline {
-                    return Err(error);
-                }
-                tracing::debug!(%error, "retrying");
-                std::thread::sleep(backoff);
-                backoff = (backoff * 2).min(std::time::Duration::from_secs(1));
-            }
+    retry_read(|timeout| {
+        let mut tpl = TopicPartitionList::new();
+        for target in targets {
+            tpl.add_partition_offset(&target.topic, target.partition, which)
+                .map_err(|e| rd_error(operation, &e, None).with_context(target.to_string()))?;
         }
-    }
+        let answered = consumer
+            .offsets_for_times(tpl, timeout)
+            .map_err(|e| rd_error(operation, &e, None).with_context(format!("{} partitions", targets.len())))?;
+        targets
+            .iter()
+            .map(|target| {
+                let element = answered
+                    .find_partition(&target.topic, target.partition)
+                    .ok_or_else(|| KafkaError::new(KafkaErrorKind::Retriable, operation, "no answer"))?;
+                element.error().map_err(|e| rd_error(operation, &e, None).with_context(target.to_string()))?;
+                match element.offset() {
+                    Offset::Offset(offset) => Ok(offset),
+                    other => Err(KafkaError::new(
+                        KafkaErrorKind::Retriable,
+                        operation,
+                        format!("the broker answered {other:?}"),
+                    )
+                    .with_context(target.to_string())),
+                }
+            })
+            .collect::<KafkaResult<Vec<i64>>>()
+    })
 }
 
 /// Wakes the broker threads that fetch `partitions`, just resumed, by asking their leaders for

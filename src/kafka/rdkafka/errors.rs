@@ -8,6 +8,81 @@ pub(super) fn is_fenced_code(code: Code) -> bool {
     matches!(code, Code::Fenced | Code::ProducerFenced | Code::InvalidProducerEpoch)
 }
 
+/// librdkafka's local errors that a broker failover produces on its own, none of them a fault of
+/// the caller: the same request succeeds once the cluster has moved the leaderships, so every
+/// read retries them within [`READ_RETRY_BUDGET`] (issue 40). The broker's own codes of a
+/// failover (NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, NOT_COORDINATOR, ...) are in
+/// [`code_kind`]'s list.
+///
+/// - `_DESTROY_BROKER`: the handle of a broker that left the cluster's metadata (a broker
+///   killed or paused until the controller fenced it) is decommissioned, and the requests it
+///   still held fail with this code; librdkafka's own metadata requests retry it on another
+///   broker. Not `_DESTROY` (-197): that one means the client itself is being destroyed.
+/// - `_UNKNOWN_BROKER`: a leader or coordinator id that the client has no handle for yet (the
+///   metadata naming it arrived before the broker's own entry).
+/// - `_NODE_UPDATE`: a broker handle's address changed under a request (a restarted broker
+///   advertising anew).
+/// - `_WAIT_CACHE`: the topic's metadata is being refreshed; the answer is on its way.
+/// - `_ISR_INSUFF`: fewer in-sync replicas than the producer's acks require, while a replica
+///   catches up again.
+/// - `NOT_CONTROLLER` (41): an admin request (a topic's creation) reached a broker while the
+///   controller moved.
+pub(super) fn is_failover_code(code: Code) -> bool {
+    matches!(
+        code,
+        Code::DestroyBroker
+            | Code::UnknownBroker
+            | Code::NodeUpdate
+            | Code::WaitCache
+            | Code::ISRInsufficient
+            | Code::NotController
+    )
+}
+
+/// How long a read (offsets, watermarks, committed offsets, metadata) is retried through
+/// transient errors: a partition without a leader yet right after its topic was created, a
+/// leader or coordinator moving, a broker handle replaced during a failover. A failed broker is
+/// fenced by the controller after `broker.session.timeout.ms` (9 s by default) and its
+/// leaderships move then, well within the budget. As long as the simulated client retries, so
+/// neither client gives up where the other would not.
+pub(super) const READ_RETRY_BUDGET: Duration = Duration::from_secs(60);
+
+/// Runs the blocking read `attempt` (given the time one request may take) until it succeeds,
+/// fails with an error that is not [`KafkaErrorKind::Retriable`], or [`READ_RETRY_BUDGET`]
+/// runs out; then the last error says so ([`KafkaError::gave_up`]). Backs off from 50 ms,
+/// doubling up to 1 s.
+pub(super) fn retry_read<T>(attempt: impl FnMut(Duration) -> KafkaResult<T>) -> KafkaResult<T> {
+    retry_read_within(READ_RETRY_BUDGET, attempt)
+}
+
+/// [`retry_read`] with another budget.
+pub(super) fn retry_read_within<T>(
+    budget: Duration,
+    mut attempt: impl FnMut(Duration) -> KafkaResult<T>,
+) -> KafkaResult<T> {
+    let started = Instant::now();
+    let deadline = started + budget;
+    let mut backoff = Duration::from_millis(50);
+    let mut attempts = 0u32;
+    loop {
+        attempts += 1;
+        let timeout = deadline.saturating_duration_since(Instant::now()).min(REQUEST_TIMEOUT);
+        match attempt(timeout) {
+            Ok(value) => return Ok(value),
+            Err(error) if !error.is_retriable() => return Err(error),
+            Err(error) if Instant::now() + backoff >= deadline => {
+                tracing::warn!(%error, attempts, "a read gave up: its retry budget ran out");
+                return Err(error.gave_up(attempts, started.elapsed()));
+            }
+            Err(error) => {
+                tracing::debug!(%error, attempts, "retrying");
+                std::thread::sleep(backoff);
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+            }
+        }
+    }
+}
+
 /// Classification of a bare librdkafka or broker error code.
 pub(super) fn code_kind(code: Code) -> KafkaErrorKind {
     match code {
@@ -18,6 +93,7 @@ pub(super) fn code_kind(code: Code) -> KafkaErrorKind {
             KafkaErrorKind::UnknownTopic
         }
         Code::Fatal => KafkaErrorKind::Fatal,
+        c if is_failover_code(c) => KafkaErrorKind::Retriable,
         Code::OperationTimedOut
         | Code::MessageTimedOut
         | Code::RequestTimedOut

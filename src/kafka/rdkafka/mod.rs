@@ -493,6 +493,64 @@ mod tests {
     }
 
     #[test]
+    fn failover_codes_are_retriable() {
+        // Issue 40: a read during a broker failover ended with DestroyBroker classified Other.
+        for code in [
+            Code::DestroyBroker,
+            Code::UnknownBroker,
+            Code::NodeUpdate,
+            Code::WaitCache,
+            Code::ISRInsufficient,
+            Code::NotController,
+            Code::NotLeaderForPartition,
+            Code::LeaderNotAvailable,
+            Code::BrokerTransportFailure,
+            Code::AllBrokersDown,
+        ] {
+            assert_eq!(code_kind(code), KafkaErrorKind::Retriable, "{code:?}");
+            let e = rd_error("end_offset", &RdError::MetadataFetch(code), None);
+            assert!(e.is_retriable(), "{e}");
+        }
+        // The client itself being destroyed is no failover: nothing to wait for.
+        assert_eq!(code_kind(Code::BrokerDestroy), KafkaErrorKind::Other);
+    }
+
+    #[test]
+    fn a_read_retries_transient_errors_and_stops_at_others() {
+        let transient = || KafkaError::new(KafkaErrorKind::Retriable, "end_offset", "DestroyBroker");
+        let mut calls = 0;
+        let read = retry_read_within(Duration::from_secs(10), |_| {
+            calls += 1;
+            if calls < 3 {
+                Err(transient())
+            } else {
+                Ok(42)
+            }
+        });
+        assert_eq!((read, calls), (Ok(42), 3));
+
+        let mut calls = 0;
+        let read: KafkaResult<i64> = retry_read_within(Duration::from_secs(10), |_| {
+            calls += 1;
+            Err(KafkaError::new(KafkaErrorKind::UnknownTopic, "end_offset", "gone"))
+        });
+        assert_eq!((read.unwrap_err().kind(), calls), (KafkaErrorKind::UnknownTopic, 1));
+
+        // A budget that runs out names itself and keeps the last error's kind and context.
+        let started = Instant::now();
+        let mut calls = 0;
+        let read: KafkaResult<i64> = retry_read_within(Duration::from_millis(300), |timeout| {
+            calls += 1;
+            assert!(timeout <= Duration::from_millis(300));
+            Err(transient().with_context("t/0"))
+        });
+        let error = read.unwrap_err();
+        assert!(error.is_retriable() && error.context() == Some("t/0"), "{error}");
+        assert!(error.to_string().contains(&format!("retry budget exhausted: still failing after {calls} attempts")));
+        assert!(calls >= 3 && started.elapsed() < Duration::from_secs(2), "{calls} calls");
+    }
+
+    #[test]
     fn reserved_settings_are_refused() {
         let mut settings = BTreeMap::new();
         settings.insert("isolation.level".to_string(), "read_uncommitted".to_string());

@@ -1,0 +1,774 @@
+//! The nemesis: the production stack (this library, its librdkafka adapter, librdkafka, Apache
+//! Kafka) run as separate OS processes on the replicated 3-broker cluster of `scripts/kafka start
+//! --brokers 3`, while a seeded schedule of faults fires: brokers SIGKILLed and restarted,
+//! brokers SIGSTOPped past the session timeouts, preferred-leader elections, application
+//! replicas SIGKILLed, stopped and rolled. Then every fault heals, the stages finish, and a
+//! checker reads what the brokers hold — with librdkafka directly, not through this library's
+//! reading code — and verifies, per stage:
+//!
+//! - counter (3 replicas of a counting transformer with a config join): per key the counts are
+//!   exactly 1..n, n its inputs in the input topic; every output joined with its config; the
+//!   group's committed offsets at the end of the input;
+//! - extractor (3 replicas of a paging extractor): per feed items 1..N exactly once, in order;
+//!   per feed the cursors in the changelog never regress;
+//! - no open transaction left on any output or changelog partition (the read_committed end
+//!   equals the high watermark);
+//! - no replica ended on its own: a replica whose `run()` returned an error (a fault the engine
+//!   should have waited out, like issue 40's DestroyBroker) fails the run, with its error.
+//!
+//! One binary, three roles (`harness = false`): without arguments it is the nemesis and the
+//! checker; `--counter PREFIX CLIENT` and `--extractor PREFIX CLIENT` are the replicas.
+//!
+//! Environment: `KAFKA_CLUSTER_BOOTSTRAP` and `KAFKA_CLUSTER_COMMAND` (what `scripts/kafka
+//! start --brokers 3` prints); `NEMESIS_SECONDS` (faults for this long, default 180);
+//! `NEMESIS_SEED` (the schedule; default from the clock). The seed and the whole schedule are
+//! printed first: `NEMESIS_SEED=<seed> cargo test --features rdkafka --test nemesis` repeats it
+//! (the faults' times are the same; what the processes do between them is not deterministic).
+//! `NEMESIS_PRODUCERS=per-instance` runs the counter with `Producers::PerInstance`.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use flechtwerk::attribute::{Attribute, INT};
+use flechtwerk::kafka::rdkafka::RdKafka;
+use flechtwerk::kafka::{Kafka, NewTopic, ProducerConfig, ProducerRecord};
+use flechtwerk::stage::BoxError;
+use flechtwerk::{Config, Event, Extractor, Flechtwerk, Message, Page, Producers, State};
+use flechtwerk_sim::stages::{check_counts, counter, LABEL};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message as _;
+use rdkafka::{Offset, TopicPartitionList};
+
+const PARTITIONS: u32 = 6;
+const REPLICAS: usize = 3;
+const KEYS: usize = 200;
+/// Counter inputs fed per second while the faults run.
+const INPUT_RATE: u64 = 100;
+const FEEDS: usize = 24;
+const PAGE_ITEMS: i64 = 10;
+/// Items per feed per second of faults: one page a second, so extraction lasts the run.
+const FEED_RATE: i64 = 10;
+/// How long the stages may take to finish once everything healed.
+const FINISH_MAX: Duration = Duration::from_secs(300);
+
+const SEQ: Attribute<i64> = Attribute::new("seq", &INT);
+const CURSOR: Attribute<i64> = Attribute::new("cursor", &INT);
+const ITEMS: Attribute<i64> = Attribute::new("items", &INT);
+
+fn env(name: &str) -> String {
+    let value = std::env::var(name).unwrap_or_default();
+    assert!(
+        !value.is_empty(),
+        "{name} is not set: run through scripts/test, or `scripts/kafka start --brokers 3` and export what it prints"
+    );
+    value
+}
+
+fn kafka() -> Arc<dyn Kafka> {
+    Arc::new(RdKafka::new(env("KAFKA_CLUSTER_BOOTSTRAP")))
+}
+
+struct Names {
+    input: String,
+    output: String,
+    configs: String,
+    feeds: String,
+    items: String,
+    counter_app: String,
+    extractor_app: String,
+}
+
+fn names(prefix: &str) -> Names {
+    Names {
+        input: format!("{prefix}-input"),
+        output: format!("{prefix}-output"),
+        configs: format!("{prefix}-configs"),
+        feeds: format!("{prefix}-feeds"),
+        items: format!("{prefix}-items"),
+        counter_app: format!("{prefix}-counter"),
+        extractor_app: format!("{prefix}-extractor"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The replicas.
+
+/// Pages through items 1..=N of its feed (N in the feed's config), one page per poll.
+struct Pager {
+    feeds: String,
+    items: String,
+}
+
+impl Extractor for Pager {
+    fn config_topics(&self) -> Vec<String> {
+        vec![self.feeds.clone()]
+    }
+
+    async fn poll(&self, config: Config, mut state: State, page: &mut Page<'_>) -> Result<(), BoxError> {
+        let total = config.require(&ITEMS)?;
+        let cursor = state.get(&CURSOR)?.unwrap_or(0);
+        if cursor >= total {
+            return Ok(());
+        }
+        let last = (cursor + PAGE_ITEMS).min(total);
+        for seq in cursor + 1..=last {
+            page.send(Message::new(self.items.as_str(), page.key(), Event::new().with(&SEQ, seq)?)).await?;
+        }
+        state.set(&CURSOR, last)?;
+        page.commit(state).await?;
+        Ok(())
+    }
+}
+
+/// A replica: runs until killed or stopped (SIGTERM: a clean stop, exit 0); a `run()` that ends
+/// with an error exits 3 after printing it.
+fn replica(role: &str, prefix: &str, client: &str) {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    runtime.block_on(async {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .try_init();
+        let n = names(prefix);
+        let builder = Flechtwerk::builder()
+            .client_id(client)
+            .kafka(kafka())
+            .session_timeout(Duration::from_secs(6))
+            .poll_interval(Duration::from_millis(1000 / FEED_RATE as u64 * PAGE_ITEMS as u64));
+        let app = match role {
+            "--counter" => {
+                let producers = match std::env::var("NEMESIS_PRODUCERS").as_deref() {
+                    Ok("per-instance") => Producers::PerInstance,
+                    _ => Producers::PerTask,
+                };
+                builder.application_id(&n.counter_app).producers(producers).build(counter(
+                    &n.input,
+                    &n.output,
+                    Some(&n.configs),
+                ))
+            }
+            _ => builder.application_id(&n.extractor_app).build(Pager { feeds: n.feeds, items: n.items }),
+        }
+        .expect("valid settings");
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM");
+        match app.run_until(async move { term.recv().await.unwrap_or(()) }).await {
+            Ok(()) => std::process::exit(0),
+            Err(error) => {
+                eprintln!("REPLICA FAILED: {error}");
+                std::process::exit(3);
+            }
+        }
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// The schedule.
+
+#[derive(Clone, Debug)]
+enum Fault {
+    KillBroker { broker: u32, down: Duration },
+    PauseBroker { broker: u32, paused: Duration },
+    ElectLeaders,
+    KillReplica { stage: Stage, replica: usize, down: Duration },
+    StopReplica { stage: Stage, replica: usize },
+    Rolling { stage: Stage },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Stage {
+    Counter,
+    Extractor,
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        // xorshift64*
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn secs(&mut self, from: u64, to: u64) -> Duration {
+        Duration::from_millis(from * 1000 + self.below((to - from) * 1000))
+    }
+}
+
+/// Faults at random times over `length`, one every 5–12 s; at most one broker faulted at a time
+/// (so the in-sync replicas stay at `min.insync.replicas`), each broker fault long enough for
+/// the controller to fence the broker (9 s) in half the cases.
+fn schedule(seed: u64, length: Duration) -> Vec<(Duration, Fault)> {
+    let mut rng = Rng(seed.max(1));
+    let mut at = Duration::from_secs(5);
+    let mut brokers_free = Duration::ZERO;
+    let mut faults = Vec::new();
+    while at < length {
+        let stage = if rng.below(2) == 0 { Stage::Counter } else { Stage::Extractor };
+        let replica = rng.below(REPLICAS as u64) as usize;
+        let broker = 1 + rng.below(3) as u32;
+        let fault = match rng.below(10) {
+            0..=2 if at >= brokers_free => {
+                let down = rng.secs(3, 20);
+                brokers_free = at + down + Duration::from_secs(10);
+                Fault::KillBroker { broker, down }
+            }
+            3..=4 if at >= brokers_free => {
+                let paused = rng.secs(3, 20);
+                brokers_free = at + paused + Duration::from_secs(10);
+                Fault::PauseBroker { broker, paused }
+            }
+            5 => Fault::ElectLeaders,
+            6..=7 => Fault::KillReplica { stage, replica, down: rng.secs(0, 5) },
+            8 => Fault::StopReplica { stage, replica },
+            _ => Fault::Rolling { stage },
+        };
+        faults.push((at, fault));
+        at += rng.secs(5, 12);
+    }
+    faults
+}
+
+// ---------------------------------------------------------------------------------------------
+// The processes.
+
+fn cluster(args: &[&str]) {
+    let command = env("KAFKA_CLUSTER_COMMAND");
+    match Command::new(&command).args(args).stdout(Stdio::null()).status() {
+        Ok(status) if status.success() => {}
+        other => eprintln!("nemesis: {command} {args:?}: {other:?}"),
+    }
+}
+
+struct Replica {
+    role: &'static str,
+    client: String,
+    child: Option<Child>,
+    log: PathBuf,
+    /// A restart pending at this time (a killed replica stays down a while).
+    restart_at: Option<Instant>,
+}
+
+struct Fleet {
+    prefix: String,
+    dir: PathBuf,
+    replicas: BTreeMap<(Stage, usize), Replica>,
+    /// Replicas that ended on their own, with their last words.
+    failures: Vec<String>,
+}
+
+impl Fleet {
+    fn spawn(&mut self, key: (Stage, usize)) {
+        let replica = self.replicas.get_mut(&key).expect("a replica");
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(&replica.log).expect("log file");
+        let child = Command::new(std::env::current_exe().expect("own path"))
+            .args([replica.role, &self.prefix, &replica.client])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start a replica");
+        replica.child = Some(child);
+        replica.restart_at = None;
+    }
+
+    fn signal(&mut self, key: (Stage, usize), signal: &str) {
+        if let Some(child) = self.replicas.get_mut(&key).and_then(|r| r.child.as_mut()) {
+            let _ = Command::new("kill").args([signal, &child.id().to_string()]).status();
+        }
+    }
+
+    /// SIGKILL; restarted after `down`.
+    fn kill(&mut self, key: (Stage, usize), down: Duration) {
+        self.signal(key, "-KILL");
+        let replica = self.replicas.get_mut(&key).expect("a replica");
+        if let Some(mut child) = replica.child.take() {
+            let _ = child.wait();
+        }
+        replica.restart_at = Some(Instant::now() + down);
+    }
+
+    /// SIGTERM, waits for the clean stop (killed past 40 s), restarts at once.
+    fn stop_and_restart(&mut self, key: (Stage, usize)) {
+        self.signal(key, "-TERM");
+        let deadline = Instant::now() + Duration::from_secs(40);
+        let replica = self.replicas.get_mut(&key).expect("a replica");
+        if let Some(mut child) = replica.child.take() {
+            loop {
+                match child.try_wait() {
+                    Ok(Some(status)) if status.success() => break,
+                    Ok(Some(status)) => {
+                        self.failures.push(format!(
+                            "{} stopped with {status}: {}",
+                            replica.client,
+                            last_words(&replica.log)
+                        ));
+                        break;
+                    }
+                    Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+                    _ => {
+                        self.failures.push(format!("{} did not stop within 40 s of SIGTERM", replica.client));
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        break;
+                    }
+                }
+            }
+        }
+        self.spawn(key);
+    }
+
+    /// Restarts the replicas due, and records those that ended on their own.
+    fn tend(&mut self) {
+        let keys: Vec<(Stage, usize)> = self.replicas.keys().copied().collect();
+        for key in keys {
+            let replica = self.replicas.get_mut(&key).expect("a replica");
+            if let Some(child) = replica.child.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    self.failures.push(format!(
+                        "{} ended on its own ({status}): {}",
+                        replica.client,
+                        last_words(&replica.log)
+                    ));
+                    replica.child = None;
+                    replica.restart_at = Some(Instant::now());
+                }
+            }
+            if replica.restart_at.is_some_and(|at| Instant::now() >= at) {
+                self.spawn(key);
+            }
+        }
+    }
+
+    fn shutdown(&mut self) {
+        let keys: Vec<(Stage, usize)> = self.replicas.keys().copied().collect();
+        for key in &keys {
+            self.signal(*key, "-KILL");
+        }
+        for replica in self.replicas.values_mut() {
+            if let Some(mut child) = replica.child.take() {
+                let _ = child.wait();
+            }
+        }
+    }
+}
+
+/// The line a failed replica printed about its end (else its last line).
+fn last_words(log: &Path) -> String {
+    let Ok(file) = std::fs::File::open(log) else { return "(no log)".into() };
+    let lines: Vec<String> = BufReader::new(file).lines().map_while(Result::ok).collect();
+    lines
+        .iter()
+        .rev()
+        .find(|l| l.contains("REPLICA FAILED"))
+        .or(lines.last())
+        .cloned()
+        .unwrap_or_else(|| "(empty log)".into())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The checker: librdkafka directly.
+
+fn rd_consumer(isolation: &str, group: Option<&str>) -> BaseConsumer {
+    let mut config = ClientConfig::new();
+    config
+        .set("bootstrap.servers", env("KAFKA_CLUSTER_BOOTSTRAP"))
+        .set("isolation.level", isolation)
+        .set("enable.auto.commit", "false")
+        .set("enable.partition.eof", "false")
+        .set("group.id", group.unwrap_or("nemesis-checker"));
+    config.create().expect("a checker consumer")
+}
+
+/// Every committed record of `topic`: (partition, offset, key, value).
+fn read_committed(topic: &str) -> Vec<(i32, i64, String, Vec<u8>)> {
+    let consumer = rd_consumer("read_committed", None);
+    let timeout = Duration::from_secs(30);
+    let partitions = consumer.fetch_metadata(Some(topic), timeout).expect("metadata").topics()[0].partitions().len();
+    let mut ends = BTreeMap::new();
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions as i32 {
+        let (_, end) = consumer.fetch_watermarks(topic, p, timeout).expect("the stable end");
+        ends.insert(p, end);
+        tpl.add_partition_offset(topic, p, Offset::Beginning).expect("partition");
+    }
+    consumer.assign(&tpl).expect("assign");
+    let mut records = Vec::new();
+    let mut positions: BTreeMap<i32, i64> = BTreeMap::new();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while ends.iter().any(|(p, end)| positions.get(p).copied().unwrap_or(-1) + 1 < *end) {
+        assert!(Instant::now() < deadline, "{topic}: not read to its end within 120 s");
+        let Some(message) = consumer.poll(Duration::from_millis(500)) else { continue };
+        let message = message.expect("a record");
+        positions.insert(message.partition(), message.offset());
+        let key = String::from_utf8_lossy(message.key().unwrap_or_default()).into_owned();
+        records.push((message.partition(), message.offset(), key, message.payload().unwrap_or_default().to_vec()));
+    }
+    records
+}
+
+/// Partitions whose read_committed end (the last stable offset) is below the high watermark:
+/// a transaction left open.
+fn open_transactions(topic: &str) -> Vec<String> {
+    let committed = rd_consumer("read_committed", None);
+    let uncommitted = rd_consumer("read_uncommitted", None);
+    let timeout = Duration::from_secs(30);
+    let partitions = committed.fetch_metadata(Some(topic), timeout).expect("metadata").topics()[0].partitions().len();
+    let mut open = Vec::new();
+    for p in 0..partitions as i32 {
+        // A transaction the coordinator is still deciding gets a few seconds.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let (_, stable) = committed.fetch_watermarks(topic, p, timeout).expect("stable end");
+            let (_, high) = uncommitted.fetch_watermarks(topic, p, timeout).expect("high watermark");
+            if stable == high {
+                break;
+            }
+            if Instant::now() >= deadline {
+                open.push(format!("{topic}/{p}: last stable offset {stable} < high watermark {high}"));
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+    open
+}
+
+fn decode(value: &[u8]) -> Event {
+    Event::wrap(flechtwerk::wire::decode_value(Some(value)).expect("json"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The nemesis.
+
+async fn setup(n: &Names, feed_items: i64) {
+    let kafka = kafka();
+    let admin = kafka.admin().expect("admin");
+    for (topic, partitions, compact) in [
+        (&n.input, PARTITIONS, false),
+        (&n.output, PARTITIONS, false),
+        (&n.configs, 3, true),
+        (&n.feeds, PARTITIONS, true),
+        (&n.items, PARTITIONS, false),
+    ] {
+        let mut spec = NewTopic::new(topic.as_str(), partitions);
+        if compact {
+            spec = spec.compacted();
+        }
+        admin.create_topic(&spec).await.expect("create a topic");
+    }
+    let producer = kafka.producer(ProducerConfig::idempotent("nemesis-setup")).expect("producer");
+    for k in 0..KEYS {
+        let value = format!(r#"{{"label":"config of key-{k}"}}"#);
+        producer
+            .send(ProducerRecord::new(&n.configs, format!("key-{k}"), value))
+            .await
+            .expect("send")
+            .await
+            .expect("delivered");
+    }
+    for f in 0..FEEDS {
+        let value = format!(r#"{{"items":{feed_items}}}"#);
+        producer
+            .send(ProducerRecord::new(&n.feeds, format!("feed-{f:02}"), value))
+            .await
+            .expect("send")
+            .await
+            .expect("delivered");
+    }
+    producer.close().await;
+}
+
+/// Feeds the counter's input at `INPUT_RATE` until `until`; a failed send is retried with a
+/// new producer (the checker counts what the input topic holds, not what was sent).
+async fn feed(input: String, until: Instant) -> u64 {
+    let kafka = kafka();
+    let mut producer = kafka.producer(ProducerConfig::idempotent("nemesis-feeder")).expect("producer");
+    let mut sent = 0u64;
+    let started = Instant::now();
+    while Instant::now() < until {
+        let due = started.elapsed().as_millis() as u64 * INPUT_RATE / 1000;
+        while sent < due {
+            let record =
+                ProducerRecord::new(&input, format!("key-{}", sent % KEYS as u64), format!(r#"{{"i":{sent}}}"#));
+            let delivered = match producer.send(record).await {
+                Ok(delivery) => delivery.await.map(|_| ()),
+                Err(error) => Err(error),
+            };
+            match delivered {
+                Ok(()) => sent += 1,
+                Err(error) => {
+                    eprintln!("nemesis: feeding: {error} (retrying)");
+                    producer.close().await;
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    producer = kafka.producer(ProducerConfig::idempotent("nemesis-feeder")).expect("producer");
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    producer.close().await;
+    sent
+}
+
+fn nemesis() {
+    let seed: u64 = std::env::var("NEMESIS_SEED")
+        .ok()
+        .map(|s| s.parse().expect("NEMESIS_SEED: a number"))
+        .unwrap_or_else(|| SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_nanos() as u64 % 1_000_000);
+    let seconds: u64 =
+        std::env::var("NEMESIS_SECONDS").ok().map(|s| s.parse().expect("NEMESIS_SECONDS")).unwrap_or(180);
+    let length = Duration::from_secs(seconds);
+    let faults = schedule(seed, length);
+    println!("nemesis: NEMESIS_SEED={seed} NEMESIS_SECONDS={seconds}: {} faults", faults.len());
+    for (at, fault) in &faults {
+        println!("  {:>6.1} s  {fault:?}", at.as_secs_f64());
+    }
+
+    let prefix =
+        format!("nemesis-{seed}-{:x}", SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_millis());
+    let n = names(&prefix);
+    let feed_items = seconds as i64 * FEED_RATE;
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    runtime.block_on(setup(&n, feed_items));
+
+    let dir = std::env::temp_dir().join(&prefix);
+    std::fs::create_dir_all(&dir).expect("log dir");
+    let mut fleet = Fleet { prefix: prefix.clone(), dir: dir.clone(), replicas: BTreeMap::new(), failures: Vec::new() };
+    for stage in [Stage::Counter, Stage::Extractor] {
+        for r in 0..REPLICAS {
+            let (role, name) = match stage {
+                Stage::Counter => ("--counter", "counter"),
+                Stage::Extractor => ("--extractor", "extractor"),
+            };
+            let client = format!("{name}-{r}");
+            let log = fleet.dir.join(format!("{client}.log"));
+            fleet.replicas.insert((stage, r), Replica { role, client, child: None, log, restart_at: None });
+            fleet.spawn((stage, r));
+        }
+    }
+
+    let started = Instant::now();
+    let feeder = runtime.spawn(feed(n.input.clone(), started + length));
+    let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let mut heal_at: Vec<(Instant, u32, &'static str)> = Vec::new();
+    let mut pending = faults.into_iter().peekable();
+    while started.elapsed() < length || !heal_at.is_empty() {
+        let now = Instant::now();
+        heal_at.retain(|(at, broker, how)| {
+            if now >= *at {
+                cluster(&["broker", &broker.to_string(), how]);
+                false
+            } else {
+                true
+            }
+        });
+        while let Some((at, _)) = pending.peek() {
+            if started + *at > now {
+                break;
+            }
+            let (at, fault) = pending.next().expect("peeked");
+            println!("nemesis: {:>6.1} s  {fault:?}", at.as_secs_f64());
+            let name = match fault {
+                Fault::KillBroker { broker, down } => {
+                    cluster(&["broker", &broker.to_string(), "kill"]);
+                    heal_at.push((now + down, broker, "start"));
+                    "broker killed"
+                }
+                Fault::PauseBroker { broker, paused } => {
+                    cluster(&["broker", &broker.to_string(), "pause"]);
+                    heal_at.push((now + paused, broker, "resume"));
+                    "broker paused"
+                }
+                Fault::ElectLeaders => {
+                    cluster(&["elect-leaders"]);
+                    "preferred leaders elected"
+                }
+                Fault::KillReplica { stage, replica, down } => {
+                    fleet.kill((stage, replica), down);
+                    "replica killed"
+                }
+                Fault::StopReplica { stage, replica } => {
+                    fleet.stop_and_restart((stage, replica));
+                    "replica stopped"
+                }
+                Fault::Rolling { stage } => {
+                    for r in 0..REPLICAS {
+                        fleet.stop_and_restart((stage, r));
+                        std::thread::sleep(Duration::from_secs(2));
+                    }
+                    "rolling restart"
+                }
+            };
+            *counts.entry(name).or_default() += 1;
+        }
+        fleet.tend();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let inputs = runtime.block_on(feeder).expect("the feeder");
+    println!(
+        "nemesis: faults over after {:.0} s ({counts:?}); {inputs} inputs fed; healing",
+        started.elapsed().as_secs_f64()
+    );
+    for broker in 1..=3 {
+        cluster(&["broker", &broker.to_string(), "resume"]);
+        if Command::new(env("KAFKA_CLUSTER_COMMAND"))
+            .args(["broker", &broker.to_string(), "status"])
+            .status()
+            .map(|s| !s.success())
+            .unwrap_or(true)
+        {
+            cluster(&["broker", &broker.to_string(), "start"]);
+        }
+    }
+
+    // The stages finish: every input counted, every feed extracted.
+    let healed = Instant::now();
+    let expected_items = FEEDS * feed_items as usize;
+    let last = loop {
+        fleet.tend();
+        let outputs = read_committed(&n.output).len();
+        let items = read_committed(&n.items).len();
+        if (outputs >= inputs as usize && items >= expected_items) || healed.elapsed() > FINISH_MAX {
+            break (outputs, items);
+        }
+        std::thread::sleep(Duration::from_secs(2));
+    };
+    println!(
+        "nemesis: {} of {inputs} counts and {} of {expected_items} items out {:.0} s after healing",
+        last.0,
+        last.1,
+        healed.elapsed().as_secs_f64()
+    );
+    fleet.tend();
+    fleet.shutdown();
+
+    let mut violations: Vec<String> = fleet.failures.clone();
+    violations.extend(check_counter(&n));
+    violations.extend(check_extractor(&n, feed_items));
+    for topic in
+        [&n.output, &n.items, &format!("{}-changelog", n.counter_app), &format!("{}-changelog", n.extractor_app)]
+    {
+        violations.extend(open_transactions(topic));
+    }
+    if violations.is_empty() {
+        println!("nemesis: NEMESIS_SEED={seed}: no violation (replica logs in {})", dir.display());
+        let _ = std::fs::remove_dir_all(&dir);
+    } else {
+        for violation in &violations {
+            println!("VIOLATION: {violation}");
+        }
+        println!("nemesis: NEMESIS_SEED={seed}: {} violations (replica logs in {})", violations.len(), dir.display());
+        std::process::exit(1);
+    }
+}
+
+fn check_counter(n: &Names) -> Vec<String> {
+    let mut per_key: BTreeMap<String, i64> = BTreeMap::new();
+    let inputs = read_committed(&n.input);
+    let mut ends: BTreeMap<i32, i64> = BTreeMap::new();
+    for (partition, offset, key, _) in &inputs {
+        *per_key.entry(key.clone()).or_default() += 1;
+        let end = ends.entry(*partition).or_default();
+        *end = (*end).max(offset + 1);
+    }
+    let outputs: Vec<flechtwerk::wire::RawRecord> = read_committed(&n.output)
+        .into_iter()
+        .map(|(partition, offset, key, value)| flechtwerk::wire::RawRecord {
+            topic: n.output.as_str().into(),
+            partition,
+            offset,
+            timestamp_ms: None,
+            key: Some(key.into_bytes().into()),
+            value: Some(value.into()),
+            headers: Vec::new(),
+        })
+        .collect();
+    let (mut violations, _) = check_counts(&per_key, &outputs);
+    violations.truncate(20);
+    let unjoined = outputs
+        .iter()
+        .filter(|r| decode(r.value.as_deref().unwrap_or_default()).get(&LABEL).ok().flatten().is_none())
+        .count();
+    if unjoined > 0 {
+        violations.push(format!("{unjoined} outputs without their key's config"));
+    }
+    // The group's offsets at the end of the input (the last batch committed them).
+    let consumer = rd_consumer("read_committed", Some(&n.counter_app));
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..PARTITIONS as i32 {
+        tpl.add_partition(&n.input, p);
+    }
+    let committed = consumer.committed_offsets(tpl, Duration::from_secs(30)).expect("committed offsets");
+    for element in committed.elements() {
+        let end = ends.get(&element.partition()).copied().unwrap_or(0);
+        let at = match element.offset() {
+            Offset::Offset(o) => o,
+            _ => 0,
+        };
+        if at != end {
+            violations.push(format!(
+                "{}/{}: the group's offset {at} is not the input's end {end}",
+                n.input,
+                element.partition()
+            ));
+        }
+    }
+    println!("nemesis: counter: {} inputs over {} keys, {} outputs", inputs.len(), per_key.len(), outputs.len());
+    violations
+}
+
+fn check_extractor(n: &Names, feed_items: i64) -> Vec<String> {
+    let mut violations = Vec::new();
+    let mut per_feed: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+    for (_, _, key, value) in read_committed(&n.items) {
+        per_feed.entry(key).or_default().push(decode(&value).require(&SEQ).expect("seq"));
+    }
+    let expected: Vec<i64> = (1..=feed_items).collect();
+    for f in 0..FEEDS {
+        let feed = format!("feed-{f:02}");
+        let seqs = per_feed.get(&feed).map(Vec::as_slice).unwrap_or_default();
+        if seqs != expected.as_slice() {
+            let first_bad = seqs.iter().zip(1..).position(|(s, i)| *s != i).unwrap_or(seqs.len());
+            violations.push(format!(
+                "{feed}: {} items, not 1..={feed_items} once in order (first difference at index {first_bad}: {:?})",
+                seqs.len(),
+                seqs.get(first_bad)
+            ));
+        }
+    }
+    // Cursors never regress, per state key, in changelog order.
+    let mut cursors: BTreeMap<String, i64> = BTreeMap::new();
+    for (partition, offset, key, value) in read_committed(&format!("{}-changelog", n.extractor_app)) {
+        if value.is_empty() {
+            continue;
+        }
+        let cursor = decode(&value).get(&CURSOR).ok().flatten().unwrap_or(0);
+        let previous = cursors.insert(key.clone(), cursor).unwrap_or(0);
+        if cursor < previous {
+            violations.push(format!("{key}: cursor {cursor} after {previous} (changelog {partition}@{offset})"));
+        }
+    }
+    println!(
+        "nemesis: extractor: {} items over {} feeds",
+        per_feed.values().map(Vec::len).sum::<usize>(),
+        per_feed.len()
+    );
+    violations
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some(role @ ("--counter" | "--extractor")) => replica(role, &args[1], &args[2]),
+        // `cargo test` passes the libtest flags (`--quiet`, a filter): the nemesis ignores them.
+        _ => nemesis(),
+    }
+}
