@@ -107,13 +107,17 @@ fn harness(case: &str) -> Harness {
 }
 
 /// Waits `HOLD` while `running` must not end, then heals the broker.
-async fn hold_then_heal(faulted: &mut Faulted, running: &common::Running, what: &str) {
+async fn hold_then_heal(mut faulted: Faulted, running: common::Running, what: &str) -> common::Running {
     let until = tokio::time::Instant::now() + HOLD;
     while tokio::time::Instant::now() < until {
-        assert!(!running.is_finished(), "{what}: run() ended while broker {} was {:?}", faulted.broker, faulted.fault);
+        if running.is_finished() {
+            let ended = running.ended().await;
+            panic!("{what}: run() ended while broker {} was {:?}: {ended:?}", faulted.broker, faulted.fault);
+        }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     faulted.heal();
+    running
 }
 
 /// The config bootstrap of a counting transformer started while `broker` is faulted: every
@@ -133,10 +137,10 @@ async fn config_bootstrap(broker: u32, fault: Fault) {
     h.produce(&input, &seeds).await;
 
     let started = Instant::now();
-    let mut faulted = Faulted::new(broker, fault);
+    let faulted = Faulted::new(broker, fault);
     let running =
         h.start(&h.name("app"), "pod-0", counter(&input, &output, Some(&configs)), Arc::new(Probe::default()));
-    hold_then_heal(&mut faulted, &running, "config bootstrap").await;
+    let running = hold_then_heal(faulted, running, "config bootstrap").await;
     let outputs = h.read_within(&output, FINISH_MAX, |records| records.len() >= INPUTS).await;
     assert!(!running.is_finished(), "run() ended");
     running.stop().await.expect("a clean stop");
@@ -206,7 +210,8 @@ async fn token_restore(broker: u32, fault: Fault) {
     let configs = h.topic("configs", PARTITIONS, true).await;
     let output = h.topic("output", PARTITIONS, false).await;
     let feeds: Vec<String> = (0..FEEDS).map(|f| format!("feed-{f}")).collect();
-    let seeds: Vec<Seed<'_>> = feeds.iter().map(|feed| (None, feed.as_str(), Some(&b"{}"[..]))).collect();
+    // Not `{}`: an empty config is a delete.
+    let seeds: Vec<Seed<'_>> = feeds.iter().map(|feed| (None, feed.as_str(), Some(&br#"{"on":true}"#[..]))).collect();
     h.produce(&configs, &seeds).await;
     let app = h.name("app");
     let pager = |until| Pager { output: output.clone(), configs: configs.clone(), until };
@@ -216,9 +221,9 @@ async fn token_restore(broker: u32, fault: Fault) {
     first.stop().await.expect("a clean stop");
 
     let started = Instant::now();
-    let mut faulted = Faulted::new(broker, fault);
+    let faulted = Faulted::new(broker, fault);
     let running = h.start(&app, "pod-0", pager(ITEMS), Arc::new(Probe::default()));
-    hold_then_heal(&mut faulted, &running, "token restore").await;
+    let running = hold_then_heal(faulted, running, "token restore").await;
     h.read_within(&output, FINISH_MAX, |records| records.len() >= FEEDS * ITEMS as usize).await;
     assert!(!running.is_finished(), "run() ended");
     running.stop().await.expect("a clean stop");
