@@ -55,6 +55,8 @@ const PAGE_ITEMS: i64 = 10;
 const FEED_RATE: i64 = 10;
 /// How long the stages may take to finish once everything healed.
 const FINISH_MAX: Duration = Duration::from_secs(300);
+/// How long a replica may take to stop cleanly (its shutdown grace and closes, with margin).
+const STOP_MAX: Duration = Duration::from_secs(40);
 
 const SEQ: Attribute<i64> = Attribute::new("seq", &INT);
 const CURSOR: Attribute<i64> = Attribute::new("cursor", &INT);
@@ -159,7 +161,13 @@ fn replica(role: &str, prefix: &str, client: &str) {
         match app.run_until(async move { term.recv().await.unwrap_or(()) }).await {
             Ok(()) => std::process::exit(0),
             Err(error) => {
-                eprintln!("REPLICA FAILED: {error}");
+                // A fence or a lost group membership ends run() by design (LIFE-23: let it
+                // crash; the restart fences and restores): the nemesis tells those apart.
+                let (kind, code) = match &error {
+                    flechtwerk::Error::Kafka(e) => (format!("{:?}", e.kind()), e.code()),
+                    _ => ("-".to_owned(), None),
+                };
+                eprintln!("REPLICA FAILED kind={kind} code={}: {error}", code.unwrap_or(0));
                 std::process::exit(3);
             }
         }
@@ -178,6 +186,17 @@ enum Fault {
     StopReplica { stage: Stage, replica: usize },
     Rolling { stage: Stage },
 }
+
+/// What the nemesis does later.
+enum Action {
+    /// A cluster command (`scripts/kafka` arguments), in the background.
+    Cluster(Vec<String>),
+    /// A clean stop of a replica (the next of a rolling restart).
+    Stop((Stage, usize)),
+}
+
+/// Between the replicas of a rolling restart.
+const ROLLING_STEP: Duration = Duration::from_secs(10);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Stage {
@@ -240,6 +259,19 @@ fn schedule(seed: u64, length: Duration) -> Vec<(Duration, Fault)> {
 // ---------------------------------------------------------------------------------------------
 // The processes.
 
+/// A cluster command run in the background (a broker's start waits until it answers, an
+/// election can wait out a paused broker): the schedule does not wait for it.
+fn cluster_spawn(args: &[&str]) -> Option<Child> {
+    let command = env("KAFKA_CLUSTER_COMMAND");
+    match Command::new(&command).args(args).stdout(Stdio::null()).spawn() {
+        Ok(child) => Some(child),
+        Err(error) => {
+            eprintln!("nemesis: {command} {args:?}: {error}");
+            None
+        }
+    }
+}
+
 fn cluster(args: &[&str]) {
     let command = env("KAFKA_CLUSTER_COMMAND");
     match Command::new(&command).args(args).stdout(Stdio::null()).status() {
@@ -255,6 +287,8 @@ struct Replica {
     log: PathBuf,
     /// A restart pending at this time (a killed replica stays down a while).
     restart_at: Option<Instant>,
+    /// When it was asked to stop cleanly (SIGTERM); restarted once it has.
+    stopping: Option<Instant>,
 }
 
 struct Fleet {
@@ -263,6 +297,21 @@ struct Fleet {
     replicas: BTreeMap<(Stage, usize), Replica>,
     /// Replicas that ended on their own, with their last words.
     failures: Vec<String>,
+    /// Replicas that crashed as LIFE-23 wants them to (a fence, a lost membership), by reason.
+    crashes: BTreeMap<&'static str, usize>,
+}
+
+/// Why a replica's end, by its last words, is LIFE-23's "let it crash" (a fence or a lost group
+/// membership ends `run()`; the restart fences the old producers and restores), if it is.
+fn let_it_crash(words: &str) -> Option<&'static str> {
+    if words.contains("REPLICA FAILED kind=Fenced ") {
+        Some("fenced")
+    } else if words.contains("code=25:") || words.contains("code=22:") {
+        // UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION: the group moved on without this member.
+        Some("membership lost")
+    } else {
+        None
+    }
 }
 
 impl Fleet {
@@ -295,49 +344,51 @@ impl Fleet {
         replica.restart_at = Some(Instant::now() + down);
     }
 
-    /// SIGTERM, waits for the clean stop (killed past 40 s), restarts at once.
-    fn stop_and_restart(&mut self, key: (Stage, usize)) {
-        self.signal(key, "-TERM");
-        let deadline = Instant::now() + Duration::from_secs(40);
+    /// SIGTERM: a clean stop, then a restart at once ([`Fleet::tend`] sees it through).
+    fn stop(&mut self, key: (Stage, usize)) {
         let replica = self.replicas.get_mut(&key).expect("a replica");
-        if let Some(mut child) = replica.child.take() {
-            loop {
-                match child.try_wait() {
-                    Ok(Some(status)) if status.success() => break,
-                    Ok(Some(status)) => {
-                        self.failures.push(format!(
-                            "{} stopped with {status}: {}",
-                            replica.client,
-                            last_words(&replica.log)
-                        ));
-                        break;
-                    }
-                    Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
-                    _ => {
-                        self.failures.push(format!("{} did not stop within 40 s of SIGTERM", replica.client));
-                        let _ = child.kill();
-                        let _ = child.wait();
-                        break;
-                    }
-                }
-            }
+        if replica.child.is_none() || replica.stopping.is_some() {
+            return;
         }
-        self.spawn(key);
+        replica.stopping = Some(Instant::now());
+        self.signal(key, "-TERM");
     }
 
-    /// Restarts the replicas due, and records those that ended on their own.
+    /// Restarts the replicas due, sees clean stops through (killed past [`STOP_MAX`]), and
+    /// records the replicas that ended on their own or did not stop cleanly.
     fn tend(&mut self) {
         let keys: Vec<(Stage, usize)> = self.replicas.keys().copied().collect();
         for key in keys {
             let replica = self.replicas.get_mut(&key).expect("a replica");
             if let Some(child) = replica.child.as_mut() {
-                if let Ok(Some(status)) = child.try_wait() {
-                    self.failures.push(format!(
-                        "{} ended on its own ({status}): {}",
-                        replica.client,
-                        last_words(&replica.log)
-                    ));
+                let exited = child.try_wait().ok().flatten();
+                let failure = match (exited, replica.stopping) {
+                    (None, Some(since)) if since.elapsed() > STOP_MAX => {
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        Some(format!("{} did not stop within {STOP_MAX:?} of SIGTERM", replica.client))
+                    }
+                    (None, _) => None,
+                    (Some(status), Some(_)) if status.success() => Some(String::new()),
+                    (Some(status), Some(_)) => {
+                        Some(format!("{} stopped with {status}: {}", replica.client, last_words(&replica.log)))
+                    }
+                    (Some(status), None) => {
+                        let words = last_words(&replica.log);
+                        if let Some(reason) = let_it_crash(&words) {
+                            *self.crashes.entry(reason).or_default() += 1;
+                            Some(String::new())
+                        } else {
+                            Some(format!("{} ended on its own ({status}): {words}", replica.client))
+                        }
+                    }
+                };
+                if let Some(failure) = failure {
+                    if !failure.is_empty() {
+                        self.failures.push(failure);
+                    }
                     replica.child = None;
+                    replica.stopping = None;
                     replica.restart_at = Some(Instant::now());
                 }
             }
@@ -367,7 +418,7 @@ fn last_words(log: &Path) -> String {
     lines
         .iter()
         .rev()
-        .find(|l| l.contains("REPLICA FAILED"))
+        .find(|l| l.starts_with("REPLICA FAILED"))
         .or(lines.last())
         .cloned()
         .unwrap_or_else(|| "(empty log)".into())
@@ -387,8 +438,8 @@ fn rd_consumer(isolation: &str, group: Option<&str>) -> BaseConsumer {
     config.create().expect("a checker consumer")
 }
 
-/// Every committed record of `topic`: (partition, offset, key, value).
-fn read_committed(topic: &str) -> Vec<(i32, i64, String, Vec<u8>)> {
+/// Every committed record of `topic`: (partition, offset, key, value, timestamp in ms).
+fn read_committed(topic: &str) -> Vec<(i32, i64, String, Vec<u8>, i64)> {
     let consumer = rd_consumer("read_committed", None);
     let timeout = Duration::from_secs(30);
     let partitions = consumer.fetch_metadata(Some(topic), timeout).expect("metadata").topics()[0].partitions().len();
@@ -401,15 +452,22 @@ fn read_committed(topic: &str) -> Vec<(i32, i64, String, Vec<u8>)> {
     }
     consumer.assign(&tpl).expect("assign");
     let mut records = Vec::new();
-    let mut positions: BTreeMap<i32, i64> = BTreeMap::new();
     let deadline = Instant::now() + Duration::from_secs(120);
-    while ends.iter().any(|(p, end)| positions.get(p).copied().unwrap_or(-1) + 1 < *end) {
+    // The position, not the last record's offset: a transaction's marker is never delivered.
+    let position = |p: i32| {
+        let offset = consumer.position().ok().and_then(|t| t.find_partition(topic, p).map(|e| e.offset()));
+        match offset {
+            Some(Offset::Offset(offset)) => offset,
+            _ => 0,
+        }
+    };
+    while ends.iter().any(|(p, end)| position(*p) < *end) {
         assert!(Instant::now() < deadline, "{topic}: not read to its end within 120 s");
-        let Some(message) = consumer.poll(Duration::from_millis(500)) else { continue };
+        let Some(message) = consumer.poll(Duration::from_millis(200)) else { continue };
         let message = message.expect("a record");
-        positions.insert(message.partition(), message.offset());
         let key = String::from_utf8_lossy(message.key().unwrap_or_default()).into_owned();
-        records.push((message.partition(), message.offset(), key, message.payload().unwrap_or_default().to_vec()));
+        let at = message.timestamp().to_millis().unwrap_or(0);
+        records.push((message.partition(), message.offset(), key, message.payload().unwrap_or_default().to_vec(), at));
     }
     records
 }
@@ -439,6 +497,15 @@ fn open_transactions(topic: &str) -> Vec<String> {
         }
     }
     open
+}
+
+/// The longest stretch between two consecutive records (by timestamp) of `records`: how long
+/// a stage produced nothing at its worst.
+fn longest_gap(records: &[(i32, i64, String, Vec<u8>, i64)]) -> Duration {
+    let mut stamps: Vec<i64> = records.iter().map(|r| r.4).collect();
+    stamps.sort_unstable();
+    let gap = stamps.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
+    Duration::from_millis(gap.max(0) as u64)
 }
 
 fn decode(value: &[u8]) -> Event {
@@ -541,7 +608,13 @@ fn nemesis() {
 
     let dir = std::env::temp_dir().join(&prefix);
     std::fs::create_dir_all(&dir).expect("log dir");
-    let mut fleet = Fleet { prefix: prefix.clone(), dir: dir.clone(), replicas: BTreeMap::new(), failures: Vec::new() };
+    let mut fleet = Fleet {
+        prefix: prefix.clone(),
+        dir: dir.clone(),
+        replicas: BTreeMap::new(),
+        failures: Vec::new(),
+        crashes: BTreeMap::new(),
+    };
     for stage in [Stage::Counter, Stage::Extractor] {
         for r in 0..REPLICAS {
             let (role, name) = match stage {
@@ -550,7 +623,9 @@ fn nemesis() {
             };
             let client = format!("{name}-{r}");
             let log = fleet.dir.join(format!("{client}.log"));
-            fleet.replicas.insert((stage, r), Replica { role, client, child: None, log, restart_at: None });
+            fleet
+                .replicas
+                .insert((stage, r), Replica { role, client, child: None, log, restart_at: None, stopping: None });
             fleet.spawn((stage, r));
         }
     }
@@ -558,59 +633,92 @@ fn nemesis() {
     let started = Instant::now();
     let feeder = runtime.spawn(feed(n.input.clone(), started + length));
     let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
-    let mut heal_at: Vec<(Instant, u32, &'static str)> = Vec::new();
-    let mut pending = faults.into_iter().peekable();
-    while started.elapsed() < length || !heal_at.is_empty() {
-        let now = Instant::now();
-        heal_at.retain(|(at, broker, how)| {
-            if now >= *at {
-                cluster(&["broker", &broker.to_string(), how]);
-                false
-            } else {
-                true
+    // Actions due later: a broker's heal, the next replica of a rolling restart.
+    let mut timed: Vec<(Instant, Action)> = Vec::new();
+    // Cluster commands still running; no broker fault fires while one is.
+    let mut commands: Vec<Child> = Vec::new();
+    let mut brokers_faulted = 0usize;
+    for (at, fault) in faults {
+        // Fire the fault at its time, tending the fleet and the timed actions meanwhile.
+        loop {
+            let now = Instant::now();
+            commands.retain_mut(|c| c.try_wait().ok().flatten().is_none());
+            let (due, later): (Vec<_>, Vec<_>) = timed.drain(..).partition(|(when, _)| *when <= now);
+            timed = later;
+            for (_, action) in due {
+                match action {
+                    Action::Cluster(args) => {
+                        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                        commands.extend(cluster_spawn(&args));
+                        brokers_faulted = brokers_faulted.saturating_sub(1);
+                    }
+                    Action::Stop(key) => fleet.stop(key),
+                }
             }
-        });
-        while let Some((at, _)) = pending.peek() {
-            if started + *at > now {
+            fleet.tend();
+            if started + at <= now || started.elapsed() >= length {
                 break;
             }
-            let (at, fault) = pending.next().expect("peeked");
-            println!("nemesis: {:>6.1} s  {fault:?}", at.as_secs_f64());
-            let name = match fault {
-                Fault::KillBroker { broker, down } => {
-                    cluster(&["broker", &broker.to_string(), "kill"]);
-                    heal_at.push((now + down, broker, "start"));
-                    "broker killed"
-                }
-                Fault::PauseBroker { broker, paused } => {
-                    cluster(&["broker", &broker.to_string(), "pause"]);
-                    heal_at.push((now + paused, broker, "resume"));
-                    "broker paused"
-                }
-                Fault::ElectLeaders => {
-                    cluster(&["elect-leaders"]);
-                    "preferred leaders elected"
-                }
-                Fault::KillReplica { stage, replica, down } => {
-                    fleet.kill((stage, replica), down);
-                    "replica killed"
-                }
-                Fault::StopReplica { stage, replica } => {
-                    fleet.stop_and_restart((stage, replica));
-                    "replica stopped"
-                }
-                Fault::Rolling { stage } => {
-                    for r in 0..REPLICAS {
-                        fleet.stop_and_restart((stage, r));
-                        std::thread::sleep(Duration::from_secs(2));
-                    }
-                    "rolling restart"
-                }
-            };
-            *counts.entry(name).or_default() += 1;
+            std::thread::sleep(Duration::from_millis(100));
         }
-        fleet.tend();
-        std::thread::sleep(Duration::from_millis(100));
+        if started.elapsed() >= length {
+            break;
+        }
+        let now = Instant::now();
+        let broker_fault = matches!(fault, Fault::KillBroker { .. } | Fault::PauseBroker { .. });
+        if broker_fault && (brokers_faulted > 0 || !commands.is_empty()) {
+            println!(
+                "nemesis: {:>6.1} s  skipped (a broker is still faulted or starting): {fault:?}",
+                at.as_secs_f64()
+            );
+            *counts.entry("skipped").or_default() += 1;
+            continue;
+        }
+        println!("nemesis: {:>6.1} s  {fault:?}", started.elapsed().as_secs_f64());
+        let name = match fault {
+            Fault::KillBroker { broker, down } => {
+                cluster(&["broker", &broker.to_string(), "kill"]);
+                brokers_faulted += 1;
+                timed.push((now + down, Action::Cluster(vec!["broker".into(), broker.to_string(), "start".into()])));
+                "broker killed"
+            }
+            Fault::PauseBroker { broker, paused } => {
+                cluster(&["broker", &broker.to_string(), "pause"]);
+                brokers_faulted += 1;
+                timed.push((now + paused, Action::Cluster(vec!["broker".into(), broker.to_string(), "resume".into()])));
+                "broker paused"
+            }
+            Fault::ElectLeaders => {
+                commands.extend(cluster_spawn(&["elect-leaders"]));
+                "preferred leaders elected"
+            }
+            Fault::KillReplica { stage, replica, down } => {
+                fleet.kill((stage, replica), down);
+                "replica killed"
+            }
+            Fault::StopReplica { stage, replica } => {
+                fleet.stop((stage, replica));
+                "replica stopped"
+            }
+            Fault::Rolling { stage } => {
+                fleet.stop((stage, 0));
+                for r in 1..REPLICAS {
+                    timed.push((now + ROLLING_STEP * r as u32, Action::Stop((stage, r))));
+                }
+                "rolling restart"
+            }
+        };
+        *counts.entry(name).or_default() += 1;
+    }
+    // The faults are over: the heals still due happen now.
+    for (_, action) in timed.drain(..) {
+        if let Action::Cluster(args) = action {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            cluster(&args);
+        }
+    }
+    for mut command in commands {
+        let _ = command.wait();
     }
     let inputs = runtime.block_on(feeder).expect("the feeder");
     println!(
@@ -649,6 +757,7 @@ fn nemesis() {
     );
     fleet.tend();
     fleet.shutdown();
+    println!("nemesis: replicas that crashed by design (LIFE-23), restarted: {:?}", fleet.crashes);
 
     let mut violations: Vec<String> = fleet.failures.clone();
     violations.extend(check_counter(&n));
@@ -674,14 +783,16 @@ fn check_counter(n: &Names) -> Vec<String> {
     let mut per_key: BTreeMap<String, i64> = BTreeMap::new();
     let inputs = read_committed(&n.input);
     let mut ends: BTreeMap<i32, i64> = BTreeMap::new();
-    for (partition, offset, key, _) in &inputs {
+    for (partition, offset, key, _, _) in &inputs {
         *per_key.entry(key.clone()).or_default() += 1;
         let end = ends.entry(*partition).or_default();
         *end = (*end).max(offset + 1);
     }
-    let outputs: Vec<flechtwerk::wire::RawRecord> = read_committed(&n.output)
+    let read = read_committed(&n.output);
+    let gap = longest_gap(&read);
+    let outputs: Vec<flechtwerk::wire::RawRecord> = read
         .into_iter()
-        .map(|(partition, offset, key, value)| flechtwerk::wire::RawRecord {
+        .map(|(partition, offset, key, value, _)| flechtwerk::wire::RawRecord {
             topic: n.output.as_str().into(),
             partition,
             offset,
@@ -721,14 +832,22 @@ fn check_counter(n: &Names) -> Vec<String> {
             ));
         }
     }
-    println!("nemesis: counter: {} inputs over {} keys, {} outputs", inputs.len(), per_key.len(), outputs.len());
+    println!(
+        "nemesis: counter: {} inputs over {} keys, {} outputs; longest stretch without an output {:.1} s",
+        inputs.len(),
+        per_key.len(),
+        outputs.len(),
+        gap.as_secs_f64()
+    );
     violations
 }
 
 fn check_extractor(n: &Names, feed_items: i64) -> Vec<String> {
     let mut violations = Vec::new();
     let mut per_feed: BTreeMap<String, Vec<i64>> = BTreeMap::new();
-    for (_, _, key, value) in read_committed(&n.items) {
+    let read = read_committed(&n.items);
+    let gap = longest_gap(&read);
+    for (_, _, key, value, _) in read {
         per_feed.entry(key).or_default().push(decode(&value).require(&SEQ).expect("seq"));
     }
     let expected: Vec<i64> = (1..=feed_items).collect();
@@ -746,7 +865,7 @@ fn check_extractor(n: &Names, feed_items: i64) -> Vec<String> {
     }
     // Cursors never regress, per state key, in changelog order.
     let mut cursors: BTreeMap<String, i64> = BTreeMap::new();
-    for (partition, offset, key, value) in read_committed(&format!("{}-changelog", n.extractor_app)) {
+    for (partition, offset, key, value, _) in read_committed(&format!("{}-changelog", n.extractor_app)) {
         if value.is_empty() {
             continue;
         }
@@ -757,9 +876,10 @@ fn check_extractor(n: &Names, feed_items: i64) -> Vec<String> {
         }
     }
     println!(
-        "nemesis: extractor: {} items over {} feeds",
+        "nemesis: extractor: {} items over {} feeds; longest stretch without an item {:.1} s",
         per_feed.values().map(Vec::len).sum::<usize>(),
-        per_feed.len()
+        per_feed.len(),
+        gap.as_secs_f64()
     );
     violations
 }
