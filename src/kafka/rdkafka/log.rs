@@ -1,8 +1,13 @@
 //! librdkafka's log lines, to `tracing` (target `librdkafka`); its error callback, which also
 //! fills the client's refusal slot (see [`Refusal`]).
 
-#[allow(unused_imports)]
-use super::*;
+use std::sync::Arc;
+
+use rdkafka::config::RDKafkaLogLevel;
+use rdkafka::error::KafkaError as RdError;
+use rdkafka::ClientContext;
+
+use super::security::{refusal, Refusal};
 
 /// Routes librdkafka's log lines and global errors to `tracing`, and keeps the client's refusal.
 #[derive(Clone)]

@@ -9,13 +9,30 @@
 //! with the tasks of an instance). Our thread waits on librdkafka's queue with a whole timeout
 //! and is woken at once when the producer closes.
 
+use std::ffi::CStr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
+use async_trait::async_trait;
+use futures::FutureExt;
 use rdkafka::bindings as rdsys;
-use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, ProducerContext};
+use rdkafka::config::RDKafkaLogLevel;
+use rdkafka::consumer::ConsumerGroupMetadata;
+use rdkafka::error::{KafkaError as RdError, RDKafkaErrorCode as Code};
+use rdkafka::message::{Header as RdHeader, Message as _, OwnedHeaders};
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer as _, ProducerContext};
+use rdkafka::{ClientContext, IntoOpaque, Offset, TopicPartitionList};
 
-#[allow(unused_imports)]
-use super::*;
+use super::errors::{classify, rd_error, rd_error_as};
+use super::log::LogContext;
+use super::security::{blocking_unless_refused, Refusal};
+use super::{drop_off_runtime, lock};
+use crate::kafka::{
+    Delivered, DeliveryFuture, GroupMetadata, KafkaError, KafkaErrorKind, KafkaResult, Producer, ProducerRecord,
+    TopicPartition,
+};
 
 /// What a delivery report says: the record's partition and offset, or librdkafka's error.
 pub(super) type DeliveryOutcome = Result<(i32, i64), RdError>;
