@@ -1,5 +1,6 @@
 //! The architecture as a test (docs/architecture.md): the library's layers flow one way, adapter
-//! features gate only module lines, and every `select!` is biased (determinism in simulation).
+//! features gate only module lines, an adapter's files import by name, and every `select!` is
+//! biased (determinism in simulation).
 //!
 //! Every top-level module of `src/` has a rank; a module may refer (`crate::other`) only to
 //! modules of a lower rank, so the import graph has no cycle and no layer reaches up. The ranks
@@ -34,6 +35,9 @@ const RANKS: &[(&str, u32, &str)] = &[
 /// Adapter features: they may gate only `mod` and `use` lines (the adapter's module and its
 /// re-export), never code inside the engine.
 const ADAPTER_FEATURES: &[&str] = &["rdkafka", "rdkafka-plaintext", "rocksdb", "mqtt", "prometheus"];
+
+/// The production adapters' modules under `src/` (a directory, its `.rs` module file, or both).
+const ADAPTER_MODULES: &[&str] = &["kafka/rdkafka", "state/rocksdb", "observer/prometheus", "mqtt/rumqttc"];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in fs::read_dir(dir).unwrap() {
@@ -142,6 +146,69 @@ fn adapter_features_gate_only_module_lines() {
         violations.is_empty(),
         "adapter features may gate only `mod`/`use` lines (keep adapters in their own modules):\n  {}",
         violations.join("\n  ")
+    );
+}
+
+/// Every file of an adapter imports what it uses by name: no `use super::*` and no glob of a
+/// sibling module (`use consumer::*;` in the adapter's `mod.rs`, `use super::log::*;`), except in
+/// a `#[cfg(test)] mod tests` block. The librdkafka adapter's seven files once shared one
+/// namespace that way (issue 31): what a file depended on showed nowhere, and any item reached
+/// every other file. Globs of other crates (`proptest::prelude::*`) are fine.
+#[test]
+fn adapter_files_import_by_name() {
+    let (src, files) = sources();
+    let mut globs = Vec::new();
+    let mut seen = 0;
+    for file in &files {
+        let rel = file.strip_prefix(&src).unwrap().to_string_lossy().replace('\\', "/");
+        let in_adapter = ADAPTER_MODULES.iter().any(|m| rel == format!("{m}.rs") || rel.starts_with(&format!("{m}/")));
+        if !in_adapter || rel.ends_with("/tests.rs") {
+            continue;
+        }
+        seen += 1;
+        let text = fs::read_to_string(file).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        // The file's own child modules: `use child::*;` is a glob of a sibling of the others.
+        let children: Vec<&str> = lines
+            .iter()
+            .filter_map(|l| {
+                code(l).trim().trim_start_matches("pub(crate) ").trim_start_matches("pub ").strip_prefix("mod ")
+            })
+            .filter_map(|rest| rest.strip_suffix(';'))
+            .collect();
+        let mut tests_end: Option<String> = None;
+        for (n, line) in lines.iter().enumerate() {
+            if let Some(end) = &tests_end {
+                if *line == end.as_str() {
+                    tests_end = None;
+                }
+                continue;
+            }
+            let code = code(line);
+            let trimmed = code.trim_start();
+            let attributes = lines[..n].iter().rev().map(|l| l.trim()).take_while(|l| l.starts_with("#["));
+            if trimmed.starts_with("mod tests {") && attributes.into_iter().any(|a| a == "#[cfg(test)]") {
+                tests_end = Some(format!("{}}}", &code[..code.len() - trimmed.len()]));
+                continue;
+            }
+            let visibility = |v: &str| v.is_empty() || v == "pub " || (v.starts_with("pub(") && v.ends_with(") "));
+            let Some((_, path)) = trimmed.split_once("use ").filter(|(v, _)| visibility(v)) else {
+                continue;
+            };
+            if !path.contains('*') {
+                continue;
+            }
+            let first = path.split("::").next().unwrap_or("").trim();
+            if ["super", "self", "crate"].contains(&first) || children.contains(&first) {
+                globs.push(format!("{}:{}: {}", file.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(seen > 5, "found only {seen} adapter files: is the scan still looking at the adapters?");
+    assert!(
+        globs.is_empty(),
+        "glob imports in adapter files (import what the file uses by name):\n  {}",
+        globs.join("\n  ")
     );
 }
 

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::canonical::plain_run_end;
+use super::lex::plain_run_end;
 use super::{Map, Value};
 
 /// Why a value cannot be encoded.

@@ -205,6 +205,7 @@ impl fmt::Display for BigInt {
 
 mod canonical;
 mod encode;
+mod lex;
 mod parse;
 #[cfg(test)]
 mod tests;

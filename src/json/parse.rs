@@ -1,6 +1,6 @@
 //! The strict JSON parser.
 
-use super::canonical::plain_run_end;
+use super::lex::{plain_run_end, scan_number};
 use super::{BigInt, Map, Value, INT_DIGITS_MAX, JSON_DEPTH_MAX};
 
 /// Builds the integer value for a JSON integer literal (grammar already checked).
@@ -347,43 +347,4 @@ pub(super) fn check_int_digits(text: &str, offset: usize) -> Result<(), JsonErro
         return Err(JsonError::IntegerTooLong { offset });
     }
     Ok(())
-}
-
-pub(super) struct NumberEnd {
-    pub(super) end: usize,
-    pub(super) is_float: bool,
-}
-
-/// Matches `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?` at `start`.
-pub(super) fn scan_number(bytes: &[u8], start: usize) -> Option<NumberEnd> {
-    let digits = |mut i: usize| {
-        let from = i;
-        while bytes.get(i).is_some_and(u8::is_ascii_digit) {
-            i += 1;
-        }
-        (i > from).then_some(i)
-    };
-    let mut i = start;
-    if bytes.get(i) == Some(&b'-') {
-        i += 1;
-    }
-    match bytes.get(i) {
-        Some(b'0') => i += 1,
-        Some(b'1'..=b'9') => i = digits(i)?,
-        _ => return None,
-    }
-    let mut is_float = false;
-    if bytes.get(i) == Some(&b'.') {
-        i = digits(i + 1)?;
-        is_float = true;
-    }
-    if let Some(b'e' | b'E') = bytes.get(i) {
-        i += 1;
-        if let Some(b'+' | b'-') = bytes.get(i) {
-            i += 1;
-        }
-        i = digits(i)?;
-        is_float = true;
-    }
-    Some(NumberEnd { end: i, is_float })
 }

@@ -1,5 +1,5 @@
-use super::canonical::plain_run_end;
 use super::encode::python_float_repr;
+use super::lex::plain_run_end;
 use super::*;
 
 fn canon(text: &str) -> String {

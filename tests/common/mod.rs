@@ -6,6 +6,7 @@
 #![allow(dead_code)] // each test binary uses a subset
 
 pub mod doubles;
+pub mod engine_tests;
 pub mod extractor;
 
 use std::collections::BTreeMap;

@@ -1,7 +1,20 @@
 //! Topic administration.
 
-#[allow(unused_imports)]
-use super::*;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic as RdNewTopic, TopicReplication};
+use rdkafka::bindings as rdsys;
+use rdkafka::error::RDKafkaErrorCode as Code;
+
+use super::consumer::partition_count;
+use super::errors::{code_error, rd_error};
+use super::log::{forward_log_or_error, LogContext};
+use super::security::blocking_unless_refused;
+use super::{drop_off_runtime, REQUEST_TIMEOUT, TOPIC_VISIBLE_MAX};
+use crate::kafka::{Admin, KafkaError, KafkaErrorKind, KafkaResult, NewTopic, TopicCreation};
 
 pub(super) struct RdAdmin {
     pub(super) admin: Option<Arc<AdminClient<LogContext>>>,
@@ -14,54 +27,25 @@ pub(super) struct RdAdmin {
 /// and its refusals (wrong password, untrusted certificate) would only show as timeouts. The
 /// thread ends within 100 ms of `stop`, dropping its handle of the client.
 pub(super) fn pump_main_queue(admin: Arc<AdminClient<LogContext>>, stop: Arc<AtomicBool>) {
-    use rdkafka::bindings as rd;
     let spawned = std::thread::Builder::new().name("flechtwerk-admin-events".into()).spawn(move || {
         let context = admin.inner().context().clone();
         // SAFETY: the queue handle is ours until destroyed below, and the client outlives it
-        // (this thread holds it); each event is destroyed after use, its strings copied before.
+        // (this thread holds it); each event is destroyed after its last use.
         unsafe {
-            let queue = rd::rd_kafka_queue_get_main(admin.inner().native_ptr());
+            let queue = rdsys::rd_kafka_queue_get_main(admin.inner().native_ptr());
             while !stop.load(Ordering::Relaxed) {
-                let event = rd::rd_kafka_queue_poll(queue, 100);
+                let event = rdsys::rd_kafka_queue_poll(queue, 100);
                 if event.is_null() {
                     continue;
                 }
-                match rd::rd_kafka_event_type(event) {
-                    rd::RD_KAFKA_EVENT_LOG => {
-                        let (mut facility, mut text, mut level) = (std::ptr::null(), std::ptr::null(), 0);
-                        if rd::rd_kafka_event_log(event, &mut facility, &mut text, &mut level) == 0 {
-                            let facility = CStr::from_ptr(facility).to_string_lossy();
-                            let text = CStr::from_ptr(text).to_string_lossy();
-                            context.log(log_level(level), facility.trim(), text.trim());
-                        }
-                    }
-                    rd::RD_KAFKA_EVENT_ERROR => {
-                        let code = rd::rd_kafka_event_error(event);
-                        let reason = CStr::from_ptr(rd::rd_kafka_event_error_string(event)).to_string_lossy();
-                        context.error(RdError::Global(code.into()), reason.trim());
-                    }
-                    _ => {}
-                }
-                rd::rd_kafka_event_destroy(event);
+                forward_log_or_error(event, &context);
+                rdsys::rd_kafka_event_destroy(event);
             }
-            rd::rd_kafka_queue_destroy(queue);
+            rdsys::rd_kafka_queue_destroy(queue);
         }
     });
     if let Err(e) = spawned {
         tracing::warn!(error = %e, "no thread for the admin client's events: its logs are lost");
-    }
-}
-
-fn log_level(level: i32) -> RDKafkaLogLevel {
-    match level {
-        i32::MIN..=0 => RDKafkaLogLevel::Emerg,
-        1 => RDKafkaLogLevel::Alert,
-        2 => RDKafkaLogLevel::Critical,
-        3 => RDKafkaLogLevel::Error,
-        4 => RDKafkaLogLevel::Warning,
-        5 => RDKafkaLogLevel::Notice,
-        6 => RDKafkaLogLevel::Info,
-        _ => RDKafkaLogLevel::Debug,
     }
 }
 

@@ -1,8 +1,31 @@
 //! The consumer: rebalance events, partitions paused in the callback, a cancellation-safe
 //! poll, committed offsets and LSO ends.
 
-#[allow(unused_imports)]
-use super::*;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::ffi::CStr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use rdkafka::bindings as rdsys;
+use rdkafka::client::Client;
+use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer as _, ConsumerContext};
+use rdkafka::error::{KafkaError as RdError, RDKafkaErrorCode as Code};
+use rdkafka::message::{BorrowedMessage, Headers as _, Message as _};
+use rdkafka::types::RDKafkaRespErr;
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
+
+use super::errors::{code_error, code_kind, rd_error, rd_error_as, retry_read};
+use super::log::LogContext;
+use super::security::{blocking_unless_refused, is_authentication_code, is_authorization_code};
+use super::{blocking, drop_off_runtime, inner_mut, lock, POLL_MIN, POLL_SLICE, REQUEST_TIMEOUT, WAKE_TIMEOUT};
+use crate::kafka::{
+    Consumer, Extent, GroupMetadata, KafkaError, KafkaErrorKind, KafkaResult, LogEnd, OffsetReset, Polled, Rebalance,
+    RevocationGate, StartOffset, TopicPartition,
+};
+use crate::wire::{Header, RawRecord, RecordRef};
 
 /// The consumer's context: logging, and the rebalance callback.
 pub(super) struct ConsumerCtx {
@@ -76,19 +99,18 @@ pub(super) fn rd_partitions<'a>(partitions: impl IntoIterator<Item = &'a TopicPa
 
 /// The member's generation and member id, from librdkafka's group metadata.
 pub(super) fn member_identity(consumer: &BaseConsumer<ConsumerCtx>) -> Option<(i32, String)> {
-    use rdkafka::bindings as rd;
     // SAFETY: the metadata object is a copy owned by us until destroyed below; the member id
     // string lives inside it and is copied out before.
     unsafe {
-        let metadata = rd::rd_kafka_consumer_group_metadata(consumer.client().native_ptr());
+        let metadata = rdsys::rd_kafka_consumer_group_metadata(consumer.client().native_ptr());
         if metadata.is_null() {
             return None;
         }
-        let generation = rd::rd_kafka_consumer_group_metadata_generation_id(metadata);
-        let member = rd::rd_kafka_consumer_group_metadata_member_id(metadata);
+        let generation = rdsys::rd_kafka_consumer_group_metadata_generation_id(metadata);
+        let member = rdsys::rd_kafka_consumer_group_metadata_member_id(metadata);
         let member =
             if member.is_null() { String::new() } else { CStr::from_ptr(member).to_string_lossy().into_owned() };
-        rd::rd_kafka_consumer_group_metadata_destroy(metadata);
+        rdsys::rd_kafka_consumer_group_metadata_destroy(metadata);
         Some((generation, member))
     }
 }
@@ -98,7 +120,7 @@ pub(super) fn member_identity(consumer: &BaseConsumer<ConsumerCtx>) -> Option<(i
 pub(super) fn rd_positions(consumer: &BaseConsumer<ConsumerCtx>, tpl: &TopicPartitionList) -> Vec<Option<i64>> {
     let probe = tpl.clone();
     // SAFETY: `probe` is a valid list we own; rd_kafka_position only writes offsets into it.
-    unsafe { rdkafka::bindings::rd_kafka_position(consumer.client().native_ptr(), probe.ptr()) };
+    unsafe { rdsys::rd_kafka_position(consumer.client().native_ptr(), probe.ptr()) };
     probe
         .elements()
         .iter()

@@ -1,8 +1,13 @@
 //! librdkafka's errors classified the way the port's callers must react (fenced, fatal,
 //! abortable, retriable), with the operation and its context.
 
-#[allow(unused_imports)]
-use super::*;
+use std::time::{Duration, Instant};
+
+use rdkafka::error::{KafkaError as RdError, RDKafkaErrorCode as Code};
+
+use super::security::{is_authentication_code, is_authorization_code, is_secret_setting};
+use super::REQUEST_TIMEOUT;
+use crate::kafka::{KafkaError, KafkaErrorKind, KafkaResult};
 
 pub(super) fn is_fenced_code(code: Code) -> bool {
     matches!(code, Code::Fenced | Code::ProducerFenced | Code::InvalidProducerEpoch)

@@ -1,8 +1,16 @@
 //! librdkafka's log lines, to `tracing` (target `librdkafka`); its error callback, which also
-//! fills the client's refusal slot (see [`Refusal`]).
+//! fills the client's refusal slot (see [`Refusal`]); and the same for the clients whose main
+//! queue we poll ourselves ([`forward_log_or_error`]).
 
-#[allow(unused_imports)]
-use super::*;
+use std::ffi::CStr;
+use std::sync::Arc;
+
+use rdkafka::bindings as rdsys;
+use rdkafka::config::RDKafkaLogLevel;
+use rdkafka::error::KafkaError as RdError;
+use rdkafka::ClientContext;
+
+use super::security::{refusal, Refusal};
 
 /// Routes librdkafka's log lines and global errors to `tracing`, and keeps the client's refusal.
 #[derive(Clone)]
@@ -46,5 +54,52 @@ impl ClientContext for LogContext {
         if let Some(refused) = refusal(error.rdkafka_error_code(), reason, self.tls) {
             self.refusal.record(&self.client, refused);
         }
+    }
+}
+
+/// Hands a log line or an error taken from a client's main queue to `log`, as rdkafka's own poll
+/// hands them to a client's context; any other event is left alone. For the clients whose main
+/// queue we poll ourselves (the admin client's pump, the producer's delivery poller): rdkafka
+/// sets `log.queue`, so their log lines and errors wait there and reach no callback.
+///
+/// # Safety
+/// `event` is a live event of librdkafka's queue, not destroyed before this returns (the caller
+/// destroys it afterwards).
+pub(super) unsafe fn forward_log_or_error(event: *mut rdsys::rd_kafka_event_t, log: &LogContext) {
+    // SAFETY: per the function's contract; the strings are the event's and copied before it is
+    // destroyed.
+    unsafe {
+        match rdsys::rd_kafka_event_type(event) {
+            rdsys::RD_KAFKA_EVENT_LOG => {
+                let (mut facility, mut message, mut level) = (std::ptr::null(), std::ptr::null(), 0);
+                if rdsys::rd_kafka_event_log(event, &mut facility, &mut message, &mut level) == 0 {
+                    let facility = CStr::from_ptr(facility).to_string_lossy();
+                    let message = CStr::from_ptr(message).to_string_lossy();
+                    log.log(log_level(level), facility.trim(), message.trim());
+                }
+            }
+            rdsys::RD_KAFKA_EVENT_ERROR => {
+                let code = rdsys::rd_kafka_event_error(event);
+                let reason = CStr::from_ptr(rdsys::rd_kafka_event_error_string(event)).to_string_lossy();
+                log.error(RdError::Global(code.into()), reason.trim());
+            }
+            // Statistics are not enabled; OAUTHBEARER is not offered.
+            _ => {}
+        }
+    }
+}
+
+/// A syslog level of librdkafka's (0 to 7) as rdkafka maps the levels of the log lines it hands
+/// over itself, so a line's level does not depend on which client logged it.
+fn log_level(level: i32) -> RDKafkaLogLevel {
+    match level {
+        0 => RDKafkaLogLevel::Emerg,
+        1 => RDKafkaLogLevel::Alert,
+        2 => RDKafkaLogLevel::Critical,
+        3 => RDKafkaLogLevel::Error,
+        4 => RDKafkaLogLevel::Warning,
+        5 => RDKafkaLogLevel::Notice,
+        6 => RDKafkaLogLevel::Info,
+        _ => RDKafkaLogLevel::Debug,
     }
 }

@@ -29,33 +29,21 @@
 //! buffered for the next poll (or are rewound when their partition is paused, sought or
 //! reassigned), so dropping a poll future never loses a record.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::ffi::CStr;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use async_trait::async_trait;
-use bytes::Bytes;
-use futures::FutureExt;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic as RdNewTopic, TopicReplication};
-use rdkafka::client::Client;
+use rdkafka::admin::AdminClient;
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer as _, ConsumerContext, ConsumerGroupMetadata};
-use rdkafka::error::{KafkaError as RdError, RDKafkaErrorCode as Code};
-use rdkafka::message::{BorrowedMessage, Header as RdHeader, Headers as _, Message as _, OwnedHeaders};
-use rdkafka::producer::{BaseProducer, Producer as _};
-use rdkafka::types::RDKafkaRespErr;
-use rdkafka::IntoOpaque;
-use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use rdkafka::consumer::BaseConsumer;
+use rdkafka::producer::BaseProducer;
 
 use super::{
-    Admin, Consumer, ConsumerConfig, Delivered, DeliveryFuture, Extent, FetchLimits, GroupMetadata, Kafka, KafkaError,
-    KafkaErrorKind, KafkaResult, LogEnd, NewTopic, OffsetReset, Polled, Producer, ProducerConfig, ProducerRecord,
-    Rebalance, RevocationGate, StartOffset, TopicCreation, TopicPartition,
+    Admin, Consumer, ConsumerConfig, FetchLimits, Kafka, KafkaError, KafkaErrorKind, KafkaResult, OffsetReset,
+    Producer, ProducerConfig,
 };
-use crate::wire::{Header, RawRecord, RecordRef};
 
 mod admin;
 mod consumer;
@@ -64,12 +52,12 @@ mod log;
 mod producer;
 mod security;
 
-use admin::*;
-use consumer::*;
-use errors::*;
-use log::*;
-use producer::*;
-use security::*;
+use admin::{pump_main_queue, RdAdmin};
+use consumer::{Buffer, ConsumerCtx, RdConsumer, Shared};
+use errors::rd_error;
+use log::LogContext;
+use producer::{DeliveryContext, RdFutureProducer, RdProducer};
+use security::{is_secret_setting, is_security_setting};
 
 pub use security::{builtin_features, SaslMechanism, Secret, Security};
 
@@ -459,6 +447,11 @@ pub(super) fn inner_mut<T>(mutex: &mut Mutex<T>) -> &mut T {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Instant;
+
+    use rdkafka::error::{KafkaError as RdError, RDKafkaErrorCode as Code};
+
+    use super::errors::{classify, code_kind, retry_read_within};
     use super::*;
     use crate::kafka::Compression;
 

@@ -9,13 +9,29 @@
 //! with the tasks of an instance). Our thread waits on librdkafka's queue with a whole timeout
 //! and is woken at once when the producer closes.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
+use async_trait::async_trait;
+use futures::FutureExt;
 use rdkafka::bindings as rdsys;
-use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, ProducerContext};
+use rdkafka::config::RDKafkaLogLevel;
+use rdkafka::consumer::ConsumerGroupMetadata;
+use rdkafka::error::{KafkaError as RdError, RDKafkaErrorCode as Code};
+use rdkafka::message::{Header as RdHeader, Message as _, OwnedHeaders};
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer as _, ProducerContext};
+use rdkafka::{ClientContext, IntoOpaque, Offset, TopicPartitionList};
 
-#[allow(unused_imports)]
-use super::*;
+use super::errors::{classify, rd_error, rd_error_as};
+use super::log::{forward_log_or_error, LogContext};
+use super::security::{blocking_unless_refused, Refusal};
+use super::{drop_off_runtime, lock};
+use crate::kafka::{
+    Delivered, DeliveryFuture, GroupMetadata, KafkaError, KafkaErrorKind, KafkaResult, Producer, ProducerRecord,
+    TopicPartition,
+};
 
 /// What a delivery report says: the record's partition and offset, or librdkafka's error.
 pub(super) type DeliveryOutcome = Result<(i32, i64), RdError>;
@@ -112,21 +128,7 @@ fn serve(queue: &MainQueue, stop: &AtomicBool, log: &LogContext) {
         unsafe {
             match rdsys::rd_kafka_event_type(event) {
                 rdsys::RD_KAFKA_EVENT_DR => deliver(event),
-                rdsys::RD_KAFKA_EVENT_LOG => {
-                    let (mut facility, mut message, mut level) = (std::ptr::null(), std::ptr::null(), 0);
-                    if rdsys::rd_kafka_event_log(event, &mut facility, &mut message, &mut level) == 0 {
-                        let facility = CStr::from_ptr(facility).to_string_lossy();
-                        let message = CStr::from_ptr(message).to_string_lossy();
-                        log.log(log_level(level), facility.trim(), message.trim());
-                    }
-                }
-                rdsys::RD_KAFKA_EVENT_ERROR => {
-                    let code = rdsys::rd_kafka_event_error(event);
-                    let reason = CStr::from_ptr(rdsys::rd_kafka_event_error_string(event)).to_string_lossy();
-                    log.error(RdError::Global(code.into()), reason.trim());
-                }
-                // Statistics are not enabled; OAUTHBEARER is not offered.
-                _ => {}
+                _ => forward_log_or_error(event, log),
             }
             rdsys::rd_kafka_event_destroy(event);
         }
@@ -159,19 +161,6 @@ unsafe fn deliver(event: *mut rdsys::rd_kafka_event_t) {
             (waiting, outcome)
         };
         let _ = waiting.send(outcome);
-    }
-}
-
-fn log_level(level: i32) -> RDKafkaLogLevel {
-    match level {
-        0 => RDKafkaLogLevel::Emerg,
-        1 => RDKafkaLogLevel::Alert,
-        2 => RDKafkaLogLevel::Critical,
-        3 => RDKafkaLogLevel::Error,
-        4 => RDKafkaLogLevel::Warning,
-        5 => RDKafkaLogLevel::Notice,
-        6 => RDKafkaLogLevel::Info,
-        _ => RDKafkaLogLevel::Debug,
     }
 }
 

@@ -3,11 +3,16 @@
 //! authentication and handshake errors (which it only logs and retries) into a named error for
 //! the calls waiting on that client.
 
+use std::ffi::CStr;
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 
-#[allow(unused_imports)]
-use super::*;
+use rdkafka::bindings as rdsys;
+use rdkafka::error::RDKafkaErrorCode as Code;
+
+use super::blocking;
+use crate::kafka::{KafkaError, KafkaErrorKind, KafkaResult};
 
 /// A password or private key. Its `Debug` and `Display` print `[redacted]`, so it can sit in
 /// configuration structs that get logged; only [`expose`](Secret::expose) gives the text.
@@ -416,13 +421,13 @@ pub fn builtin_features() -> Vec<String> {
     // SAFETY: a fresh configuration object we own and destroy; the value is copied out of a
     // buffer of the size librdkafka reported.
     unsafe {
-        let conf = rdkafka::bindings::rd_kafka_conf_new();
+        let conf = rdsys::rd_kafka_conf_new();
         let name = CString::new("builtin.features").expect("no NUL");
         let mut size: usize = 0;
-        rdkafka::bindings::rd_kafka_conf_get(conf, name.as_ptr(), std::ptr::null_mut(), &mut size);
+        rdsys::rd_kafka_conf_get(conf, name.as_ptr(), std::ptr::null_mut(), &mut size);
         let mut buffer = vec![0u8; size.max(1)];
-        rdkafka::bindings::rd_kafka_conf_get(conf, name.as_ptr(), buffer.as_mut_ptr().cast(), &mut size);
-        rdkafka::bindings::rd_kafka_conf_destroy(conf);
+        rdsys::rd_kafka_conf_get(conf, name.as_ptr(), buffer.as_mut_ptr().cast(), &mut size);
+        rdsys::rd_kafka_conf_destroy(conf);
         let text = CStr::from_bytes_until_nul(&buffer).map(|c| c.to_string_lossy().into_owned()).unwrap_or_default();
         text.split(',').filter(|f| !f.is_empty()).map(str::to_owned).collect()
     }
