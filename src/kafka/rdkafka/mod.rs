@@ -19,7 +19,7 @@
 //! Threads: every librdkafka call that can block (poll, metadata, offsets, transactions, flush,
 //! closing a client) runs on tokio's blocking pool, never on a runtime worker. A consumer's
 //! rebalance callback runs inside its poll, on that blocking thread: it assigns, **pauses** the
-//! new partitions before anything of them can be fetched, and queues a [`Rebalance`] event that
+//! new partitions before anything of them can be fetched, and queues a [`Rebalance`](crate::kafka::Rebalance) event that
 //! the next [`Consumer::poll`] returns. Nothing in the callback waits for the engine.
 //! [`Consumer::resume`] also sends the resumed partitions' leaders a request it does not wait
 //! for: librdkafka's own resume leaves a broker thread that idled while its partitions were

@@ -137,9 +137,9 @@ enum ClientKey {
     Pem { certificate: String, key: Secret, password: Option<Secret> },
 }
 
-/// How every client of an [`RdKafka`] connects: plaintext (the default), TLS, SASL over TLS, or
+/// How every client of an [`RdKafka`](super::RdKafka) connects: plaintext (the default), TLS, SASL over TLS, or
 /// SASL in the clear. Built with the constructors, refined with the `with_*` methods, given to
-/// [`RdKafka::with_security`].
+/// [`RdKafka::with_security`](super::RdKafka::with_security).
 ///
 /// ```
 /// use flechtwerk::kafka::rdkafka::{RdKafka, SaslMechanism, Secret, Security};
