@@ -301,11 +301,16 @@ struct Fleet {
     crashes: BTreeMap<&'static str, usize>,
 }
 
-/// Why a replica's end, by its last words, is LIFE-23's "let it crash" (a fence or a lost group
-/// membership ends `run()`; the restart fences the old producers and restores), if it is.
+/// Why a replica's end, by its last words, is LIFE-23's "let it crash" (a fence, a failed
+/// transaction or a lost group membership ends `run()`; the restart fences the old producers
+/// and restores), if it is. Every other end is a violation: a fatal or unclassified error, a
+/// read that gave up (its retry budget outlasts every fault here), a stage-contract error.
 fn let_it_crash(words: &str) -> Option<&'static str> {
     if words.contains("REPLICA FAILED kind=Fenced ") {
         Some("fenced")
+    } else if words.contains("REPLICA FAILED kind=Abortable ") {
+        // A transaction that must abort (a produce or commit failed during a failover).
+        Some("transaction failed")
     } else if words.contains("code=25:") || words.contains("code=22:") {
         // UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION: the group moved on without this member.
         Some("membership lost")
@@ -438,15 +443,33 @@ fn rd_consumer(isolation: &str, group: Option<&str>) -> BaseConsumer {
     config.create().expect("a checker consumer")
 }
 
+/// `read` retried for up to a minute: the checker runs right after the brokers healed, when a
+/// partition's leadership may still be moving (NotLeaderForPartition, a broker still loading).
+/// Its reads see through a failover as the engine's own do (issue 40); only a lasting error fails.
+fn retrying<T>(what: &str, mut read: impl FnMut() -> rdkafka::error::KafkaResult<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match read() {
+            Ok(value) => return value,
+            Err(error) if Instant::now() < deadline => {
+                eprintln!("nemesis checker: {what}: {error}; retrying");
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            Err(error) => panic!("nemesis checker: {what} still failing after 60 s: {error}"),
+        }
+    }
+}
+
 /// Every committed record of `topic`: (partition, offset, key, value, timestamp in ms).
 fn read_committed(topic: &str) -> Vec<(i32, i64, String, Vec<u8>, i64)> {
     let consumer = rd_consumer("read_committed", None);
     let timeout = Duration::from_secs(30);
-    let partitions = consumer.fetch_metadata(Some(topic), timeout).expect("metadata").topics()[0].partitions().len();
+    let partitions =
+        retrying("metadata", || consumer.fetch_metadata(Some(topic), timeout)).topics()[0].partitions().len();
     let mut ends = BTreeMap::new();
     let mut tpl = TopicPartitionList::new();
     for p in 0..partitions as i32 {
-        let (_, end) = consumer.fetch_watermarks(topic, p, timeout).expect("the stable end");
+        let (_, end) = retrying("the stable end", || consumer.fetch_watermarks(topic, p, timeout));
         ends.insert(p, end);
         tpl.add_partition_offset(topic, p, Offset::Beginning).expect("partition");
     }
@@ -464,7 +487,14 @@ fn read_committed(topic: &str) -> Vec<(i32, i64, String, Vec<u8>, i64)> {
     while ends.iter().any(|(p, end)| position(*p) < *end) {
         assert!(Instant::now() < deadline, "{topic}: not read to its end within 120 s");
         let Some(message) = consumer.poll(Duration::from_millis(200)) else { continue };
-        let message = message.expect("a record");
+        let message = match message {
+            Ok(message) => message,
+            // A fetch error while a leader moves: librdkafka refetches on its own.
+            Err(error) => {
+                assert!(Instant::now() < deadline, "{topic}: {error}");
+                continue;
+            }
+        };
         let key = String::from_utf8_lossy(message.key().unwrap_or_default()).into_owned();
         let at = message.timestamp().to_millis().unwrap_or(0);
         records.push((message.partition(), message.offset(), key, message.payload().unwrap_or_default().to_vec(), at));
@@ -478,14 +508,15 @@ fn open_transactions(topic: &str) -> Vec<String> {
     let committed = rd_consumer("read_committed", None);
     let uncommitted = rd_consumer("read_uncommitted", None);
     let timeout = Duration::from_secs(30);
-    let partitions = committed.fetch_metadata(Some(topic), timeout).expect("metadata").topics()[0].partitions().len();
+    let partitions =
+        retrying("metadata", || committed.fetch_metadata(Some(topic), timeout)).topics()[0].partitions().len();
     let mut open = Vec::new();
     for p in 0..partitions as i32 {
         // A transaction the coordinator is still deciding gets a few seconds.
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            let (_, stable) = committed.fetch_watermarks(topic, p, timeout).expect("stable end");
-            let (_, high) = uncommitted.fetch_watermarks(topic, p, timeout).expect("high watermark");
+            let (_, stable) = retrying("the stable end", || committed.fetch_watermarks(topic, p, timeout));
+            let (_, high) = retrying("the high watermark", || uncommitted.fetch_watermarks(topic, p, timeout));
             if stable == high {
                 break;
             }
@@ -817,7 +848,7 @@ fn check_counter(n: &Names) -> Vec<String> {
     for p in 0..PARTITIONS as i32 {
         tpl.add_partition(&n.input, p);
     }
-    let committed = consumer.committed_offsets(tpl, Duration::from_secs(30)).expect("committed offsets");
+    let committed = retrying("committed offsets", || consumer.committed_offsets(tpl.clone(), Duration::from_secs(30)));
     for element in committed.elements() {
         let end = ends.get(&element.partition()).copied().unwrap_or(0);
         let at = match element.offset() {

@@ -119,7 +119,27 @@ impl Admin for RdAdmin {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
             }
-            Err((_, Code::TopicAlreadyExists)) => Ok(TopicCreation::AlreadyExists),
+            // Created by someone else, maybe a moment ago (replicas of one application starting
+            // together all create its changelog): on a cluster of several brokers the one this
+            // client asks next may not have the topic in its metadata yet, and the caller's next
+            // look would find it missing (the nemesis found replicas ending with "the
+            // extractor's changelog has no partitions"). Wait until the metadata shows it; its
+            // leaders may be anywhere, a broker of it may be down.
+            Err((_, Code::TopicAlreadyExists)) => {
+                let deadline = Instant::now() + TOPIC_VISIBLE_MAX;
+                while self.metadata(&topic.name, Duration::ZERO).await?.is_none() {
+                    if Instant::now() >= deadline {
+                        return Err(KafkaError::new(
+                            KafkaErrorKind::Retriable,
+                            "create_topic",
+                            format!("it already exists, but is not in the metadata within {TOPIC_VISIBLE_MAX:?}"),
+                        )
+                        .with_context(topic.name.clone()));
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Ok(TopicCreation::AlreadyExists)
+            }
             // A principal without Create on a topic an operator created beforehand: the broker
             // refuses the creation whether the topic exists or not. An existing topic the
             // principal may describe is adopted, as an existing topic is (LIFE-15).
