@@ -298,7 +298,7 @@ struct Fleet {
     /// Replicas that ended on their own, with their last words.
     failures: Vec<String>,
     /// Replicas that crashed as LIFE-23 wants them to (a fence, a lost membership), by reason.
-    crashes: BTreeMap<&'static str, usize>,
+    crashes: BTreeMap<String, usize>,
 }
 
 /// Why a replica's end, by its last words, is LIFE-23's "let it crash" (a fence, a failed
@@ -375,14 +375,18 @@ impl Fleet {
                     }
                     (None, _) => None,
                     (Some(status), Some(_)) if status.success() => Some(String::new()),
-                    (Some(status), Some(_)) => {
-                        Some(format!("{} stopped with {status}: {}", replica.client, last_words(&replica.log)))
-                    }
-                    (Some(status), None) => {
+                    // A stop's last commit can meet a fence too: while it waited for a
+                    // coordinator on a broker that was down, the group moved its tasks on and
+                    // their new owner fenced it (LIFE-23 again; nothing it wrote commits).
+                    (Some(status), stopping) => {
                         let words = last_words(&replica.log);
                         if let Some(reason) = let_it_crash(&words) {
+                            let reason =
+                                if stopping.is_some() { format!("{reason} while stopping") } else { reason.to_owned() };
                             *self.crashes.entry(reason).or_default() += 1;
                             Some(String::new())
+                        } else if stopping.is_some() {
+                            Some(format!("{} stopped with {status}: {words}", replica.client))
                         } else {
                             Some(format!("{} ended on its own ({status}): {words}", replica.client))
                         }
