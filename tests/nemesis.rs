@@ -14,7 +14,10 @@
 //! - no open transaction left on any output or changelog partition (the read_committed end
 //!   equals the high watermark);
 //! - no replica ended on its own: a replica whose `run()` returned an error (a fault the engine
-//!   should have waited out, like issue 40's DestroyBroker) fails the run, with its error.
+//!   should have waited out, like issue 40's DestroyBroker) fails the run, with its error —
+//!   except LIFE-23's let-it-crash ends (fenced, a transaction that must abort, the group's
+//!   membership lost), also when they end a stop: those are counted, and the replica restarts;
+//! - every clean stop (SIGTERM) ends within 40 s, whatever the brokers do meanwhile.
 //!
 //! One binary, three roles (`harness = false`): without arguments it is the nemesis and the
 //! checker; `--counter PREFIX CLIENT` and `--extractor PREFIX CLIENT` are the replicas.
@@ -27,7 +30,7 @@
 //! `NEMESIS_PRODUCERS=per-instance` runs the counter with `Producers::PerInstance`.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -57,6 +60,8 @@ const FEED_RATE: i64 = 10;
 const FINISH_MAX: Duration = Duration::from_secs(300);
 /// How long a replica may take to stop cleanly (its shutdown grace and closes, with margin).
 const STOP_MAX: Duration = Duration::from_secs(40);
+/// The line the fleet writes to a replica's log before each start.
+const START_MARKER: &str = "--- nemesis: replica started ---";
 
 const SEQ: Attribute<i64> = Attribute::new("seq", &INT);
 const CURSOR: Attribute<i64> = Attribute::new("cursor", &INT);
@@ -132,10 +137,12 @@ impl Extractor for Pager {
 fn replica(role: &str, prefix: &str, client: &str) {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     runtime.block_on(async {
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-            .with_writer(std::io::stderr)
-            .try_init();
+        // The engine's own account (tasks and tokens taken, aborts, closes given up) by
+        // default: a replica that misbehaves is read from its log afterwards.
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,flechtwerk=info"));
+        let _ =
+            tracing_subscriber::fmt().with_ansi(false).with_env_filter(filter).with_writer(std::io::stderr).try_init();
         let n = names(prefix);
         let builder = Flechtwerk::builder()
             .client_id(client)
@@ -158,7 +165,11 @@ fn replica(role: &str, prefix: &str, client: &str) {
         }
         .expect("valid settings");
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM");
-        match app.run_until(async move { term.recv().await.unwrap_or(()) }).await {
+        let stopped = async move {
+            term.recv().await.unwrap_or(());
+            tracing::warn!("SIGTERM: stopping");
+        };
+        match app.run_until(stopped).await {
             Ok(()) => std::process::exit(0),
             Err(error) => {
                 // A fence or a lost group membership ends run() by design (LIFE-23: let it
@@ -299,6 +310,9 @@ struct Fleet {
     failures: Vec<String>,
     /// Replicas that crashed as LIFE-23 wants them to (a fence, a lost membership), by reason.
     crashes: BTreeMap<String, usize>,
+    /// Clean stops that ended, and the longest of them (SIGTERM to exit).
+    stops: usize,
+    longest_stop: Duration,
 }
 
 /// Why a replica's end, by its last words, is LIFE-23's "let it crash" (a fence, a failed
@@ -322,7 +336,9 @@ fn let_it_crash(words: &str) -> Option<&'static str> {
 impl Fleet {
     fn spawn(&mut self, key: (Stage, usize)) {
         let replica = self.replicas.get_mut(&key).expect("a replica");
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(&replica.log).expect("log file");
+        let mut log = std::fs::OpenOptions::new().create(true).append(true).open(&replica.log).expect("log file");
+        // Each start's lines follow a marker: its last words are read after the last one.
+        let _ = writeln!(log, "{START_MARKER}");
         let child = Command::new(std::env::current_exe().expect("own path"))
             .args([replica.role, &self.prefix, &replica.client])
             .stdout(Stdio::null())
@@ -367,6 +383,10 @@ impl Fleet {
             let replica = self.replicas.get_mut(&key).expect("a replica");
             if let Some(child) = replica.child.as_mut() {
                 let exited = child.try_wait().ok().flatten();
+                if let (Some(_), Some(since)) = (exited, replica.stopping) {
+                    self.stops += 1;
+                    self.longest_stop = self.longest_stop.max(since.elapsed());
+                }
                 let failure = match (exited, replica.stopping) {
                     (None, Some(since)) if since.elapsed() > STOP_MAX => {
                         let _ = child.kill();
@@ -423,7 +443,10 @@ impl Fleet {
 /// The line a failed replica printed about its end (else its last line).
 fn last_words(log: &Path) -> String {
     let Ok(file) = std::fs::File::open(log) else { return "(no log)".into() };
-    let lines: Vec<String> = BufReader::new(file).lines().map_while(Result::ok).collect();
+    let mut lines: Vec<String> = BufReader::new(file).lines().map_while(Result::ok).collect();
+    if let Some(start) = lines.iter().rposition(|l| l == START_MARKER) {
+        lines.drain(..=start);
+    }
     lines
         .iter()
         .rev()
@@ -649,6 +672,8 @@ fn nemesis() {
         replicas: BTreeMap::new(),
         failures: Vec::new(),
         crashes: BTreeMap::new(),
+        stops: 0,
+        longest_stop: Duration::ZERO,
     };
     for stage in [Stage::Counter, Stage::Extractor] {
         for r in 0..REPLICAS {
@@ -793,6 +818,11 @@ fn nemesis() {
     fleet.tend();
     fleet.shutdown();
     println!("nemesis: replicas that crashed by design (LIFE-23), restarted: {:?}", fleet.crashes);
+    println!(
+        "nemesis: {} clean stops (SIGTERM), the longest took {:.1} s (allowed: {STOP_MAX:?})",
+        fleet.stops,
+        fleet.longest_stop.as_secs_f64()
+    );
 
     let mut violations: Vec<String> = fleet.failures.clone();
     violations.extend(check_counter(&n));

@@ -54,6 +54,12 @@ pub(crate) const ABORT_TIMEOUT: Duration = Duration::from_secs(5);
 /// container orchestrator usually grants between SIGTERM and SIGKILL.
 pub(crate) const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
+/// How long a topic the broker reported as existing (a changelog another replica created a
+/// moment before) may stay missing from the metadata before the start-up fails: on a cluster
+/// of several brokers the one asked next may not have applied the creation yet (a broker that
+/// was paused or restarted catches up within seconds; the nemesis found the miss).
+pub(crate) const EXISTING_TOPIC_VISIBLE_MAX: Duration = Duration::from_secs(30);
+
 /// How long closing one client (consumer, producer) may take on shutdown.
 pub(crate) const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 

@@ -9,6 +9,8 @@
 //! - [`stop`]: the shutdown signal, and the grace a runner gets to finish in-flight work.
 //! - [`config_topics`]: the config store at run time (bootstrap at start, drain every loop).
 //! - [`hooks`]: the stage's hooks as the decoders and the config machinery take them.
+//! - [`lifecycle`]: what every runner does around its main loop (setup and teardown hooks,
+//!   start-up raced against the stop, the changelog created or adopted, bounded closes).
 //! - [`tasks`]: the transformer runner (one task per input partition number).
 //! - [`tokens`]: the extractor runner (ownership tokens, per-page transactions, standbys).
 //! - [`buggify`]: fault points that only simulations enable.
@@ -20,6 +22,7 @@ pub(crate) mod bounds;
 pub(crate) mod buggify;
 pub(crate) mod config_topics;
 pub(crate) mod hooks;
+pub(crate) mod lifecycle;
 pub(crate) mod settings;
 pub(crate) mod stop;
 pub(crate) mod tasks;

@@ -40,6 +40,17 @@ impl Stop {
         let _ = receiver.wait_for(|raised| *raised).await;
     }
 
+    /// Runs `work` unless the signal is raised first (then `None`, and `work` is dropped where
+    /// it waits). For start-up work a stop must not wait for: admin reads and bootstraps that
+    /// retry through a broker failover for up to a minute.
+    pub(crate) async fn unless_raised<F: std::future::Future>(&self, work: F) -> Option<F::Output> {
+        tokio::select! {
+            biased;
+            () = self.raised() => None,
+            output = work => Some(output),
+        }
+    }
+
     /// Resolves [`SHUTDOWN_GRACE`] after the signal is raised: the bound of in-flight work.
     pub(crate) async fn grace_expired(&self) {
         self.raised().await;

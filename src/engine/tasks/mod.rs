@@ -47,12 +47,13 @@ use crate::engine::bounds::{CLOSE_TIMEOUT, POLL_TIMEOUT, TASK_TRANSACTION_TIMEOU
 use crate::engine::buggify;
 use crate::engine::config_topics::ConfigTopics;
 use crate::engine::hooks::Hooks;
+use crate::engine::lifecycle;
 use crate::engine::settings::{Guarantee, Producers, Settings};
 use crate::engine::stop::Stop;
 use crate::error::Error;
 use crate::kafka::{
     Consumer, ConsumerConfig, GroupMetadata, Kafka, KafkaError, KafkaErrorKind, LogEnd, NewTopic, Polled,
-    ProducerConfig, Rebalance, RevocationGate, TopicCreation, TopicPartition,
+    ProducerConfig, Rebalance, RevocationGate, TopicPartition,
 };
 use crate::observer::Observer;
 use crate::stage::Transformer;
@@ -92,10 +93,7 @@ impl<S: Transformer> Runner<S> {
     /// Runs until `stop` is raised (clean stop) or an error (LIFE-20..23). The stage's setup runs
     /// first and its teardown last, after an error too (STG-02).
     pub(crate) async fn run(&self, stop: &Stop) -> Result<(), Error> {
-        self.stage.setup().await.map_err(|source| Error::Hook { hook: "setup".into(), source })?;
-        let result = self.run_stage(stop).await;
-        let teardown = self.stage.teardown().await.map_err(|source| Error::Hook { hook: "teardown".into(), source });
-        result.and(teardown)
+        lifecycle::hooked(self.stage.setup(), self.run_stage(stop), || self.stage.teardown()).await
     }
 
     /// Startup validation against the broker (LIFE-13, LIFE-14, LIFE-15); returns the task count.
@@ -113,15 +111,12 @@ impl<S: Transformer> Runner<S> {
         let partitions = *distinct.iter().next().expect("validated: at least one input topic");
         let changelog = self.settings.changelog_topic();
         let spec = NewTopic::new(&changelog, partitions).replication(self.settings.replication_factor).compacted();
-        // A freshly created changelog is not described again (LIFE-14, USR-08).
-        if admin.create_topic(&spec).await? == TopicCreation::AlreadyExists {
-            let existing = admin.partition_count(&changelog).await?;
-            if existing != Some(partitions) {
-                return Err(Error::Invalid(format!(
-                    "changelog {changelog} has {existing:?} partitions but the input topics have {partitions}: \
-                     repartitioning requires a state migration"
-                )));
-            }
+        let (_, existing) = lifecycle::create_or_adopt(&*admin, &spec).await?;
+        if existing != partitions {
+            return Err(Error::Invalid(format!(
+                "changelog {changelog} has {existing} partitions but the input topics have {partitions}: \
+                 repartitioning requires a state migration"
+            )));
         }
         for topic in configs {
             if admin.partition_count(topic).await?.is_none() {
@@ -135,7 +130,12 @@ impl<S: Transformer> Runner<S> {
         let inputs = self.stage.input_topics();
         let config_topics = self.stage.config_topics();
         validate_topics(&inputs, &config_topics)?;
-        self.check_topics(&inputs, &config_topics).await?;
+        // Raced against the stop like the bootstrap: with a broker down these admin reads retry
+        // for up to a minute, and an instance stopped meanwhile must still stop within its budget.
+        let Some(checked) = stop.unless_raised(self.check_topics(&inputs, &config_topics)).await else {
+            return Ok(());
+        };
+        checked?;
         let stage = &*self.stage;
         let policy = |error: &crate::wire::InvalidMessageError| stage.on_invalid_message(error);
         let hooks = Hooks { enricher: stage.config_enricher(), policy: &policy, state_key: None };
@@ -143,11 +143,8 @@ impl<S: Transformer> Runner<S> {
         // without rebalance churn (CFG-24).
         let bootstrap =
             ConfigTopics::bootstrap(&*self.kafka, &self.settings.client_id, &config_topics, hooks, &*self.observer);
-        let mut configs = tokio::select! {
-            biased;
-            () = stop.raised() => return Ok(()),
-            configs = bootstrap => configs?,
-        };
+        let Some(configs) = stop.unless_raised(bootstrap).await else { return Ok(()) };
+        let mut configs = configs?;
         let mut tasks = Tasks::default();
         if self.per_instance() {
             let start = self.start_shared_producer();
@@ -185,13 +182,8 @@ impl<S: Transformer> Runner<S> {
         if let Some(shared) = tasks.shared.take() {
             shared.close(&cause).await;
         }
-        let closed = match tokio::time::timeout(CLOSE_TIMEOUT, consumer.close()).await {
-            Ok(closed) => closed.map_err(Error::from),
-            Err(_) => {
-                tracing::warn!("closing the consumer timed out");
-                Ok(())
-            }
-        };
+        let closed =
+            lifecycle::close_bounded("the consumer", consumer.close()).await.unwrap_or(Ok(())).map_err(Error::from);
         let config_closed = configs.close().await;
         result.and(stopped).and(closed).and(config_closed)
     }

@@ -74,9 +74,12 @@ pub(super) async fn run_cycles<S: Extractor>(
             () = cancel.raised() => None,
             result = cycle(&ctx, &mut tokens) => Some(result),
         };
-        for token in &mut tokens {
-            abort_open(&*token.producer, &mut token.txn, &"the poll was cancelled").await;
-        }
+        // Concurrently: each abort is bounded by ABORT_TIMEOUT, and a replica holding several
+        // tokens must still stop within the shutdown's budget (bounds.rs).
+        futures::future::join_all(
+            tokens.iter_mut().map(|token| abort_open(&*token.producer, &mut token.txn, &"the poll was cancelled")),
+        )
+        .await;
         match outcome {
             None => return (tokens, Ok(())),
             Some(Err(error)) => {

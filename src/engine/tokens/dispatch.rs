@@ -27,6 +27,7 @@ use super::{bootstrap_entries, drained_entries, Cycles, Entries};
 use crate::engine::bounds::PAGE_TRANSACTION_TIMEOUT;
 use crate::engine::config_topics::ConfigTopics;
 use crate::engine::hooks::Hooks;
+use crate::engine::lifecycle;
 use crate::engine::settings::Settings;
 use crate::engine::stop::Stop;
 use crate::engine::txn::TxnState;
@@ -74,10 +75,7 @@ impl<S: Extractor> Runner<S> {
     /// Runs until `stop` is raised (clean stop) or an error. The stage's setup runs first and its
     /// teardown last, after an error too.
     pub(crate) async fn run(&self, stop: &Stop) -> Result<(), Error> {
-        self.stage.setup().await.map_err(|source| Error::Hook { hook: "setup".into(), source })?;
-        let result = self.run_stage(stop).await;
-        let teardown = self.stage.teardown().await.map_err(|source| Error::Hook { hook: "teardown".into(), source });
-        result.and(teardown)
+        lifecycle::hooked(self.stage.setup(), self.run_stage(stop), || self.stage.teardown()).await
     }
 
     /// Offline validation (LIFE-11, LIFE-12), and the config topics exist (LIFE-13).
@@ -102,25 +100,23 @@ impl<S: Extractor> Runner<S> {
 
     async fn run_stage(&self, stop: &Stop) -> Result<(), Error> {
         let topics = self.stage.config_topics();
-        self.validate(&topics).await?;
+        // Raced against the stop like the bootstrap (its admin reads retry through a failover).
+        let Some(validated) = stop.unless_raised(self.validate(&topics)).await else { return Ok(()) };
+        validated?;
         let stage = &*self.stage;
         let policy = |error: &crate::wire::InvalidMessageError| stage.on_invalid_message(error);
         let state_key = |key: &str, config: &Config| stage.extract_state_key(key, config);
         let hooks = Hooks { enricher: stage.config_enricher(), policy: &policy, state_key: Some(&state_key) };
         let bootstrap =
             ConfigTopics::bootstrap(&*self.kafka, &self.settings.client_id, &topics, hooks, &*self.observer);
-        let mut configs = tokio::select! {
-            biased;
-            () = stop.raised() => return Ok(()),
-            configs = bootstrap => configs?,
-        };
+        let Some(configs) = stop.unless_raised(bootstrap).await else { return Ok(()) };
+        let mut configs = configs?;
         // One token in a one-token space: `token_for(anything, 1)` is 0, every config is owned.
         let entries = Arc::new(Mutex::new(Entries { map: BTreeMap::new(), tokens: 1 }));
         bootstrap_entries(stage, &*self.observer, &mut configs, &topics[0], &entries).await?;
-        let started = tokio::select! {
-            biased;
-            () = stop.raised() => None,
-            started = self.start_producer() => Some(started?),
+        let started = match stop.unless_raised(self.start_producer()).await {
+            None => None,
+            Some(started) => Some(started?),
         };
         let mut cycles = None;
         let result = match started {

@@ -32,6 +32,7 @@ use crate::engine::bounds::{CLOSE_TIMEOUT, PAGE_TRANSACTION_TIMEOUT, POLL_TIMEOU
 use crate::engine::buggify;
 use crate::engine::config_topics::{ConfigTopics, SharedStore};
 use crate::engine::hooks::Hooks;
+use crate::engine::lifecycle;
 use crate::engine::settings::Settings;
 use crate::engine::stop::Stop;
 use crate::engine::txn::TxnState;
@@ -90,12 +91,13 @@ impl Cycles {
             Ok(outcome) => outcome,
             Err(error) => panic!("the poll cycles panicked: {error}"),
         };
-        for token in tokens {
+        // Concurrently: a shutdown's closes are bounded per token, not per replica (bounds.rs).
+        let closes = tokens.iter().map(|token| async move {
             assert!(!token.txn.is_open(), "the cycles abort their open pages before they hand the tokens back");
-            if tokio::time::timeout(CLOSE_TIMEOUT, token.producer.close()).await.is_err() {
-                tracing::warn!(token = token.token, "closing a token producer timed out");
-            }
-        }
+            let client = format!("the producer of token {}", token.token);
+            lifecycle::close_bounded(&client, token.producer.close()).await;
+        });
+        futures::future::join_all(closes).await;
         result
     }
 }
@@ -108,10 +110,7 @@ impl<S: Extractor> Runner<S> {
     /// Runs until `stop` is raised (clean stop) or an error (LIFE-20..23). The stage's setup runs
     /// first and its teardown last, after an error too (STG-02).
     pub(crate) async fn run(&self, stop: &Stop) -> Result<(), Error> {
-        self.stage.setup().await.map_err(|source| Error::Hook { hook: "setup".into(), source })?;
-        let result = self.run_stage(stop).await;
-        let teardown = self.stage.teardown().await.map_err(|source| Error::Hook { hook: "teardown".into(), source });
-        result.and(teardown)
+        lifecycle::hooked(self.stage.setup(), self.run_stage(stop), || self.stage.teardown()).await
     }
 
     /// Offline validation (LIFE-11, LIFE-12).
@@ -165,12 +164,9 @@ impl<S: Extractor> Runner<S> {
         let changelog = self.settings.changelog_topic();
         let spec = NewTopic::new(&changelog, tokens).replication(self.settings.replication_factor).compacted();
         let admin = self.kafka.admin()?;
-        if admin.create_topic(&spec).await? == crate::kafka::TopicCreation::Created {
-            return Ok(());
-        }
-        match admin.partition_count(&changelog).await? {
-            Some(n) if n == tokens => Ok(()),
-            Some(n) if n > 0 => {
+        match lifecycle::create_or_adopt(&*admin, &spec).await?.1 {
+            n if n == tokens => Ok(()),
+            n => {
                 tracing::warn!(
                     changelog = %changelog,
                     partitions = n,
@@ -180,26 +176,29 @@ impl<S: Extractor> Runner<S> {
                 );
                 Ok(())
             }
-            _ => Err(invalid(format!("the extractor's changelog {changelog} has no partitions"))),
         }
     }
 
     async fn run_stage(&self, stop: &Stop) -> Result<(), Error> {
         let topics = self.stage.config_topics();
         self.validate(&topics)?;
-        let tokens = self.token_space(&topics).await?;
-        self.ensure_changelog(tokens).await?;
+        // Raced against the stop like the bootstrap: with a broker down these admin reads retry
+        // for up to a minute, and a replica stopped meanwhile must still stop within its budget.
+        let startup = async {
+            let tokens = self.token_space(&topics).await?;
+            self.ensure_changelog(tokens).await?;
+            Ok::<_, Error>(tokens)
+        };
+        let Some(tokens) = stop.unless_raised(startup).await else { return Ok(()) };
+        let tokens = tokens?;
         let stage = &*self.stage;
         let policy = |error: &crate::wire::InvalidMessageError| stage.on_invalid_message(error);
         let state_key = |key: &str, config: &Config| stage.extract_state_key(key, config);
         let hooks = Hooks { enricher: stage.config_enricher(), policy: &policy, state_key: Some(&state_key) };
         let bootstrap =
             ConfigTopics::bootstrap(&*self.kafka, &self.settings.client_id, &topics, hooks, &*self.observer);
-        let mut configs = tokio::select! {
-            biased;
-            () = stop.raised() => return Ok(()),
-            configs = bootstrap => configs?,
-        };
+        let Some(configs) = stop.unless_raised(bootstrap).await else { return Ok(()) };
+        let mut configs = configs?;
         let entries = Arc::new(Mutex::new(Entries { map: BTreeMap::new(), tokens }));
         bootstrap_entries(stage, &*self.observer, &mut configs, &topics[0], &entries).await?;
         let mut membership = self.kafka.consumer(ConsumerConfig {
@@ -218,13 +217,10 @@ impl<S: Extractor> Runner<S> {
         };
         // Shutdown runs the barrier explicitly (EXT-44).
         let suspended = self.suspend(&mut cycles, &store).await;
-        let closed = match tokio::time::timeout(CLOSE_TIMEOUT, membership.close()).await {
-            Ok(closed) => closed.map_err(Error::from),
-            Err(_) => {
-                tracing::warn!("closing the membership consumer timed out");
-                Ok(())
-            }
-        };
+        let closed = lifecycle::close_bounded("the membership consumer", membership.close())
+            .await
+            .unwrap_or(Ok(()))
+            .map_err(Error::from);
         let config_closed = configs.close().await;
         result.and(suspended).and(closed).and(config_closed)
     }
