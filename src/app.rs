@@ -32,7 +32,7 @@ use futures::future::BoxFuture;
 use crate::engine::bounds::{MAX_POLL_RECORDS_DEFAULT, SESSION_TIMEOUT_DEFAULT, SESSION_TIMEOUT_MIN};
 use crate::engine::settings::{Guarantee, Producers, Settings};
 use crate::engine::stop::Stop;
-use crate::engine::{tasks, tokens};
+use crate::engine::{dispatch, tasks, tokens};
 use crate::error::Error;
 use crate::kafka::{Compression, FetchLimits, Kafka};
 use crate::observer::{FanOut, MetricsConfig, MetricsInstance, NoopObserver, Observer};
@@ -79,21 +79,21 @@ trait Run: Send + Sync {
     fn run<'a>(&'a self, stop: &'a Stop) -> BoxFuture<'a, Result<(), Error>>;
 }
 
-impl<S: Transformer> Run for tasks::Runner<S> {
+impl<S: Transformer> Run for tasks::TaskRunner<S> {
     fn run<'a>(&'a self, stop: &'a Stop) -> BoxFuture<'a, Result<(), Error>> {
-        Box::pin(tasks::Runner::run(self, stop))
+        Box::pin(tasks::TaskRunner::run(self, stop))
     }
 }
 
-impl<S: Extractor> Run for tokens::Runner<S> {
+impl<S: Extractor> Run for tokens::TokenRunner<S> {
     fn run<'a>(&'a self, stop: &'a Stop) -> BoxFuture<'a, Result<(), Error>> {
-        Box::pin(tokens::Runner::run(self, stop))
+        Box::pin(tokens::TokenRunner::run(self, stop))
     }
 }
 
-impl<S: Extractor> Run for tokens::dispatch::Runner<S> {
+impl<S: Extractor> Run for dispatch::DispatchRunner<S> {
     fn run<'a>(&'a self, stop: &'a Stop) -> BoxFuture<'a, Result<(), Error>> {
-        Box::pin(tokens::dispatch::Runner::run(self, stop))
+        Box::pin(dispatch::DispatchRunner::run(self, stop))
     }
 }
 
@@ -155,7 +155,7 @@ mod sealed {
 impl<S: Transformer> IntoRunner<TransformerShape> for S {
     fn into_runner(self, parts: RunnerParts) -> Result<Arc<dyn RunHandle>, Error> {
         let RunnerParts { settings, kafka, observer, stores, mqtt: _ } = parts;
-        Ok(Arc::new(tasks::Runner { stage: Arc::new(self), settings, kafka, observer, stores }))
+        Ok(Arc::new(tasks::TaskRunner { stage: Arc::new(self), settings, kafka, observer, stores }))
     }
 }
 
@@ -163,7 +163,7 @@ impl<S: Extractor> IntoRunner<ExtractorShape> for S {
     fn into_runner(self, parts: RunnerParts) -> Result<Arc<dyn RunHandle>, Error> {
         let RunnerParts { settings, kafka, observer, stores, mqtt: _ } = parts;
         check_poll_interval(&settings)?;
-        Ok(Arc::new(tokens::Runner { stage: Arc::new(self), settings, kafka, observer, stores }))
+        Ok(Arc::new(tokens::TokenRunner { stage: Arc::new(self), settings, kafka, observer, stores }))
     }
 }
 
@@ -178,7 +178,7 @@ impl<S: MqttExtractor> IntoRunner<MqttShape> for S {
         // (LIFE-40).
         let bridge =
             Bridge::new(self, mqtt, settings.client_id.clone(), settings.application_id.clone(), observer.clone())?;
-        Ok(Arc::new(tokens::dispatch::Runner { stage: Arc::new(bridge), settings, kafka, observer }))
+        Ok(Arc::new(dispatch::DispatchRunner { stage: Arc::new(bridge), settings, kafka, observer }))
     }
 }
 

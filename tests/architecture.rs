@@ -1,6 +1,6 @@
 //! The architecture as a test (docs/architecture.md): the library's layers flow one way, adapter
-//! features gate only module lines, an adapter's files import by name, and every `select!` is
-//! biased (determinism in simulation).
+//! features gate only module lines, an adapter's files import by name, madsim is named in two
+//! files only, and every `select!` is biased (determinism in simulation).
 //!
 //! Every top-level module of `src/` has a rank; a module may refer (`crate::other`) only to
 //! modules of a lower rank, so the import graph has no cycle and no layer reaches up. The ranks
@@ -245,5 +245,42 @@ fn every_select_is_biased() {
         unbiased.is_empty(),
         "select! without `biased;` as its first line (nondeterministic in simulation):\n  {}",
         unbiased.join("\n  ")
+    );
+}
+
+/// The files of `src/` that may know they run under madsim: the fault points and the yield
+/// shim (besides the feature gates that leave a native adapter out of simulation builds). The rest of the library is the same code in production and in simulation; a `madsim`
+/// cfg elsewhere would make a simulation prove something production does not run (issue 31).
+const MADSIM_FILES: &[&str] = &["engine/buggify.rs", "engine/budget.rs"];
+
+#[test]
+fn madsim_is_confined() {
+    let (src, files) = sources();
+    let mut outside = Vec::new();
+    let mut inside = 0;
+    for file in &files {
+        let rel = file.strip_prefix(&src).unwrap().to_string_lossy().replace('\\', "/");
+        let text = fs::read_to_string(file).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            if !code(line).contains("madsim") {
+                continue;
+            }
+            // An adapter that cannot run in the simulation is left out of its builds with its
+            // feature gate (which may gate only module lines, see above).
+            let adapter_gate = ADAPTER_FEATURES.iter().any(|f| code(line).contains(&format!("feature = \"{f}\"")));
+            if MADSIM_FILES.contains(&rel.as_str()) {
+                inside += 1;
+            } else if adapter_gate {
+                continue;
+            } else {
+                outside.push(format!("{rel}:{}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(inside > 3, "found only {inside} madsim lines in {MADSIM_FILES:?}: is the scan still looking?");
+    assert!(
+        outside.is_empty(),
+        "madsim is named outside {MADSIM_FILES:?} (keep simulation-only code there):\n  {}",
+        outside.join("\n  ")
     );
 }

@@ -63,6 +63,24 @@ pub(crate) const EXISTING_TOPIC_VISIBLE_MAX: Duration = Duration::from_secs(30);
 /// How long closing one client (consumer, producer) may take on shutdown.
 pub(crate) const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Pause between two looks for a topic the broker said exists.
+pub(crate) const EXISTING_TOPIC_RETRY: Duration = Duration::from_millis(200);
+
+/// How often the dispatched loop drains the config topics (EXT-52, KNOB `CONFIG_DRAIN_INTERVAL`).
+pub(crate) const CONFIG_DRAIN_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Cycles in a row whose aborted pages a dispatched loop retries before the error ends the run.
+pub(crate) const RETRIED_CYCLES_MAX: u32 = 10;
+
+/// Records per poll of the bootstrap's read: 2.5 times the default read's, so the per-poll work
+/// (a hop to the client's thread, a position check per open partition) is amortised over more
+/// records. The records of one poll are held at once, and the adapter takes the next poll's
+/// ahead while they are indexed, so two polls' worth sit beside librdkafka's own queue
+/// ([`FetchLimits::BOOTSTRAP`](crate::kafka::FetchLimits::BOOTSTRAP), up to 5 000 records): each record held costs its payload and
+/// librdkafka's per-message bookkeeping, and keeps its decompressed batch alive. At 5 000 per poll
+/// a 1 M-entry boot peaked ~4 MiB higher at the same wall time (docs/performance.md, issue #17).
+pub(crate) const BOOTSTRAP_BATCH_RECORDS: usize = 2_500;
+
 // A shutdown that waits for a batch must leave that batch time to commit.
 const _: () = assert!(SHUTDOWN_GRACE.as_millis() < TASK_TRANSACTION_TIMEOUT.as_millis());
 // The loop notices a shutdown within one poll, long before the grace runs out.
@@ -75,3 +93,5 @@ const _: () = assert!(ABORT_TIMEOUT.as_millis() < TASK_TRANSACTION_TIMEOUT.as_mi
 // budget: the default session timeout is at least three polls.
 const _: () = assert!(SESSION_TIMEOUT_DEFAULT.as_millis() >= 3 * POLL_TIMEOUT.as_millis());
 const _: () = assert!(SESSION_TIMEOUT_MIN.as_millis() <= SESSION_TIMEOUT_DEFAULT.as_millis());
+// A topic that exists is looked for several times before the start-up gives up on it.
+const _: () = assert!(EXISTING_TOPIC_RETRY.as_millis() * 10 <= EXISTING_TOPIC_VISIBLE_MAX.as_millis());

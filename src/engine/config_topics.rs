@@ -15,7 +15,7 @@ use std::time::Duration;
 use tracing::Instrument as _;
 
 use crate::configs::{decode_config_update, ConfigBootstrap, ConfigStore};
-use crate::engine::bounds::DRAIN_RECORDS_MAX;
+use crate::engine::bounds::{BOOTSTRAP_BATCH_RECORDS, DRAIN_RECORDS_MAX};
 use crate::engine::hooks::Hooks;
 use crate::error::{BoxError, Error};
 use crate::kafka::read::{read_to_end_borrowed, BorrowedReader, ReadError};
@@ -23,15 +23,6 @@ use crate::kafka::{Consumer, ConsumerConfig, FetchLimits, Kafka, StartOffset, To
 use crate::observer::Observer;
 use crate::record::Config;
 use crate::wire::{InvalidMessagePolicy, PolicyError, RecordRef};
-
-/// Records per poll of the bootstrap's read: 2.5 times the default read's, so the per-poll work
-/// (a hop to the client's thread, a position check per open partition) is amortised over more
-/// records. The records of one poll are held at once, and the adapter takes the next poll's
-/// ahead while they are indexed, so two polls' worth sit beside librdkafka's own queue
-/// ([`FetchLimits::BOOTSTRAP`], up to 5 000 records): each record held costs its payload and
-/// librdkafka's per-message bookkeeping, and keeps its decompressed batch alive. At 5 000 per poll
-/// a 1 M-entry boot peaked ~4 MiB higher at the same wall time (docs/performance.md, issue #17).
-const BOOTSTRAP_BATCH_RECORDS: usize = 2_500;
 
 /// The config store, shared: the loop that drains it writes it (briefly, between its own
 /// reads), stage code reads it — a transformer's batch under one read guard (one consistent

@@ -3,7 +3,7 @@
 //! the changelog created or adopted, and clients closed within [`CLOSE_TIMEOUT`].
 //!
 //! The transformer ([`super::tasks`]), the token-sharded extractor ([`super::tokens`]) and the
-//! dispatched extractor of the MQTT bridge ([`super::tokens::dispatch`]) start and end through
+//! dispatched extractor of the MQTT bridge ([`super::dispatch`]) start and end through
 //! these functions, so a rule of the lifecycle is written once.
 //!
 //! [`Stop::unless_raised`]: super::stop::Stop::unless_raised
@@ -11,7 +11,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use super::bounds::{CLOSE_TIMEOUT, EXISTING_TOPIC_VISIBLE_MAX};
+use super::bounds::{CLOSE_TIMEOUT, EXISTING_TOPIC_RETRY, EXISTING_TOPIC_VISIBLE_MAX};
 use crate::error::{BoxError, Error};
 use crate::kafka::{Admin, KafkaError, KafkaErrorKind, KafkaResult, NewTopic, TopicCreation};
 
@@ -59,9 +59,6 @@ pub(crate) async fn create_or_adopt(admin: &dyn Admin, spec: &NewTopic) -> Resul
     let partitions = existing_partitions(admin, &spec.name).await?;
     Ok((TopicCreation::AlreadyExists, partitions))
 }
-
-/// Pause between two looks for a topic the broker said exists.
-const EXISTING_TOPIC_RETRY: Duration = Duration::from_millis(200);
 
 async fn existing_partitions(admin: &dyn Admin, topic: &str) -> KafkaResult<u32> {
     let mut waited = Duration::ZERO;

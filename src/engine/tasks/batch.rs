@@ -3,8 +3,8 @@
 //! instance's producer (per-instance shape, TRX-44).
 //!
 //! A batch goes through three steps, which the main loop pipelines (TRX-02): it is
-//! [prepared](Runner::prepare_batch) (parsed, run, encoded: no transaction yet), then
-//! [committed](Runner::commit_batch), then [completed](Runner::complete_batch) (its state
+//! [prepared](TaskRunner::prepare_batch) (parsed, run, encoded: no transaction yet), then
+//! [committed](TaskRunner::commit_batch), then [completed](TaskRunner::complete_batch) (its state
 //! changes go into the stores, its offsets into the tasks' records). While batch N commits, the
 //! loop polls and prepares batch N+1; N+1 reads the state N leaves behind from N's prepared
 //! changes (not yet in the stores, which follow only committed changes), and commits only after
@@ -12,19 +12,19 @@
 
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
-#[cfg(madsim)]
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::Bytes;
 use futures::future::try_join_all;
 use futures::FutureExt as _;
 
 use super::task::{SharedProducer, TaskStore, TaskTxn, Tasks};
-use super::Runner;
+use super::TaskRunner;
 use crate::configs::ConfigStore;
+use crate::engine::budget::Budget;
 use crate::engine::buggify;
+use crate::engine::records::{changelog_record, output_record, panic_error, record_bytes};
 use crate::engine::txn::Txn;
-use crate::error::{BoxError, Error};
+use crate::error::Error;
 use crate::kafka::{GroupMetadata, ProducerRecord, RevocationGate, RevocationHold, TopicPartition};
 use crate::message::{IncomingMessage, Message};
 use crate::record::State;
@@ -181,7 +181,7 @@ impl PreparedBatch {
     }
 }
 
-impl<S: Transformer> Runner<S> {
+impl<S: Transformer> TaskRunner<S> {
     /// Decodes and processes one fetched batch and encodes everything it writes (TRX-10..23),
     /// beginning no transaction. `ahead` are the batches whose state changes are not in the
     /// stores yet, newest first (the batch gathered so far, the batch committing meanwhile): a
@@ -373,7 +373,7 @@ impl<S: Transformer> Runner<S> {
             let result = AssertUnwindSafe(self.stage.transform(msg, current, &mut out))
                 .catch_unwind()
                 .await
-                .unwrap_or_else(|panic| Err(panic_error(panic)));
+                .unwrap_or_else(|panic| Err(panic_error("transform", panic)));
             self.observer.message_processed(started.elapsed());
             // The message moved into the transform: its topic is input topic `order`.
             result.map_err(|source| Error::Transform { topic: inputs[order].clone(), partition, offset, source })?;
@@ -473,15 +473,7 @@ impl<S: Transformer> Runner<S> {
             if let Some(bytes) = &change.value {
                 self.observer.state_record_bytes(bytes.len());
             }
-            let record = ProducerRecord {
-                topic: changelog.to_owned(),
-                partition: Some(partition),
-                key: Some(Bytes::copy_from_slice(change.key.as_bytes())),
-                value: change.value.clone(),
-                headers: Vec::new(),
-                timestamp_ms: None,
-            };
-            txn.send(record).await?;
+            txn.send(changelog_record(changelog, Some(partition), &change.key, change.value.clone())).await?;
         }
         Ok(())
     }
@@ -517,58 +509,6 @@ fn load_state(task: &mut TaskStore<'_>, overlays: &[&[StateChange]], key: &str) 
         }
     }
     decode(task.store.get(key)?.as_deref())
-}
-
-/// How many transforms a simulated preparation runs between two yields.
-#[cfg(madsim)]
-const RECORDS_PER_YIELD: usize = 64;
-
-/// Makes a long preparation give way now and then: the batch committing meanwhile is driven by
-/// the same task, and moves on (its next call, its commit) only when the task is polled again.
-/// Natively through tokio's cooperative budget (each transform spends one unit; once the task's
-/// budget for this poll is spent, every bucket yields at its next record, so the pass over them
-/// ends); in the simulation a yield every [`RECORDS_PER_YIELD`] transforms.
-#[derive(Default)]
-struct Budget {
-    #[cfg(madsim)]
-    spent: AtomicUsize,
-}
-
-impl Budget {
-    async fn spend(&self) {
-        #[cfg(not(madsim))]
-        tokio::task::coop::consume_budget().await;
-        #[cfg(madsim)]
-        if self.spent.fetch_add(1, Ordering::Relaxed) % RECORDS_PER_YIELD == RECORDS_PER_YIELD - 1 {
-            tokio::task::yield_now().await;
-        }
-    }
-}
-
-fn output_record(message: &Message) -> Result<ProducerRecord, Error> {
-    let encode_error = |source| Error::Encode { what: format!("a message to topic {:?}", message.topic()), source };
-    Ok(ProducerRecord {
-        topic: message.topic().to_owned(),
-        partition: None,
-        key: Some(message.encode_key().map_err(encode_error)?),
-        value: message.encode_value().map_err(encode_error)?,
-        headers: Vec::new(),
-        timestamp_ms: message.timestamp_ms(),
-    })
-}
-
-fn record_bytes(record: &ProducerRecord) -> usize {
-    record.key.as_ref().map_or(0, Bytes::len) + record.value.as_ref().map_or(0, Bytes::len)
-}
-
-/// A stage panic as an error: its message, when it has one.
-fn panic_error(panic: Box<dyn std::any::Any + Send>) -> BoxError {
-    let message = panic
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-        .unwrap_or_else(|| "a panic without a message".to_owned());
-    format!("transform panicked: {message}").into()
 }
 
 #[cfg(test)]

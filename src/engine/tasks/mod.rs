@@ -61,7 +61,7 @@ use crate::state::StateStores;
 use crate::wire::RawRecord;
 
 /// The transformer runner.
-pub(crate) struct Runner<S> {
+pub(crate) struct TaskRunner<S> {
     pub(crate) stage: Arc<S>,
     pub(crate) settings: Settings,
     pub(crate) kafka: Arc<dyn Kafka>,
@@ -89,7 +89,7 @@ fn unknown_topic(topic: &str, what: &str) -> Error {
         .into()
 }
 
-impl<S: Transformer> Runner<S> {
+impl<S: Transformer> TaskRunner<S> {
     /// Runs until `stop` is raised (clean stop) or an error (LIFE-20..23). The stage's setup runs
     /// first and its teardown last, after an error too (STG-02).
     pub(crate) async fn run(&self, stop: &Stop) -> Result<(), Error> {
@@ -425,7 +425,7 @@ impl<S: Transformer> Runner<S> {
     }
 
     /// A poll handled with no batch in flight: its rebalance events, then its records
-    /// ([`Runner::prepare_polled`]). Returns [`Next::Ready`] without a deferred poll,
+    /// ([`TaskRunner::prepare_polled`]). Returns [`Next::Ready`] without a deferred poll,
     /// [`Next::MembershipLost`], or [`Next::Stopped`] when the stop's grace expired during the
     /// preparation.
     async fn on_polled(

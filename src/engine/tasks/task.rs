@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use tracing::Instrument as _;
 
-use super::Runner;
+use super::TaskRunner;
 use crate::engine::bounds::{CLOSE_TIMEOUT, TASK_TRANSACTION_TIMEOUT};
 use crate::engine::buggify;
 use crate::engine::settings::Guarantee;
@@ -79,10 +79,10 @@ impl Task {
     }
 }
 
-impl<S: Transformer> Runner<S> {
+impl<S: Transformer> TaskRunner<S> {
     /// The first two steps of TRX-31 for task `partition`: its producer (whose
     /// `init_transactions` fences the previous owner and aborts its open transaction), then its
-    /// store. The third, the restore, follows with [`Runner::restore_tasks`] once every task of
+    /// store. The third, the restore, follows with [`TaskRunner::restore_tasks`] once every task of
     /// the assignment fenced: restoring before the fence could miss the previous owner's last
     /// commit.
     #[tracing::instrument(name = "task.start", skip(self), fields(transactional_id = tracing::field::Empty))]

@@ -11,10 +11,12 @@ use futures::FutureExt as _;
 
 use super::page::{SharedState, TokenPage};
 use super::Entries;
+use crate::engine::bounds::RETRIED_CYCLES_MAX;
 use crate::engine::config_topics::SharedStore;
+use crate::engine::records::panic_error;
 use crate::engine::stop::Stop;
 use crate::engine::txn::{abort_open, Txn, TxnState};
-use crate::error::{BoxError, Error};
+use crate::error::Error;
 use crate::kafka::Producer;
 use crate::observer::Observer;
 use crate::record::{Config, State};
@@ -22,32 +24,29 @@ use crate::stage::{Extractor, Page};
 
 /// A held ownership token: its producer (`{application_id}-{token}`, fenced at grant) and
 /// whether a page of it is open.
-pub(super) struct Token {
-    pub(super) token: i32,
-    pub(super) producer: Box<dyn Producer>,
-    pub(super) txn: TxnState,
+pub(in crate::engine) struct Token {
+    pub(in crate::engine) token: i32,
+    pub(in crate::engine) producer: Box<dyn Producer>,
+    pub(in crate::engine) txn: TxnState,
 }
 
 /// What the cycles of one assignment share with the runner.
-pub(super) struct CycleContext<S> {
-    pub(super) stage: Arc<S>,
-    pub(super) observer: Arc<dyn Observer>,
-    pub(super) store: SharedState,
-    pub(super) configs: SharedStore,
-    pub(super) entries: Arc<Mutex<Entries>>,
-    pub(super) changelog: String,
-    pub(super) poll_interval: Duration,
+pub(in crate::engine) struct CycleContext<S> {
+    pub(in crate::engine) stage: Arc<S>,
+    pub(in crate::engine) observer: Arc<dyn Observer>,
+    pub(in crate::engine) store: SharedState,
+    pub(in crate::engine) configs: SharedStore,
+    pub(in crate::engine) entries: Arc<Mutex<Entries>>,
+    pub(in crate::engine) changelog: String,
+    pub(in crate::engine) poll_interval: Duration,
     /// The broker-dispatched loop: every write of state fails, "stateless by contract" (EXT-54).
-    pub(super) stateless: bool,
+    pub(in crate::engine) stateless: bool,
     /// The broker-dispatched loop: a page aborted by an abortable Kafka error (the producer
     /// stays usable, the abort went through) does not end the run; the next cycle polls again,
     /// and the stage re-sends what the aborted page held (MQ-35). Bounded by
     /// [`RETRIED_CYCLES_MAX`] failing cycles in a row.
-    pub(super) retry_aborted_pages: bool,
+    pub(in crate::engine) retry_aborted_pages: bool,
 }
-
-/// Cycles in a row whose aborted pages a dispatched loop retries before the error ends the run.
-pub(super) const RETRIED_CYCLES_MAX: u32 = 10;
 
 /// One active config of a cycle.
 struct Active {
@@ -59,7 +58,7 @@ struct Active {
 
 /// Runs cycles on `tokens` until `cancel` is raised (then `Ok`) or a cycle fails; gives the
 /// tokens back either way, with no page open (a cancelled poll's page is aborted here, EXT-36).
-pub(super) async fn run_cycles<S: Extractor>(
+pub(in crate::engine) async fn run_cycles<S: Extractor>(
     ctx: Arc<CycleContext<S>>,
     mut tokens: Vec<Token>,
     cancel: Stop,
@@ -204,7 +203,7 @@ async fn poll_one<S: Extractor>(ctx: &CycleContext<S>, token: &mut Token, active
         AssertUnwindSafe(ctx.stage.poll(active.config.clone(), state, &mut page))
             .catch_unwind()
             .await
-            .unwrap_or_else(|panic| Err(panic_error(panic)))
+            .unwrap_or_else(|panic| Err(panic_error("poll", panic)))
     };
     let result = match polled {
         Ok(()) => sink.finish_trailing().await,
@@ -233,13 +232,4 @@ fn load_state<S>(ctx: &CycleContext<S>, state_key: &str) -> Result<State, Error>
             source,
         }),
     }
-}
-
-fn panic_error(panic: Box<dyn std::any::Any + Send>) -> BoxError {
-    let message = panic
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-        .unwrap_or_else(|| "a panic without a message".to_owned());
-    format!("poll panicked: {message}").into()
 }

@@ -17,9 +17,8 @@
 //! assignment fences (starting the producers) *before* it restores the entire changelog into
 //! the store (EXT-37), so the restore can never miss a previous holder's last page.
 
-mod cycle;
-pub(crate) mod dispatch;
-mod page;
+pub(super) mod cycle;
+pub(super) mod page;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -67,8 +66,15 @@ pub(super) struct Entries {
     tokens: u32,
 }
 
+impl Entries {
+    /// No entries yet, in a token space of `tokens`.
+    pub(super) fn new(tokens: u32) -> Self {
+        Entries { map: BTreeMap::new(), tokens }
+    }
+}
+
 /// The extractor runner.
-pub(crate) struct Runner<S> {
+pub(crate) struct TokenRunner<S> {
     pub(crate) stage: Arc<S>,
     pub(crate) settings: Settings,
     pub(crate) kafka: Arc<dyn Kafka>,
@@ -77,15 +83,15 @@ pub(crate) struct Runner<S> {
 }
 
 /// The running cycles of the current assignment.
-struct Cycles {
-    cancel: Stop,
-    handle: tokio::task::JoinHandle<(Vec<Token>, Result<(), Error>)>,
+pub(super) struct Cycles {
+    pub(super) cancel: Stop,
+    pub(super) handle: tokio::task::JoinHandle<(Vec<Token>, Result<(), Error>)>,
 }
 
 impl Cycles {
     /// Cancels the cycles and waits for them to unwind (their open pages aborted), then closes
     /// the token producers. A cycle's failure is the result.
-    async fn stop(self) -> Result<(), Error> {
+    pub(super) async fn stop(self) -> Result<(), Error> {
         self.cancel.raise();
         let (tokens, result) = match self.handle.await {
             Ok(outcome) => outcome,
@@ -106,7 +112,7 @@ fn invalid(message: impl Into<String>) -> Error {
     Error::Invalid(message.into())
 }
 
-impl<S: Extractor> Runner<S> {
+impl<S: Extractor> TokenRunner<S> {
     /// Runs until `stop` is raised (clean stop) or an error (LIFE-20..23). The stage's setup runs
     /// first and its teardown last, after an error too (STG-02).
     pub(crate) async fn run(&self, stop: &Stop) -> Result<(), Error> {
@@ -199,7 +205,7 @@ impl<S: Extractor> Runner<S> {
             ConfigTopics::bootstrap(&*self.kafka, &self.settings.client_id, &topics, hooks, &*self.observer);
         let Some(configs) = stop.unless_raised(bootstrap).await else { return Ok(()) };
         let mut configs = configs?;
-        let entries = Arc::new(Mutex::new(Entries { map: BTreeMap::new(), tokens }));
+        let entries = Arc::new(Mutex::new(Entries::new(tokens)));
         bootstrap_entries(stage, &*self.observer, &mut configs, &topics[0], &entries).await?;
         let mut membership = self.kafka.consumer(ConsumerConfig {
             offset_reset: OffsetReset::Latest,

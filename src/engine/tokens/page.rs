@@ -8,9 +8,9 @@ use futures::FutureExt as _;
 
 use crate::configs::ConfigStoreError;
 use crate::engine::config_topics::SharedStore;
+use crate::engine::records::{changelog_record, output_record, record_bytes};
 use crate::engine::txn::Txn;
 use crate::error::Error;
-use crate::kafka::ProducerRecord;
 use crate::message::Message;
 use crate::observer::Observer;
 use crate::record::{Config, State};
@@ -18,30 +18,30 @@ use crate::stage::PageSink;
 use crate::state::StateStore;
 
 /// The extractor's local state: one store for every token of the process (STO-17).
-pub(super) type SharedState = Arc<Mutex<Box<dyn StateStore>>>;
+pub(in crate::engine) type SharedState = Arc<Mutex<Box<dyn StateStore>>>;
 
 /// The pages of one poll of one config, on its token's producer.
-pub(super) struct TokenPage<'a> {
-    pub(super) txn: Txn<'a>,
-    pub(super) observer: &'a dyn Observer,
-    pub(super) store: &'a SharedState,
-    pub(super) configs: &'a SharedStore,
-    pub(super) changelog: &'a str,
-    pub(super) state_key: &'a str,
+pub(in crate::engine) struct TokenPage<'a> {
+    pub(in crate::engine) txn: Txn<'a>,
+    pub(in crate::engine) observer: &'a dyn Observer,
+    pub(in crate::engine) store: &'a SharedState,
+    pub(in crate::engine) configs: &'a SharedStore,
+    pub(in crate::engine) changelog: &'a str,
+    pub(in crate::engine) state_key: &'a str,
     /// The state last committed for the key (EXT-21): a commit writes the state only if it
     /// differs.
-    pub(super) baseline: State,
+    pub(in crate::engine) baseline: State,
     /// Messages were sent since the last boundary.
-    pub(super) pending: bool,
+    pub(in crate::engine) pending: bool,
     /// A send or commit failed: the page is doomed, whatever the stage makes of the error.
-    pub(super) failed: bool,
+    pub(in crate::engine) failed: bool,
     /// Writing state is an error (the broker-dispatched loop, EXT-54).
-    pub(super) stateless: bool,
+    pub(in crate::engine) stateless: bool,
 }
 
 impl TokenPage<'_> {
     /// Commits the messages sent after the last boundary, as a page of their own (EXT-10).
-    pub(super) async fn finish_trailing(&mut self) -> Result<(), Error> {
+    pub(in crate::engine) async fn finish_trailing(&mut self) -> Result<(), Error> {
         if self.pending {
             self.txn.finish(Ok(())).await?;
             self.pending = false;
@@ -50,18 +50,9 @@ impl TokenPage<'_> {
     }
 
     async fn send_message(&mut self, message: Message) -> Result<(), Error> {
-        let encode_error = |source| Error::Encode { what: format!("a message to topic {:?}", message.topic()), source };
-        let record = ProducerRecord {
-            topic: message.topic().to_owned(),
-            partition: None,
-            key: Some(message.encode_key().map_err(encode_error)?),
-            value: message.encode_value().map_err(encode_error)?,
-            headers: Vec::new(),
-            timestamp_ms: message.timestamp_ms(),
-        };
+        let record = output_record(&message)?;
         self.observer.message_out(message.topic());
-        let bytes = record.key.as_ref().map_or(0, Bytes::len) + record.value.as_ref().map_or(0, Bytes::len);
-        self.observer.message_out_bytes(&record.topic, bytes);
+        self.observer.message_out_bytes(&record.topic, record_bytes(&record));
         self.txn.send(record).await?;
         self.pending = true;
         Ok(())
@@ -99,16 +90,9 @@ impl TokenPage<'_> {
                 }
                 // Key hashing (no explicit partition), as Python does (EXT-43, STO-09): on a
                 // changelog with one partition per token this is the token's own partition; on
-                // any other count the restore reads to the high watermark (Runner::restore).
-                let record = ProducerRecord {
-                    topic: self.changelog.to_owned(),
-                    partition: None,
-                    key: Some(Bytes::copy_from_slice(self.state_key.as_bytes())),
-                    value: bytes.as_deref().map(Bytes::copy_from_slice),
-                    headers: Vec::new(),
-                    timestamp_ms: None,
-                };
-                self.txn.send(record).await
+                // any other count the restore reads to the high watermark (TokenRunner::restore).
+                let value = bytes.as_deref().map(Bytes::copy_from_slice);
+                self.txn.send(changelog_record(self.changelog, None, self.state_key, value)).await
             }
         };
         self.txn.finish(filled).await?;

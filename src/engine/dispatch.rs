@@ -17,14 +17,12 @@
 //! next cycle sends them again. A reconnect of the whole process would cost more: every message
 //! in flight at the MQTT broker would be redelivered.
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use super::cycle::{run_cycles, CycleContext, Token};
-use super::page::SharedState;
-use super::{bootstrap_entries, drained_entries, Cycles, Entries};
-use crate::engine::bounds::PAGE_TRANSACTION_TIMEOUT;
+use super::tokens::cycle::{run_cycles, CycleContext, Token};
+use super::tokens::page::SharedState;
+use super::tokens::{bootstrap_entries, drained_entries, Cycles, Entries};
+use crate::engine::bounds::{CONFIG_DRAIN_INTERVAL, PAGE_TRANSACTION_TIMEOUT};
 use crate::engine::config_topics::ConfigTopics;
 use crate::engine::hooks::Hooks;
 use crate::engine::lifecycle;
@@ -38,11 +36,8 @@ use crate::record::Config;
 use crate::stage::Extractor;
 use crate::state::{StateError, StateStore};
 
-/// How often the dispatched loop drains the config topics (EXT-52, KNOB `CONFIG_DRAIN_INTERVAL`).
-pub(crate) const CONFIG_DRAIN_INTERVAL: Duration = Duration::from_secs(1);
-
 /// The dispatched runner.
-pub(crate) struct Runner<S> {
+pub(crate) struct DispatchRunner<S> {
     pub(crate) stage: Arc<S>,
     pub(crate) settings: Settings,
     pub(crate) kafka: Arc<dyn Kafka>,
@@ -71,7 +66,7 @@ impl StateStore for Stateless {
     }
 }
 
-impl<S: Extractor> Runner<S> {
+impl<S: Extractor> DispatchRunner<S> {
     /// Runs until `stop` is raised (clean stop) or an error. The stage's setup runs first and its
     /// teardown last, after an error too.
     pub(crate) async fn run(&self, stop: &Stop) -> Result<(), Error> {
@@ -112,7 +107,7 @@ impl<S: Extractor> Runner<S> {
         let Some(configs) = stop.unless_raised(bootstrap).await else { return Ok(()) };
         let mut configs = configs?;
         // One token in a one-token space: `token_for(anything, 1)` is 0, every config is owned.
-        let entries = Arc::new(Mutex::new(Entries { map: BTreeMap::new(), tokens: 1 }));
+        let entries = Arc::new(Mutex::new(Entries::new(1)));
         bootstrap_entries(stage, &*self.observer, &mut configs, &topics[0], &entries).await?;
         let started = match stop.unless_raised(self.start_producer()).await {
             None => None,
