@@ -62,6 +62,8 @@ const FINISH_MAX: Duration = Duration::from_secs(300);
 const STOP_MAX: Duration = Duration::from_secs(40);
 /// The line the fleet writes to a replica's log before each start.
 const START_MARKER: &str = "--- nemesis: replica started ---";
+/// The line a replica prints when a stop ended, before the milliseconds it took.
+const STOPPED_IN: &str = "REPLICA STOPPED after ms=";
 
 const SEQ: Attribute<i64> = Attribute::new("seq", &INT);
 const CURSOR: Attribute<i64> = Attribute::new("cursor", &INT);
@@ -165,11 +167,22 @@ fn replica(role: &str, prefix: &str, client: &str) {
         }
         .expect("valid settings");
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM");
-        let stopped = async move {
-            term.recv().await.unwrap_or(());
-            tracing::warn!("SIGTERM: stopping");
+        let signalled = Arc::new(std::sync::OnceLock::new());
+        let stopped = {
+            let signalled = Arc::clone(&signalled);
+            async move {
+                term.recv().await.unwrap_or(());
+                let _ = signalled.set(Instant::now());
+                tracing::warn!("SIGTERM: stopping");
+            }
         };
-        match app.run_until(stopped).await {
+        let result = app.run_until(stopped).await;
+        // How long the stop took, as the replica measured it: the fleet's own view is only as
+        // fine as its tending, which a fault's command can hold up for seconds.
+        if let Some(at) = signalled.get() {
+            eprintln!("{STOPPED_IN}{}", at.elapsed().as_millis());
+        }
+        match result {
             Ok(()) => std::process::exit(0),
             Err(error) => {
                 // A fence or a lost group membership ends run() by design (LIFE-23: let it
@@ -383,9 +396,14 @@ impl Fleet {
             let replica = self.replicas.get_mut(&key).expect("a replica");
             if let Some(child) = replica.child.as_mut() {
                 let exited = child.try_wait().ok().flatten();
+                let mut slow = None;
                 if let (Some(_), Some(since)) = (exited, replica.stopping) {
                     self.stops += 1;
-                    self.longest_stop = self.longest_stop.max(since.elapsed());
+                    let took = stopped_in(&replica.log).unwrap_or_else(|| since.elapsed());
+                    self.longest_stop = self.longest_stop.max(took);
+                    if took > STOP_MAX {
+                        slow = Some(format!("{} took {took:?} to stop (allowed: {STOP_MAX:?})", replica.client));
+                    }
                 }
                 let failure = match (exited, replica.stopping) {
                     (None, Some(since)) if since.elapsed() > STOP_MAX => {
@@ -394,7 +412,7 @@ impl Fleet {
                         Some(format!("{} did not stop within {STOP_MAX:?} of SIGTERM", replica.client))
                     }
                     (None, _) => None,
-                    (Some(status), Some(_)) if status.success() => Some(String::new()),
+                    (Some(status), Some(_)) if status.success() => Some(slow.unwrap_or_default()),
                     // A stop's last commit can meet a fence too: while it waited for a
                     // coordinator on a broker that was down, the group moved its tasks on and
                     // their new owner fenced it (LIFE-23 again; nothing it wrote commits).
@@ -441,6 +459,14 @@ impl Fleet {
 }
 
 /// The line a failed replica printed about its end (else its last line).
+/// How long the last stop took, as the replica measured it (SIGTERM to `run_until`'s end).
+fn stopped_in(log: &Path) -> Option<Duration> {
+    let text = std::fs::read_to_string(log).ok()?;
+    let last = text.rsplit(START_MARKER).next()?;
+    let ms = last.lines().rev().find_map(|l| l.strip_prefix(STOPPED_IN))?;
+    ms.trim().parse().ok().map(Duration::from_millis)
+}
+
 fn last_words(log: &Path) -> String {
     let Ok(file) = std::fs::File::open(log) else { return "(no log)".into() };
     let mut lines: Vec<String> = BufReader::new(file).lines().map_while(Result::ok).collect();
