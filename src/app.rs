@@ -30,13 +30,13 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 
 use crate::engine::bounds::{MAX_POLL_RECORDS_DEFAULT, SESSION_TIMEOUT_DEFAULT, SESSION_TIMEOUT_MIN};
+use crate::engine::bridge::Bridge;
 use crate::engine::settings::{Guarantee, Producers, Settings};
 use crate::engine::stop::Stop;
 use crate::engine::{dispatch, tasks, tokens};
 use crate::error::Error;
 use crate::kafka::{Compression, FetchLimits, Kafka};
 use crate::observer::{FanOut, MetricsConfig, MetricsInstance, NoopObserver, Observer};
-use crate::stage::mqtt::Bridge;
 use crate::stage::{Extractor, MqttBrokerConfig, MqttExtractor, Transformer};
 use crate::state::StateStores;
 

@@ -1,6 +1,7 @@
 //! The architecture as a test (docs/architecture.md): the library's layers flow one way, adapter
 //! features gate only module lines, an adapter's files import by name, madsim is named in two
-//! files only, and every `select!` is biased (determinism in simulation).
+//! files only, runtimes (tasks, the MQTT session) live in the engine, not in `stage/`, and every
+//! `select!` is biased (determinism in simulation).
 //!
 //! Every top-level module of `src/` has a rank; a module may refer (`crate::other`) only to
 //! modules of a lower rank, so the import graph has no cycle and no layer reaches up. The ranks
@@ -283,4 +284,30 @@ fn madsim_is_confined() {
         "madsim is named outside {MADSIM_FILES:?} (keep simulation-only code there):\n  {}",
         outside.join("\n  ")
     );
+}
+
+/// `stage/` is what a user writes and configures; what runs it lives in `engine/`. No file of
+/// `stage/` spawns a task or drives an MQTT client (the MQTT bridge's pump, reconnect rules and
+/// acknowledgements moved to `engine/bridge/` in issue 31).
+const RUNTIME_MARKERS: &[&str] = &["tokio::spawn", "JoinHandle", "MqttClient", "EventReceiver", "MqttEvent"];
+
+#[test]
+fn runtimes_live_in_the_engine() {
+    let (src, files) = sources();
+    let mut found = Vec::new();
+    let mut stage_files = 0;
+    for file in &files {
+        if module_of(&src, file) != "stage" {
+            continue;
+        }
+        stage_files += 1;
+        let text = fs::read_to_string(file).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            if RUNTIME_MARKERS.iter().any(|m| code(line).contains(m)) {
+                found.push(format!("{}:{}: {}", file.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(stage_files > 3, "found only {stage_files} files of stage/: is the scan still looking?");
+    assert!(found.is_empty(), "runtime code in stage/ (it belongs under engine/):\n  {}", found.join("\n  "));
 }

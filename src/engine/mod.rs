@@ -14,6 +14,8 @@
 //!   start-up raced against the stop, the changelog created or adopted, bounded closes).
 //! - [`tasks`]: the transformer runner (one task per input partition number).
 //! - [`tokens`]: the extractor runner (ownership tokens, per-page transactions, standbys).
+//! - [`bridge`]: the MQTT bridge's runtime (the relay template as an extractor's poll, one MQTT
+//!   session shared by per-filter views, acknowledgements only after Kafka committed).
 //! - [`dispatch`]: the broker-dispatched extractor runner of the MQTT bridge (no token lease:
 //!   one producer per instance; its polls and pages are the token runner's cycles).
 //! - [`buggify`]: fault points that only simulations enable; [`budget`]: where a long
@@ -23,6 +25,7 @@
 //! model, never on an adapter: the same code runs on librdkafka and on the simulated cluster.
 
 pub(crate) mod bounds;
+pub(crate) mod bridge;
 pub(crate) mod budget;
 pub(crate) mod buggify;
 pub(crate) mod config_topics;

@@ -47,9 +47,6 @@
 //! simulated broker in tests. The stage is stateless by contract (EXT-54): the MQTT broker,
 //! not Kafka, decides which replica gets which message, so nothing could fence a stale writer.
 
-mod bridge;
-mod connection;
-
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -61,8 +58,6 @@ use crate::mqtt::{Mqtt, QoS};
 use crate::record::attribute::{Attribute, STR};
 use crate::record::{Config, Event};
 use crate::wire::{InvalidMessageAction, InvalidMessageError};
-
-pub(crate) use bridge::Bridge;
 
 /// The config field naming a config's MQTT topic filter (required, a string). Two configs must
 /// not declare the same or overlapping filters: they would share a view, and the broker would
@@ -479,6 +474,3 @@ impl MqttExtractor for FnMqttExtractor {
         }
     }
 }
-
-#[cfg(test)]
-mod tests;

@@ -2,16 +2,21 @@
 //! the relay template as its poll (MQ-30..37) and the reconciliation as its
 //! `on_active_configs` (MQ-22).
 
+mod connection;
+#[cfg(test)]
+mod tests;
+
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 
-use super::connection::{Acked, Connection};
-use super::{MqttBrokerConfig, MqttExtractor, TOPIC};
+use self::connection::{Acked, Connection};
+use crate::engine::records::panic_error;
 use crate::error::{BoxError, Error};
 use crate::mqtt::{Publish, Session};
 use crate::observer::Observer;
 use crate::record::{Config, Event, State};
+use crate::stage::mqtt::{MqttBrokerConfig, MqttExtractor, TOPIC};
 use crate::stage::{EnrichConfig, Extractor, Page, Wakeup};
 use crate::wire::{InvalidMessageAction, InvalidMessageError};
 
@@ -130,7 +135,7 @@ impl<S: MqttExtractor> Bridge<S> {
         while let Some(msg) = batch.rest.front().cloned() {
             let relayed = decode(&msg.payload).and_then(|payload| {
                 std::panic::catch_unwind(AssertUnwindSafe(|| self.stage.relay(&config, &msg.topic, payload)))
-                    .unwrap_or_else(|panic| Err(panic_message(panic).into()))
+                    .unwrap_or_else(|panic| Err(panic_error("relay", panic)))
             });
             match relayed {
                 Err(error) => {
@@ -158,6 +163,7 @@ impl<S: MqttExtractor> Bridge<S> {
         }
         // One transaction for the batch; a stateless page writes no state (EXT-54).
         page.commit(State::new()).await?;
+        connection.page_committed(&filter);
         batch.forwarded.clear();
         Ok(())
     }
@@ -195,15 +201,6 @@ fn decode(payload: &[u8]) -> Result<Event, BoxError> {
         return Err("the payload is empty, not a JSON object".into());
     }
     Ok(Event::wrap(crate::wire::decode_value(Some(payload))?))
-}
-
-fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
-    let message = panic
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-        .unwrap_or_else(|| "a panic without a message".to_owned());
-    format!("relay panicked: {message}")
 }
 
 impl<S: MqttExtractor> Extractor for Bridge<S> {

@@ -7,14 +7,14 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::future::BoxFuture;
 
-use super::bridge::Bridge;
 use super::connection::Connection;
-use super::{mqtt_extractor, MqttBrokerConfig, TOPIC};
+use super::Bridge;
 use crate::error::Error;
 use crate::message::Message;
 use crate::mqtt::{event_channel, EventSender, Mqtt, MqttClient, MqttError, MqttEvent, Publish, QoS, Session};
 use crate::observer::Observer;
 use crate::record::{Config, State};
+use crate::stage::mqtt::{mqtt_extractor, FnMqttExtractor, MqttBrokerConfig, TOPIC};
 use crate::stage::{Extractor, Page, PageSink, Wakeup};
 
 /// What the bridge told its observer (the MQTT events; the test kit's recorder lives above the
@@ -240,6 +240,7 @@ fn mq16_qos0_pending_sends_no_ack() {
     let mut m = msg("t/x", 0, "{}");
     m.qos = QoS::AtMostOnce;
     f.conn.mark_pending("t/#", m);
+    f.conn.page_committed("t/#");
     f.conn.ack_all_pending("t/#");
     assert!(f.client.acks().is_empty());
     assert!(f.conn.pending("t/#").is_empty());
@@ -335,6 +336,7 @@ fn an_ack_never_names_a_packet_id_of_an_earlier_connection() {
     f.conn.subscribe("t/#");
     f.conn.on_event(MqttEvent::Connected { connection: 2, session_present: true });
     f.conn.mark_pending("t/#", msg("t/x", 2, "{}"));
+    f.conn.page_committed("t/#");
     f.conn.ack_all_pending("t/#");
     assert!(f.client.acks().is_empty(), "the broker redelivers it instead");
 }
@@ -346,6 +348,7 @@ fn mq20_mq21_reconcile_unsubscribes_acks_pending_and_drops_buffered() {
     f.conn.subscribe("keep/#");
     f.conn.subscribe("gone/#");
     f.conn.mark_pending("gone/#", msg("gone/1", 1, "{}"));
+    f.conn.page_committed("gone/#");
     f.conn.on_event(MqttEvent::Publish(msg("gone/2", 2, "{}")));
     f.conn.on_event(MqttEvent::Publish(msg("gone/3", 3, "{}")));
     f.client.clear();
@@ -438,7 +441,7 @@ struct BridgeFixture {
     client: FakeClient,
     broker: Arc<FakeBroker>,
     observer: RecordingObserver,
-    bridge: Bridge<super::FnMqttExtractor>,
+    bridge: Bridge<FnMqttExtractor>,
 }
 
 async fn bridge(drain_limit: usize) -> BridgeFixture {
@@ -687,4 +690,42 @@ async fn mq_38_a_stop_after_a_cancelled_poll_acks_nothing_of_it() {
         [&Call::Ack("t/a/events".into(), 1), &Call::Disconnect],
         "2 is never acknowledged: {calls:?}"
     );
+}
+
+#[test]
+fn a_relayed_message_waits_in_its_page_until_the_page_commits() {
+    let f = fixture(Duration::ZERO);
+    f.conn.on_event(connected());
+    f.conn.subscribe("t/#");
+    f.conn.mark_pending("t/#", msg("t/x", 2, "{}"));
+    assert_eq!(ids(&f.conn.in_page("t/#")), vec![2]);
+    assert!(f.conn.pending("t/#").is_empty(), "not acknowledgeable before its page commits");
+    f.conn.page_committed("t/#");
+    assert!(f.conn.in_page("t/#").is_empty());
+    f.conn.ack_all_pending("t/#");
+    assert_eq!(f.client.acks(), vec!["t/x"]);
+}
+
+#[test]
+fn an_aborted_page_returns_its_messages_to_the_buffer_not_to_the_pending_ones() {
+    let f = fixture(Duration::ZERO);
+    f.conn.on_event(connected());
+    f.conn.subscribe("t/#");
+    let relayed = msg("t/x", 2, "{}");
+    f.conn.mark_pending("t/#", relayed.clone());
+    f.conn.roll_back("t/#", &[relayed], Vec::new());
+    assert!(f.conn.in_page("t/#").is_empty() && f.conn.pending("t/#").is_empty());
+    assert_eq!(ids(&f.conn.buffered("t/#")), vec![2]);
+    f.conn.ack_all_pending("t/#");
+    assert!(f.client.acks().is_empty());
+}
+
+#[test]
+#[should_panic(expected = "in a page that has not committed")]
+fn acknowledging_while_a_page_is_open_is_a_bug() {
+    let f = fixture(Duration::ZERO);
+    f.conn.on_event(connected());
+    f.conn.subscribe("t/#");
+    f.conn.mark_pending("t/#", msg("t/x", 2, "{}"));
+    f.conn.ack_all_pending("t/#");
 }

@@ -6,10 +6,18 @@
 //! message is in its view's buffer before the wakeup fires (append-then-set, MQ-12), and the
 //! template's drain, acks and rollbacks see one consistent state.
 //!
-//! Every message remembers the connection it arrived on. Acknowledging it on a later connection
-//! would name whatever the broker holds under its packet id by then (the id is reused once the
-//! message is acknowledged), so such an ack is never sent: the broker redelivers the message
-//! instead (a duplicate in Kafka, never a loss).
+//! Two rules of acknowledgement, asserted where the acknowledgement leaves ([`Connection`]'s
+//! `send_ack`) and where pending messages are acknowledged (`ack_all_pending`):
+//!
+//! - **only on the message's own connection.** Every message remembers the connection it
+//!   arrived on. Acknowledging it on a later connection would name whatever the broker holds
+//!   under its packet id by then (the id is reused once the message is acknowledged), so such an
+//!   ack is never sent: the broker redelivers the message instead (a duplicate in Kafka, never a
+//!   loss).
+//! - **a relayed message only once the page carrying it committed.** A message handed to the
+//!   producer waits in its view's open page (`in_page`) until the bridge reports the page's
+//!   commit (`page_committed`); only then is it pending acknowledgement. An aborted page's
+//!   messages return to the buffer (`roll_back`), never to the pending ones.
 
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -18,9 +26,9 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::UNMATCHED;
 use crate::mqtt::{matches, EventReceiver, MqttClient, MqttEvent, Publish, QoS};
 use crate::observer::Observer;
+use crate::stage::mqtt::UNMATCHED;
 use crate::stage::Wakeup;
 
 /// A connection failure the bridge surfaces from `drain` (MQ-04, MQ-05).
@@ -41,10 +49,14 @@ impl std::fmt::Display for ConnectionError {
 
 impl std::error::Error for ConnectionError {}
 
-/// One filter's view: its buffer, and the messages forwarded and not yet acknowledged.
+/// One filter's view: its buffer, the messages relayed into the open page, and those whose page
+/// committed, not yet acknowledged.
 #[derive(Debug, Default)]
 struct View {
     items: VecDeque<Publish>,
+    /// Handed to the producer in the page being written: not to be acknowledged (it may abort).
+    in_page: Vec<Publish>,
+    /// Their page committed: acknowledged at the next invocation, an unsubscribe or the stop.
     pending: Vec<Publish>,
 }
 
@@ -194,6 +206,7 @@ impl Connection {
                 let State { views, connection, .. } = &mut *state;
                 for (filter, view) in views.iter_mut() {
                     view.pending.clear();
+                    view.in_page.clear();
                     if session_present {
                         view.items.retain(|m| m.qos == QoS::AtMostOnce || m.connection == *connection);
                     }
@@ -296,7 +309,7 @@ impl Connection {
         if !held.is_empty() {
             tracing::info!(%filter, held = held.len(), "routing held MQTT messages into a new subscription");
         }
-        state.views.push((filter.to_owned(), View { items: held.into(), pending: Vec::new() }));
+        state.views.push((filter.to_owned(), View { items: held.into(), ..View::default() }));
     }
 
     /// Removes `filter`'s view (MQ-21): UNSUBSCRIBE, acknowledge what is pending (durable in
@@ -318,6 +331,10 @@ impl Connection {
                 tracing::warn!(%error, filter = %shared, "MQTT unsubscribe not queued");
             }
         }
+        assert!(
+            view.in_page.is_empty(),
+            "filter {filter:?} unsubscribed while a page of it is open: its messages are not durable yet"
+        );
         for msg in &view.pending {
             self.ack_now(state, msg);
         }
@@ -362,6 +379,16 @@ impl Connection {
         if !state.connected {
             return Acked::Failed;
         }
+        self.send_ack(state, msg)
+    }
+
+    /// The one place an acknowledgement leaves for the broker.
+    fn send_ack(&self, state: &State, msg: &Publish) -> Acked {
+        assert_eq!(
+            msg.connection, state.connection,
+            "an ack for packet {} of connection {} on connection {}: its packet id names another message now",
+            msg.packet_id, msg.connection, state.connection
+        );
         match self.client.ack(msg) {
             Ok(()) => Acked::Sent,
             Err(error) => {
@@ -383,6 +410,11 @@ impl Connection {
     pub(crate) fn ack_all_pending(&self, filter: &str) {
         let mut state = self.state();
         let Some(view) = state.view_mut(filter) else { return };
+        assert!(
+            view.in_page.is_empty(),
+            "acknowledging {filter:?} while {} of its messages are in a page that has not committed",
+            view.in_page.len()
+        );
         let pending = std::mem::take(&mut view.pending);
         let mut kept = Vec::new();
         for msg in pending {
@@ -426,10 +458,20 @@ impl Connection {
         Ok((batch, left))
     }
 
-    /// Marks a forwarded message pending: the producer accepted it (MQ-34).
+    /// Marks a forwarded message as in the open page: the producer accepted it (MQ-34). It is
+    /// acknowledged only after [`Connection::page_committed`].
     pub(crate) fn mark_pending(&self, filter: &str, msg: Publish) {
         if let Some(view) = self.state().view_mut(filter) {
-            view.pending.push(msg);
+            view.in_page.push(msg);
+        }
+    }
+
+    /// The page carrying `filter`'s relayed messages committed: they are durable in Kafka and
+    /// may be acknowledged (at the next invocation, MQ-30).
+    pub(crate) fn page_committed(&self, filter: &str) {
+        if let Some(view) = self.state().view_mut(filter) {
+            let committed = std::mem::take(&mut view.in_page);
+            view.pending.extend(committed);
         }
     }
 
@@ -444,7 +486,7 @@ impl Connection {
             // messages are not acknowledged, so the broker keeps them.
             return;
         };
-        view.pending.retain(|p| !forwarded.contains(p));
+        view.in_page.retain(|p| !forwarded.contains(p));
         for msg in returning.into_iter().rev() {
             view.items.push_front(msg);
         }
@@ -468,6 +510,10 @@ impl Connection {
 
     pub(crate) fn pending(&self, filter: &str) -> Vec<Publish> {
         self.state().view(filter).map(|v| v.pending.clone()).unwrap_or_default()
+    }
+
+    pub(crate) fn in_page(&self, filter: &str) -> Vec<Publish> {
+        self.state().view(filter).map(|v| v.in_page.clone()).unwrap_or_default()
     }
 
     pub(crate) fn unrouted(&self) -> Vec<Publish> {
