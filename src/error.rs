@@ -59,6 +59,7 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 /// # }
 /// ```
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// A setting or the topic layout is invalid (messages keep the Python implementation's
     /// fragments, ERR-01..06 and ERR-33).

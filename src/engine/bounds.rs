@@ -29,7 +29,7 @@ pub const MAX_POLL_RECORDS_DEFAULT: usize = 500;
 
 /// Default group session timeout: how long the group waits for a silent instance before it
 /// reassigns its tasks.
-pub(crate) const SESSION_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
+pub(crate) const SESSION_TIMEOUT_DEFAULT: Duration = crate::kafka::SESSION_TIMEOUT_DEFAULT;
 
 /// Smallest session timeout the builder accepts: a member heartbeats every third of it, and
 /// below a couple of seconds a GC pause or a slow disk evicts healthy members.
@@ -37,7 +37,7 @@ pub(crate) const SESSION_TIMEOUT_MIN: Duration = Duration::from_secs(2);
 
 /// Transaction timeout of transformer task producers (the coordinator aborts a transaction
 /// left open longer; TRX keeps the client default of 60 s). A batch (fetch to commit) must fit.
-pub(crate) const TASK_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const TASK_TRANSACTION_TIMEOUT: Duration = crate::kafka::TRANSACTION_TIMEOUT_DEFAULT;
 
 /// Transaction timeout of extractor token producers (EXT-17): a page must close within it. Ten
 /// minutes, as the Python implementation; a slow external source is the norm for extractors.

@@ -18,6 +18,7 @@ use std::fmt;
 /// assert_eq!(react(&KafkaError::new(KafkaErrorKind::Fenced, "commit_transaction", "fenced")), "stop this client");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum KafkaErrorKind {
     /// Another producer with the same transactional id took over (its `init_transactions`
     /// bumped the epoch). Fatal for this producer: stop it; the new owner carries on.

@@ -373,6 +373,18 @@ impl FetchLimits {
     }
 }
 
+/// The port's default group session timeout, a consumer's unless set: the Python
+/// implementation's (the engine's default too, `engine::bounds`).
+pub(crate) const SESSION_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
+
+/// The default time a member may go without polling before the group considers it failed:
+/// Kafka's (`max.poll.interval.ms`).
+pub(crate) const MAX_POLL_INTERVAL_DEFAULT: Duration = Duration::from_secs(300);
+
+/// The default transaction timeout of a producer: Kafka's and librdkafka's
+/// (`transaction.timeout.ms`); the coordinator aborts a transaction left open longer.
+pub(crate) const TRANSACTION_TIMEOUT_DEFAULT: Duration = Duration::from_secs(60);
+
 impl ConsumerConfig {
     /// A group-less consumer (config bootstrap, changelog restore, readers in tests).
     ///
@@ -385,8 +397,8 @@ impl ConsumerConfig {
             client_id: client_id.into(),
             group_id: None,
             offset_reset: OffsetReset::Earliest,
-            session_timeout: Duration::from_secs(10),
-            max_poll_interval: Duration::from_secs(300),
+            session_timeout: SESSION_TIMEOUT_DEFAULT,
+            max_poll_interval: MAX_POLL_INTERVAL_DEFAULT,
             fetch_limits: None,
         }
     }
@@ -492,7 +504,7 @@ impl ProducerConfig {
         ProducerConfig {
             client_id: client_id.into(),
             transactional_id: Some(transactional_id.into()),
-            transaction_timeout: Duration::from_secs(60),
+            transaction_timeout: TRANSACTION_TIMEOUT_DEFAULT,
             compression: Compression::Zstd,
         }
     }
@@ -507,7 +519,7 @@ impl ProducerConfig {
         ProducerConfig {
             client_id: client_id.into(),
             transactional_id: None,
-            transaction_timeout: Duration::from_secs(60),
+            transaction_timeout: TRANSACTION_TIMEOUT_DEFAULT,
             compression: Compression::Zstd,
         }
     }

@@ -226,7 +226,12 @@ impl EndLookup<'_> {
         match &self.run {
             Some((t, p, end)) if *p == partition && **t == **topic => *end,
             _ => {
-                let end = self.ends.get(&TopicPartition::new(&**topic, partition)).copied().unwrap_or(i64::MIN);
+                // The reader assigned exactly these partitions: a record of another is a broken
+                // adapter, not something to drop quietly.
+                let end =
+                    self.ends.get(&TopicPartition::new(&**topic, partition)).copied().unwrap_or_else(|| {
+                        panic!("a record of {topic}/{partition}, a partition this read did not assign")
+                    });
                 self.run = Some((Arc::clone(topic), partition, end));
                 end
             }
