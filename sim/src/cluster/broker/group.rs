@@ -216,6 +216,11 @@ pub(super) struct Groups {
 }
 
 impl Groups {
+    /// Every group's current generation (for the broker's invariant checks).
+    pub(super) fn generations(&self) -> impl Iterator<Item = (&str, i32)> {
+        self.groups.iter().map(|(id, g)| (id.as_str(), g.generation))
+    }
+
     pub(super) fn new(seed: u64) -> Self {
         Groups { seed, members_created: 0, groups: BTreeMap::new() }
     }

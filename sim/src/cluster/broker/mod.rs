@@ -129,6 +129,18 @@ pub struct Broker {
     txn: txn::Coordinator,
     groups: group::Groups,
     last_clean: Duration,
+    /// What the invariant checks saw after the previous request.
+    seen: Seen,
+}
+
+/// The broker's own invariants, checked after every request ([`Broker::check_invariants`]): a
+/// simulator that broke one would prove the engine against a Kafka that does not exist.
+#[derive(Debug, Default)]
+struct Seen {
+    /// Transactional id -> (producer id, epoch).
+    epochs: BTreeMap<String, (i64, i16)>,
+    /// Group -> generation.
+    generations: BTreeMap<String, i32>,
 }
 
 impl Broker {
@@ -143,6 +155,7 @@ impl Broker {
             txn: txn::Coordinator::default(),
             groups,
             last_clean: Duration::ZERO,
+            seen: Seen::default(),
         }
     }
 
@@ -167,6 +180,60 @@ impl Broker {
     /// Handles one request at broker time `now` (after running every timer due by then).
     pub fn handle(&mut self, request: Request, now: Duration, faults: &mut dyn BrokerFaults) -> Response {
         self.advance(now, faults);
+        let response = self.serve(request, faults);
+        self.check_invariants();
+        response
+    }
+
+    /// Panics when the simulated cluster broke one of Kafka's invariants: per partition the
+    /// stored offsets increase and stay below the high watermark, every open transaction starts
+    /// below it and the last stable offset lies between the log start and it; per transactional
+    /// id the epoch of one producer id never decreases; per group the generation never
+    /// decreases, and one step (a request, or a tick of the timers) completes at most one
+    /// rebalance. Runs after every step.
+    fn check_invariants(&mut self) {
+        for (name, topic) in &self.topics {
+            for (partition, log) in topic.partitions.iter().enumerate() {
+                let (hw, lso) = (log.high_watermark(), log.last_stable_offset());
+                assert!(
+                    log.log_start() <= lso && lso <= hw,
+                    "{name}/{partition}: LSO {lso} outside [log start {}, HW {hw}]",
+                    log.log_start()
+                );
+                let offsets = log.entries().iter().map(|e| e.offset);
+                assert!(
+                    offsets.clone().zip(offsets.skip(1)).all(|(a, b)| a < b),
+                    "{name}/{partition}: stored offsets do not increase"
+                );
+                assert!(
+                    log.entries().last().is_none_or(|e| e.offset < hw),
+                    "{name}/{partition}: an entry at or past HW {hw}"
+                );
+                assert!(
+                    log.open_transactions().values().all(|&first| first < hw),
+                    "{name}/{partition}: an open transaction starts at or past HW {hw}"
+                );
+            }
+        }
+        for (id, producer_id, epoch) in self.txn.epochs() {
+            if let Some((seen_id, seen_epoch)) = self.seen.epochs.insert(id.to_owned(), (producer_id, epoch)) {
+                assert!(
+                    seen_id != producer_id || seen_epoch <= epoch,
+                    "transactional id {id}: producer {producer_id}'s epoch went from {seen_epoch} back to {epoch}"
+                );
+            }
+        }
+        for (group, generation) in self.groups.generations() {
+            if let Some(seen) = self.seen.generations.insert(group.to_owned(), generation) {
+                assert!(
+                    seen <= generation && generation - seen <= 1,
+                    "group {group}: generation {seen} became {generation} in one request"
+                );
+            }
+        }
+    }
+
+    fn serve(&mut self, request: Request, faults: &mut dyn BrokerFaults) -> Response {
         match request {
             Request::CreateTopic(topic) => self.create_topic(&topic).map(Reply::TopicCreated),
             Request::Metadata { topic } => Ok(Reply::Partitions(self.partition_count(&topic))),
@@ -207,6 +274,7 @@ impl Broker {
             self.last_clean = self.now;
             self.clean_logs();
         }
+        self.check_invariants();
     }
 
     fn create_topic(&mut self, spec: &NewTopic) -> Result<TopicCreation, BrokerError> {

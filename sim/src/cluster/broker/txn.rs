@@ -111,6 +111,11 @@ pub(super) struct Coordinator {
 }
 
 impl Coordinator {
+    /// Every transactional id's producer id and epoch (for the broker's invariant checks).
+    pub(super) fn epochs(&self) -> impl Iterator<Item = (&str, i64, i16)> {
+        self.txns.iter().map(|(id, t)| (id.as_str(), t.producer_id, t.epoch))
+    }
+
     fn allocate_producer_id(&mut self) -> i64 {
         self.next_producer_id += 1;
         self.next_producer_id
