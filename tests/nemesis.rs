@@ -1,8 +1,9 @@
 //! The nemesis: the production stack (this library, its librdkafka adapter, librdkafka, Apache
 //! Kafka) run as separate OS processes on the replicated 3-broker cluster of `scripts/kafka start
-//! --brokers 3`, while a seeded schedule of faults fires: brokers SIGKILLed and restarted,
-//! brokers SIGSTOPped past the session timeouts, preferred-leader elections, application
-//! replicas SIGKILLed, stopped and rolled. Then every fault heals, the stages finish, and a
+//! --brokers 3`, while a seeded schedule of faults fires: brokers SIGKILLed and restarted (also
+//! with a stage's replicas restarted during the failover, so that their start-up reads meet the
+//! broker's fencing), brokers SIGSTOPped past the session timeouts, preferred-leader elections,
+//! application replicas SIGKILLed, stopped and rolled. Then every fault heals, the stages finish, and a
 //! checker reads what the brokers hold — with librdkafka directly, not through this library's
 //! reading code — and verifies, per stage:
 //!
@@ -203,12 +204,37 @@ fn replica(role: &str, prefix: &str, client: &str) {
 
 #[derive(Clone, Debug)]
 enum Fault {
-    KillBroker { broker: u32, down: Duration },
-    PauseBroker { broker: u32, paused: Duration },
+    KillBroker {
+        broker: u32,
+        down: Duration,
+    },
+    /// A broker killed, and `after` it a stage's replicas killed and restarted at once: their
+    /// start-up reads (the config bootstrap, the changelog restore, the topic checks) are in
+    /// flight when the controller fences the broker (9 s after the kill) and librdkafka
+    /// destroys its handle of it — issue 40's `_DESTROY_BROKER`, on purpose.
+    Failover {
+        broker: u32,
+        down: Duration,
+        stage: Stage,
+        after: Duration,
+    },
+    PauseBroker {
+        broker: u32,
+        paused: Duration,
+    },
     ElectLeaders,
-    KillReplica { stage: Stage, replica: usize, down: Duration },
-    StopReplica { stage: Stage, replica: usize },
-    Rolling { stage: Stage },
+    KillReplica {
+        stage: Stage,
+        replica: usize,
+        down: Duration,
+    },
+    StopReplica {
+        stage: Stage,
+        replica: usize,
+    },
+    Rolling {
+        stage: Stage,
+    },
 }
 
 /// What the nemesis does later.
@@ -217,6 +243,8 @@ enum Action {
     Cluster(Vec<String>),
     /// A clean stop of a replica (the next of a rolling restart).
     Stop((Stage, usize)),
+    /// Every replica of a stage killed and restarted at once.
+    Restart(Stage),
 }
 
 /// Between the replicas of a rolling restart.
@@ -259,10 +287,16 @@ fn schedule(seed: u64, length: Duration) -> Vec<(Duration, Fault)> {
         let replica = rng.below(REPLICAS as u64) as usize;
         let broker = 1 + rng.below(3) as u32;
         let fault = match rng.below(10) {
-            0..=2 if at >= brokers_free => {
+            0..=1 if at >= brokers_free => {
                 let down = rng.secs(3, 20);
                 brokers_free = at + down + Duration::from_secs(10);
                 Fault::KillBroker { broker, down }
+            }
+            2 if at >= brokers_free => {
+                // Down past its fencing, so that the restarted replicas' reads meet it.
+                let down = rng.secs(12, 20);
+                brokers_free = at + down + Duration::from_secs(10);
+                Fault::Failover { broker, down, stage, after: rng.secs(2, 7) }
             }
             3..=4 if at >= brokers_free => {
                 let paused = rng.secs(3, 20);
@@ -739,6 +773,11 @@ fn nemesis() {
                         brokers_faulted = brokers_faulted.saturating_sub(1);
                     }
                     Action::Stop(key) => fleet.stop(key),
+                    Action::Restart(stage) => {
+                        for r in 0..REPLICAS {
+                            fleet.kill((stage, r), Duration::ZERO);
+                        }
+                    }
                 }
             }
             fleet.tend();
@@ -751,7 +790,8 @@ fn nemesis() {
             break;
         }
         let now = Instant::now();
-        let broker_fault = matches!(fault, Fault::KillBroker { .. } | Fault::PauseBroker { .. });
+        let broker_fault =
+            matches!(fault, Fault::KillBroker { .. } | Fault::PauseBroker { .. } | Fault::Failover { .. });
         if broker_fault && (brokers_faulted > 0 || !commands.is_empty()) {
             println!(
                 "nemesis: {:>6.1} s  skipped (a broker is still faulted or starting): {fault:?}",
@@ -767,6 +807,13 @@ fn nemesis() {
                 brokers_faulted += 1;
                 timed.push((now + down, Action::Cluster(vec!["broker".into(), broker.to_string(), "start".into()])));
                 "broker killed"
+            }
+            Fault::Failover { broker, down, stage, after } => {
+                cluster(&["broker", &broker.to_string(), "kill"]);
+                brokers_faulted += 1;
+                timed.push((now + down, Action::Cluster(vec!["broker".into(), broker.to_string(), "start".into()])));
+                timed.push((now + after, Action::Restart(stage)));
+                "broker killed, a stage restarted in its failover"
             }
             Fault::PauseBroker { broker, paused } => {
                 cluster(&["broker", &broker.to_string(), "pause"]);
@@ -796,7 +843,7 @@ fn nemesis() {
         };
         *counts.entry(name).or_default() += 1;
     }
-    // The faults are over: the heals still due happen now.
+    // The faults are over: the heals still due happen now (a restart due is moot).
     for (_, action) in timed.drain(..) {
         if let Action::Cluster(args) = action {
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
