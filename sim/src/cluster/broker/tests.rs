@@ -621,3 +621,28 @@ fn offset_commits_validate_the_member_and_generation_like_kafka() {
     assert_eq!(code(h.call(other)), ErrorCode::IllegalGeneration);
     h.end("txn", p, false).unwrap();
 }
+
+// The broker's own invariant checks can fail: a state that moved backwards is caught at the
+// next step (the checks compare with what they saw after the previous one).
+
+#[test]
+#[should_panic(expected = "epoch went from")]
+fn the_invariant_checks_catch_an_epoch_that_went_back() {
+    let mut h = Harness::new();
+    let first = h.init("tx");
+    h.init("tx");
+    // As if the coordinator had lost the bump: the last seen epoch lies ahead of the current one.
+    h.broker.seen.epochs.insert("tx".into(), (first.id, i16::MAX));
+    h.sleep(SECOND);
+}
+
+#[test]
+#[should_panic(expected = "in one request")]
+fn the_invariant_checks_catch_a_generation_that_went_back() {
+    let mut h = Harness::new();
+    h.topic("in", 1, false);
+    h.join("g", None, "c", &["in"]).expect("joined");
+    h.sleep(10 * SECOND);
+    h.broker.seen.generations.insert("g".into(), i32::MAX);
+    h.sleep(SECOND);
+}
