@@ -52,13 +52,34 @@ pub(super) const COMPACTION_BATCH_RECORDS: usize = if cfg!(test) { 5 } else { 1 
 /// (simulations replay byte for byte); nothing observable iterates the table unsorted.
 pub(super) const INDEX_SEED: u64 = 0x666c_6563_6874_7765;
 
-/// Position of a record in the arena: absolute chunk number in the high 32 bits, byte offset in
-/// the low 32.
-pub(super) type Pos = u64;
+/// Position of a record in the arena: its chunk's absolute number and its byte offset in the
+/// chunk, packed in one `u64` (chunk in the high 32 bits, offset in the low 32), so that the
+/// index stores 8 bytes a record and positions order chunk-major.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(super) struct Pos(u64);
+
+impl Pos {
+    #[inline]
+    pub(super) fn new(chunk: u64, offset: usize) -> Pos {
+        debug_assert!(offset < (1 << 32) && chunk < (1 << 32), "chunk {chunk}, offset {offset}");
+        Pos((chunk << 32) | offset as u64)
+    }
+
+    /// The absolute number of the record's chunk.
+    #[inline]
+    pub(super) fn chunk(self) -> u64 {
+        self.0 >> 32
+    }
+
+    /// The record's byte offset in its chunk.
+    #[inline]
+    pub(super) fn offset(self) -> usize {
+        (self.0 & 0xffff_ffff) as usize
+    }
+}
 
 pub(super) fn pos_of(chunk: u64, offset: usize) -> Pos {
-    debug_assert!(offset < (1 << 32) && chunk < (1 << 32));
-    (chunk << 32) | offset as u64
+    Pos::new(chunk, offset)
 }
 
 pub(super) const KIND_LIVE: u8 = 0;
@@ -291,15 +312,15 @@ impl Arena {
     }
 
     pub(super) fn chunk(&self, pos: Pos) -> &Chunk {
-        &self.chunks[((pos >> 32) - self.first) as usize]
+        &self.chunks[(pos.chunk() - self.first) as usize]
     }
 
     pub(super) fn view(&self, pos: Pos) -> View<'_> {
-        decode_record(self.chunk(pos).data(), (pos & 0xffff_ffff) as usize)
+        decode_record(self.chunk(pos).data(), pos.offset())
     }
 
     pub(super) fn key(&self, pos: Pos) -> &[u8] {
-        key_value_at(self.chunk(pos).data(), (pos & 0xffff_ffff) as usize).0
+        key_value_at(self.chunk(pos).data(), pos.offset()).0
     }
 
     /// Makes room for a record of `len` bytes in the last chunk and accounts it live; returns
@@ -360,9 +381,9 @@ impl Arena {
         let (head, header_len) = self.head(key, value, origin);
         let new_len = head.len() + key.len() + value.len();
         let replaced = (new_len <= old_len).then(|| {
-            let index = ((pos >> 32) - self.first) as usize;
+            let index = (pos.chunk() - self.first) as usize;
             let chunk = &mut self.chunks[index];
-            let mut at = (pos & 0xffff_ffff) as usize;
+            let mut at = pos.offset();
             for part in [&head[..header_len], key, value, &head[header_len..]] {
                 chunk.write_at(at, part);
                 at += part.len();
@@ -385,9 +406,9 @@ impl Arena {
     /// is live any more.
     pub(super) fn kill(&mut self, pos: Pos) -> u8 {
         let View { kind, len, .. } = self.view(pos);
-        let index = ((pos >> 32) - self.first) as usize;
+        let index = (pos.chunk() - self.first) as usize;
         let chunk = &mut self.chunks[index];
-        chunk.mark_dead((pos & 0xffff_ffff) as usize);
+        chunk.mark_dead(pos.offset());
         debug_assert!(chunk.live_bytes >= len);
         chunk.live_bytes -= len;
         self.live_bytes -= len;

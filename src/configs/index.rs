@@ -47,19 +47,18 @@ impl Narrow {
 
     /// Whether `pos` can be stored narrow while `base` is the lowest chunk number in use.
     pub(super) fn fits(self, pos: Pos, base: u64) -> bool {
-        let offset = pos & 0xffff_ffff;
-        offset >> self.offset_bits == 0 && (pos >> 32).checked_sub(base).is_some_and(|d| d < self.span())
+        (pos.offset() as u64) >> self.offset_bits == 0 && pos.chunk().checked_sub(base).is_some_and(|d| d < self.span())
     }
 
     pub(super) fn encode(self, pos: Pos) -> u32 {
-        let chunk = (pos >> 32) & (self.span() - 1);
-        ((chunk << self.offset_bits) | (pos & 0xffff_ffff)) as u32
+        let chunk = pos.chunk() & (self.span() - 1);
+        ((chunk << self.offset_bits) | pos.offset() as u64) as u32
     }
 
     pub(super) fn decode(self, slot: u32, base: u64) -> Pos {
         let low = u64::from(slot) >> self.offset_bits;
         let chunk = base + (low.wrapping_sub(base) & (self.span() - 1));
-        (chunk << 32) | u64::from(slot & ((1u32 << self.offset_bits) - 1))
+        Pos::new(chunk, (slot & ((1u32 << self.offset_bits) - 1)) as usize)
     }
 }
 
@@ -202,7 +201,7 @@ impl Index {
         with_slots!(&mut self.slots, self.narrow, base, |t, dec, enc| {
             for slot in t.iter_mut() {
                 let pos = dec(*slot);
-                if moved.chunks.contains(&(pos >> 32)) {
+                if moved.chunks.contains(&pos.chunk()) {
                     *slot = enc(moved_to[moved.index_of(pos)]);
                     repointed += 1;
                 }
@@ -224,7 +223,7 @@ impl Index {
         for &slot in narrow.iter() {
             let mut pos = layout.decode(slot, base);
             if let Some(moved) = batch {
-                if moved.chunks.contains(&(pos >> 32)) {
+                if moved.chunks.contains(&pos.chunk()) {
                     pos = moved.to[moved.index_of(pos)];
                     repointed += 1;
                 }
@@ -259,10 +258,10 @@ impl Moved<'_> {
     /// dependent loads). Panics when `pos` is not there: the index would hold a record the
     /// compaction did not move.
     pub(super) fn index_of(&self, pos: Pos) -> usize {
-        let k = ((pos >> 32) - self.chunks.start) as usize;
+        let k = (pos.chunk() - self.chunks.start) as usize;
         let ((lo, filled), hi) = (self.runs[k], self.runs[k + 1].0);
         let run = &self.from[lo..hi];
-        let offset = (pos & 0xffff_ffff) as u128;
+        let offset = pos.offset() as u128;
         let guess = if filled == 0 { 0 } else { (offset * run.len() as u128 / filled as u128) as usize };
         let mut i = guess.min(run.len().saturating_sub(1));
         while i > 0 && run[i] > pos {
@@ -287,15 +286,15 @@ mod tests {
         let base = 4090;
         for chunk in base..base + layout.span() {
             for offset in [0, 1, (1 << 20) - 1] {
-                let pos = (chunk << 32) | offset;
+                let pos = Pos::new(chunk, offset as usize);
                 assert!(layout.fits(pos, base));
                 assert_eq!(layout.decode(layout.encode(pos), base), pos);
             }
         }
         // One chunk past the span, an offset past the chunk, or below the base: never narrow.
-        assert!(!layout.fits((base + layout.span()) << 32, base));
-        assert!(!layout.fits((base << 32) | (1 << 20), base));
-        assert!(!layout.fits((base - 1) << 32, base));
+        assert!(!layout.fits(Pos::new(base + layout.span(), 0), base));
+        assert!(!layout.fits(Pos::new(base, 1 << 20), base));
+        assert!(!layout.fits(Pos::new(base - 1, 0), base));
         // Chunks of 64 bytes leave 26 bits, of 2 GiB one, of 4 GiB none: such a store is wide.
         assert_eq!(Narrow::for_chunks(64, 32).unwrap().chunk_bits, 26);
         assert_eq!(Narrow::for_chunks(100, 3).unwrap().chunk_bits, 3);

@@ -429,7 +429,7 @@ impl ConfigStore {
                         continue;
                     }
                     record.clear();
-                    record.extend_from_slice(&chunk.data()[(pos & 0xffff_ffff) as usize..offset]);
+                    record.extend_from_slice(&chunk.data()[pos.offset()..offset]);
                     moved_from.push(pos);
                     moved_to.push(self.arena.append_encoded(&record));
                     self.arena.kill(pos);
