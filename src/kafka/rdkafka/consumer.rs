@@ -702,6 +702,14 @@ impl RdConsumer {
                 Some(Item::Rebalance(event)) => {
                     match &event {
                         Rebalance::Assigned { partitions, .. } => {
+                            // Port contract (eager rebalancing): what is revoked is revoked before
+                            // anything is assigned, so no partition arrives while still held.
+                            assert!(
+                                partitions.iter().all(|p| !self.assigned.contains(p)),
+                                "{}: {partitions:?} assigned while some are still held ({:?}): a revocation was lost",
+                                self.context(),
+                                self.assigned
+                            );
                             self.joined = true;
                             for p in partitions {
                                 self.known.remove(p);
@@ -710,6 +718,13 @@ impl RdConsumer {
                             }
                         }
                         Rebalance::Revoked { partitions } => {
+                            // Only what was assigned is revoked: the engine stops exactly those tasks.
+                            assert!(
+                                partitions.iter().all(|p| self.assigned.contains(p)),
+                                "{}: {partitions:?} revoked, but only {:?} were assigned",
+                                self.context(),
+                                self.assigned
+                            );
                             for p in partitions {
                                 self.known.remove(p);
                                 self.assigned.remove(p);
