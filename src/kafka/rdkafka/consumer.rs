@@ -43,9 +43,9 @@ pub(super) struct ConsumerCtx {
 const REVOCATION_WAIT_MAX: Duration = Duration::from_secs(120);
 
 impl ConsumerCtx {
-    pub(super) fn new(client_id: &str, tls: bool) -> Self {
+    pub(super) fn new(client_id: &str, tls: bool, bootstrap_servers: &str) -> Self {
         ConsumerCtx {
-            log: LogContext::new(client_id, tls),
+            log: LogContext::new(client_id, tls, bootstrap_servers),
             events: Mutex::new(Vec::new()),
             failed: Mutex::new(None),
             gate: Mutex::new(None),
@@ -438,7 +438,8 @@ impl Shared {
         let mut uncommitted = lock(&self.uncommitted);
         let (config, client) = &mut *uncommitted;
         if client.is_none() {
-            let context = ConsumerCtx::new(&format!("{client_id}-watermarks"), self.tls);
+            let bootstrap = config.get("bootstrap.servers").unwrap_or_default().to_owned();
+            let context = ConsumerCtx::new(&format!("{client_id}-watermarks"), self.tls, &bootstrap);
             let created: BaseConsumer<ConsumerCtx> = config
                 .create_with_context(context)
                 .map_err(|e| rd_error(operation, &e, None).with_context(client_id.to_owned()))?;
@@ -1309,7 +1310,7 @@ mod tests {
 
     #[test]
     fn trx_34_a_failed_assign_is_fatal_and_queues_no_assignment() {
-        let ctx = ConsumerCtx::new("pod-0", false);
+        let ctx = ConsumerCtx::new("pod-0", false, "127.0.0.1:9092");
         ctx.on_rebalance(&Failing { assign: true, ..Failing::default() }, ASSIGN, &tpl());
         assert!(lock(&ctx.events).is_empty(), "no partitions are handed to the engine");
         let error = ctx.take_failure().expect("the failure waits for the next poll");
@@ -1320,7 +1321,7 @@ mod tests {
 
     #[test]
     fn trx_34_a_failed_pause_is_fatal_too() {
-        let ctx = ConsumerCtx::new("pod-0", false);
+        let ctx = ConsumerCtx::new("pod-0", false, "127.0.0.1:9092");
         ctx.on_rebalance(&Failing { pause: true, ..Failing::default() }, ASSIGN, &tpl());
         assert!(lock(&ctx.events).is_empty());
         assert!(ctx.take_failure().is_some_and(|e| e.to_string().contains("pausing")));
@@ -1328,7 +1329,7 @@ mod tests {
 
     #[test]
     fn trx_34_a_failed_unassign_still_revokes() {
-        let ctx = ConsumerCtx::new("pod-0", false);
+        let ctx = ConsumerCtx::new("pod-0", false, "127.0.0.1:9092");
         ctx.on_rebalance(&Failing { unassign: true, ..Failing::default() }, REVOKE, &tpl());
         assert_eq!(
             *lock(&ctx.events),
@@ -1339,7 +1340,7 @@ mod tests {
 
     #[test]
     fn rebalances_that_work_queue_their_events() {
-        let ctx = ConsumerCtx::new("pod-0", false);
+        let ctx = ConsumerCtx::new("pod-0", false, "127.0.0.1:9092");
         let client = Failing::default();
         ctx.on_rebalance(&client, ASSIGN, &tpl());
         ctx.on_rebalance(&client, REVOKE, &tpl());
@@ -1355,7 +1356,7 @@ mod tests {
     /// neither is called, and nothing reaches the engine or fails it.
     #[test]
     fn a_rebalance_after_the_group_handler_terminated_calls_nothing() {
-        let ctx = ConsumerCtx::new("pod-0", false);
+        let ctx = ConsumerCtx::new("pod-0", false, "127.0.0.1:9092");
         for event in [ASSIGN, REVOKE, RDKafkaRespErr::RD_KAFKA_RESP_ERR__FATAL] {
             let client = Failing { closed: true, ..Failing::default() };
             ctx.on_rebalance(&client, event, &tpl());
@@ -1370,7 +1371,7 @@ mod tests {
     /// event queued.
     #[test]
     fn trx_33_a_revocation_waits_for_the_commit_holding_the_gate() {
-        let ctx = Arc::new(ConsumerCtx::new("pod-0", false));
+        let ctx = Arc::new(ConsumerCtx::new("pod-0", false, "127.0.0.1:9092"));
         let gate = RevocationGate::default();
         *lock(&ctx.gate) = Some(gate.clone());
         let commit = gate.hold();

@@ -22,8 +22,9 @@ pub(super) struct LogContext {
 }
 
 impl LogContext {
-    pub(super) fn new(client_id: &str, tls: bool) -> Self {
-        LogContext { client: client_id.into(), refusal: Arc::new(Refusal::new()), tls }
+    /// The context of client `client_id` of the cluster at `bootstrap_servers`.
+    pub(super) fn new(client_id: &str, tls: bool, bootstrap_servers: &str) -> Self {
+        LogContext { client: client_id.into(), refusal: Arc::new(Refusal::new(bootstrap_servers)), tls }
     }
 }
 

@@ -288,7 +288,7 @@ impl Kafka for RdKafka {
         // The same client as `read_uncommitted`, built on first use: the high watermark.
         let mut uncommitted = rd.clone();
         uncommitted.set("isolation.level", "read_uncommitted");
-        let context = ConsumerCtx::new(&config.client_id, self.tls());
+        let context = ConsumerCtx::new(&config.client_id, self.tls(), &self.bootstrap_servers);
         let consumer: BaseConsumer<ConsumerCtx> = rd
             .create_with_context(context)
             .map_err(|e| rd_error("create consumer", &e, None).with_context(config.client_id.clone()))?;
@@ -335,7 +335,7 @@ impl Kafka for RdKafka {
             Some(id) => format!("transactional id {id}"),
             None => format!("client {}", config.client_id),
         };
-        let log = LogContext::new(&config.client_id, self.tls());
+        let log = LogContext::new(&config.client_id, self.tls(), &self.bootstrap_servers);
         let refusal = log.refusal.clone();
         let producer: BaseProducer<DeliveryContext> = rd
             .create_with_context(DeliveryContext { log })
@@ -361,7 +361,7 @@ impl Kafka for RdKafka {
         let mut rd = self.client_config(client_id)?;
         rd.set("allow.auto.create.topics", "false");
         let admin: AdminClient<LogContext> = rd
-            .create_with_context(LogContext::new(client_id, self.tls()))
+            .create_with_context(LogContext::new(client_id, self.tls(), &self.bootstrap_servers))
             .map_err(|e| rd_error("create admin", &e, None))?;
         let admin = Arc::new(admin);
         let pump = Arc::new(AtomicBool::new(false));

@@ -515,11 +515,24 @@ pub(super) struct Refusal {
     /// Set once a call through the broker succeeded: from then on a dropped connection during
     /// the first request is a broker going away, not a plaintext client on a TLS listener.
     connected: std::sync::atomic::AtomicBool,
+    /// The brokers (`host:port`) that dropped a connection at the handshake so far.
+    broken_off: std::sync::Mutex<std::collections::BTreeSet<String>>,
+    /// How many brokers must have dropped one before that counts as a refusal: two when the
+    /// client was given several bootstrap servers (one broker dying as a fresh client reaches
+    /// it looks exactly like a protocol mismatch; a mismatch shows on every broker), else one.
+    broken_off_needed: usize,
 }
 
 impl Refusal {
-    pub(super) fn new() -> Self {
-        Refusal { slot: tokio::sync::watch::Sender::new(None), connected: false.into() }
+    /// The refusal slot of a client given `bootstrap_servers` (`host:port[,host:port...]`).
+    pub(super) fn new(bootstrap_servers: &str) -> Self {
+        let servers = bootstrap_servers.split(',').filter(|s| !s.trim().is_empty()).count();
+        Refusal {
+            slot: tokio::sync::watch::Sender::new(None),
+            connected: false.into(),
+            broken_off: Default::default(),
+            broken_off_needed: servers.clamp(1, 2),
+        }
     }
 
     /// A call through the broker succeeded.
@@ -533,6 +546,14 @@ impl Refusal {
         if evidence == Evidence::Handshake && self.connected.load(Ordering::Relaxed) {
             tracing::debug!(client, %error, "connection dropped at the first request after earlier successes");
             return;
+        }
+        if evidence == Evidence::Handshake {
+            let mut brokers = self.broken_off.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            brokers.insert(broker_address(&error.to_string()));
+            if brokers.len() < self.broken_off_needed {
+                tracing::info!(client, %error, "a broker dropped the connection at the handshake: waiting to see another do so");
+                return;
+            }
         }
         let error = error.with_context(format!("client {client}"));
         self.slot.send_if_modified(|slot| {
@@ -565,6 +586,20 @@ impl Refusal {
             }
         }
     }
+}
+
+/// The broker a librdkafka connection message names, as `host:port` (`127.0.0.1:29093/bootstrap:
+/// Disconnected ...`, `sasl_ssl://10.0.0.1:9094/1: SSL handshake failed ...`; the `/bootstrap`
+/// and `/<id>` names of one broker are one address). A message without one gives `""`.
+fn broker_address(message: &str) -> String {
+    message
+        .split_whitespace()
+        .find_map(|word| {
+            let word = word.rsplit_once("://").map_or(word, |(_, rest)| rest);
+            let (address, _) = word.split_once('/')?;
+            address.contains(':').then(|| address.to_owned())
+        })
+        .unwrap_or_default()
 }
 
 /// Runs a blocking librdkafka call, failing early with the client's refusal if one arrives
@@ -684,13 +719,48 @@ mod tests {
         assert_eq!(evidence, Evidence::Handshake, "{error}");
         assert!(error.to_string().contains("TLS client on a plaintext listener"), "{error}");
 
-        let refused = Refusal::new();
+        let refused = Refusal::new("10.0.0.1:9094");
         refused.mark_connected();
         refused.record("c", refusal(None, broken_off, true).expect("a refusal"));
         refused.record("c", refusal(None, line, false).expect("a refusal"));
         assert!(refused.get().is_none(), "after a success, a dropped connection is a broker going away");
         refused.record("c", sasl_refusal());
         assert_eq!(refused.get().map(|e| e.kind()), Some(KafkaErrorKind::Authentication));
+    }
+
+    /// A broker SIGKILLed just as a fresh client of a cluster reaches it drops the connection at
+    /// the first request, exactly as a TLS listener does to a plaintext client (the failover test
+    /// met it): with several bootstrap servers that counts only once a second broker does so.
+    #[test]
+    fn one_broker_dropping_the_handshake_is_no_refusal_of_a_cluster() {
+        let dropped = |broker: &str| {
+            let line = format!(
+                "[thrd:{broker}/bootstrap]: {broker}/bootstrap: Disconnected: connection reset by peer (after 23ms in state APIVERSION_QUERY)"
+            );
+            refusal(None, &line, false).expect("a refusal")
+        };
+        let cluster = Refusal::new("127.0.0.1:29091,127.0.0.1:29092,127.0.0.1:29093");
+        cluster.record("c", dropped("127.0.0.1:29093"));
+        cluster.record("c", dropped("127.0.0.1:29093"));
+        assert!(cluster.get().is_none(), "one broker going away, twice");
+        cluster.record("c", dropped("127.0.0.1:29091"));
+        assert_eq!(cluster.get().map(|e| e.kind()), Some(KafkaErrorKind::Authentication), "two brokers: a mismatch");
+
+        let single = Refusal::new("127.0.0.1:9092");
+        single.record("c", dropped("127.0.0.1:9092"));
+        assert!(single.get().is_some(), "the only bootstrap server dropping it is the evidence there is");
+        // Certain evidence never waits for a second broker.
+        let certain = Refusal::new("a:1,b:2");
+        certain.record("c", sasl_refusal());
+        assert!(certain.get().is_some());
+    }
+
+    #[test]
+    fn broker_addresses_of_librdkafka_messages() {
+        assert_eq!(broker_address("127.0.0.1:29093/bootstrap: Disconnected"), "127.0.0.1:29093");
+        assert_eq!(broker_address("connect failed: 127.0.0.1:29093/3: Disconnected"), "127.0.0.1:29093");
+        assert_eq!(broker_address("sasl_ssl://10.0.0.1:9094/1: SSL handshake failed"), "10.0.0.1:9094");
+        assert_eq!(broker_address("no broker named here"), "");
     }
 
     fn sasl_refusal() -> (KafkaError, Evidence) {
