@@ -10,7 +10,7 @@ use rdkafka::bindings as rdsys;
 use rdkafka::error::RDKafkaErrorCode as Code;
 
 use super::consumer::partition_count;
-use super::errors::{code_error, rd_error};
+use super::errors::{code_error, code_kind, rd_error, READ_RETRY_BUDGET};
 use super::log::{forward_log_or_error, LogContext};
 use super::security::blocking_unless_refused;
 use super::{drop_off_runtime, REQUEST_TIMEOUT, TOPIC_VISIBLE_MAX};
@@ -91,15 +91,51 @@ impl Admin for RdAdmin {
         if let Some(refused) = refusal.get() {
             return Err(refused);
         }
-        let results = tokio::select! {
-            biased;
-            results = admin.create_topics([&spec], &options) => results,
-            refused = refusal.wait() => return Err(refused),
-        }
-        .map_err(|e| rd_error("create_topic", &e, None).with_context(topic.name.clone()))?;
-        let outcome = results.into_iter().next().ok_or_else(|| {
-            KafkaError::new(KafkaErrorKind::Other, "create_topic", "no result").with_context(topic.name.clone())
-        })?;
+        // A creation is retried through a failover like a read (a request to a paused broker
+        // times out, the controller moves): creating a topic is idempotent, and one created by
+        // an attempt whose answer was lost comes back as TopicAlreadyExists below.
+        let started = Instant::now();
+        let mut backoff = Duration::from_millis(50);
+        let mut attempts = 0u32;
+        let outcome = loop {
+            attempts += 1;
+            let results = tokio::select! {
+                biased;
+                results = admin.create_topics([&spec], &options) => results,
+                refused = refusal.wait() => return Err(refused),
+            };
+            let error = match results {
+                Ok(results) => match results.into_iter().next() {
+                    Some(Err((_, code))) if code_kind(code) == KafkaErrorKind::Retriable => {
+                        code_error("create_topic", code, topic.name.clone())
+                    }
+                    // Fewer live brokers than the replication factor: a broker down (fenced by
+                    // the controller) heals; a cluster that small gives up after the budget.
+                    Some(Err((_, Code::InvalidReplicationFactor))) => KafkaError::new(
+                        KafkaErrorKind::Retriable,
+                        "create_topic",
+                        "fewer live brokers than the replication factor (INVALID_REPLICATION_FACTOR)",
+                    )
+                    .with_context(topic.name.clone()),
+                    Some(outcome) => break outcome,
+                    None => {
+                        return Err(KafkaError::new(KafkaErrorKind::Other, "create_topic", "no result")
+                            .with_context(topic.name.clone()))
+                    }
+                },
+                Err(e) => rd_error("create_topic", &e, None).with_context(topic.name.clone()),
+            };
+            if !error.is_retriable() {
+                return Err(error);
+            }
+            if started.elapsed() + backoff >= READ_RETRY_BUDGET {
+                tracing::warn!(%error, attempts, "a topic creation gave up: its retry budget ran out");
+                return Err(error.gave_up(attempts, started.elapsed()));
+            }
+            tracing::info!(%error, attempts, topic = %topic.name, "topic creation failed in a failover: retrying");
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(1));
+        };
         match outcome {
             Ok(_) => {
                 // Fresh metadata must show it to every client from now on, with leaders.

@@ -171,6 +171,9 @@ pub(super) fn classify(error: &RdError, fatal: Option<Code>) -> KafkaErrorKind {
             }
         }
         RdError::Flush(Code::OperationTimedOut) => KafkaErrorKind::Retriable,
+        // An admin request's own error (rdkafka gives it no `rdkafka_error_code`): a creation
+        // that timed out against a paused broker is as transient as a read that did.
+        RdError::AdminOp(code) => code_kind(*code),
         RdError::MessageConsumptionFatal(code) => {
             if is_fenced_code(*code) {
                 KafkaErrorKind::Fenced

@@ -508,6 +508,20 @@ mod tests {
         assert_eq!(code_kind(Code::BrokerDestroy), KafkaErrorKind::Other);
     }
 
+    /// An admin request's own error is classified by its code (rdkafka gives `AdminOp` none): a
+    /// topic creation that timed out against a paused broker is retried, not fatal (the nemesis
+    /// met `create_topic failed: Admin operation error: OperationTimedOut` as kind `Other`).
+    #[test]
+    fn admin_errors_are_classified_by_their_code() {
+        use rdkafka::error::KafkaError as RdError;
+        assert_eq!(errors::classify(&RdError::AdminOp(Code::OperationTimedOut), None), KafkaErrorKind::Retriable);
+        assert_eq!(errors::classify(&RdError::AdminOp(Code::NotController), None), KafkaErrorKind::Retriable);
+        assert_eq!(
+            errors::classify(&RdError::AdminOp(Code::TopicAuthorizationFailed), None),
+            KafkaErrorKind::Authorization
+        );
+    }
+
     #[test]
     fn a_read_retries_transient_errors_and_stops_at_others() {
         let transient = || KafkaError::new(KafkaErrorKind::Retriable, "end_offset", "DestroyBroker");
