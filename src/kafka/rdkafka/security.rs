@@ -588,16 +588,20 @@ impl Refusal {
     }
 }
 
-/// The broker a librdkafka connection message names, as `host:port` (`127.0.0.1:29093/bootstrap:
-/// Disconnected ...`, `sasl_ssl://10.0.0.1:9094/1: SSL handshake failed ...`; the `/bootstrap`
-/// and `/<id>` names of one broker are one address). A message without one gives `""`.
+/// The broker a librdkafka connection message names, as `host:port`: `127.0.0.1:29093/bootstrap:
+/// Disconnected ...`, `GroupCoordinator: 127.0.0.1:29093: Disconnected ...`,
+/// `sasl_ssl://10.0.0.1:9094/1: SSL handshake failed ...` (the `/bootstrap` and `/<id>` names of
+/// one broker, and its coordinator role, are one address). A message without one gives `""`.
 fn broker_address(message: &str) -> String {
     message
         .split_whitespace()
         .find_map(|word| {
+            let word = word.trim_end_matches(':');
             let word = word.rsplit_once("://").map_or(word, |(_, rest)| rest);
-            let (address, _) = word.split_once('/')?;
-            address.contains(':').then(|| address.to_owned())
+            let address = word.split('/').next()?;
+            let (host, port) = address.rsplit_once(':')?;
+            (!host.is_empty() && !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| address.to_owned())
         })
         .unwrap_or_default()
 }
@@ -742,7 +746,9 @@ mod tests {
         let cluster = Refusal::new("127.0.0.1:29091,127.0.0.1:29092,127.0.0.1:29093");
         cluster.record("c", dropped("127.0.0.1:29093"));
         cluster.record("c", dropped("127.0.0.1:29093"));
-        assert!(cluster.get().is_none(), "one broker going away, twice");
+        let coordinator = "GroupCoordinator: 127.0.0.1:29093: Disconnected: connection reset by peer (after 6ms in state APIVERSION_QUERY)";
+        cluster.record("c", refusal(None, coordinator, false).expect("a refusal"));
+        assert!(cluster.get().is_none(), "one broker going away, thrice, once as a coordinator");
         cluster.record("c", dropped("127.0.0.1:29091"));
         assert_eq!(cluster.get().map(|e| e.kind()), Some(KafkaErrorKind::Authentication), "two brokers: a mismatch");
 
@@ -760,6 +766,13 @@ mod tests {
         assert_eq!(broker_address("127.0.0.1:29093/bootstrap: Disconnected"), "127.0.0.1:29093");
         assert_eq!(broker_address("connect failed: 127.0.0.1:29093/3: Disconnected"), "127.0.0.1:29093");
         assert_eq!(broker_address("sasl_ssl://10.0.0.1:9094/1: SSL handshake failed"), "10.0.0.1:9094");
+        // A coordinator's connection names the broker without a slash (the nemesis met one
+        // broker counted twice, as "" and as its address, and a refusal from one dying broker).
+        assert_eq!(
+            broker_address("GroupCoordinator: 127.0.0.1:29092: Disconnected: connection reset by peer"),
+            "127.0.0.1:29092"
+        );
+        assert_eq!(broker_address("the broker closed the connection (check the protocol): x"), "");
         assert_eq!(broker_address("no broker named here"), "");
     }
 
