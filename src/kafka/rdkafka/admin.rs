@@ -10,7 +10,7 @@ use rdkafka::bindings as rdsys;
 use rdkafka::error::RDKafkaErrorCode as Code;
 
 use super::consumer::partition_count;
-use super::errors::{code_error, code_kind, rd_error, READ_RETRY_BUDGET};
+use super::errors::{code_error, code_kind, rd_error, Retry, READ_RETRY_BUDGET};
 use super::log::{forward_log_or_error, LogContext};
 use super::security::blocking_unless_refused;
 use super::{drop_off_runtime, REQUEST_TIMEOUT, TOPIC_VISIBLE_MAX};
@@ -94,11 +94,8 @@ impl Admin for RdAdmin {
         // A creation is retried through a failover like a read (a request to a paused broker
         // times out, the controller moves): creating a topic is idempotent, and one created by
         // an attempt whose answer was lost comes back as TopicAlreadyExists below.
-        let started = Instant::now();
-        let mut backoff = Duration::from_millis(50);
-        let mut attempts = 0u32;
+        let mut retry = Retry::within(READ_RETRY_BUDGET);
         let outcome = loop {
-            attempts += 1;
             let results = tokio::select! {
                 biased;
                 results = admin.create_topics([&spec], &options) => results,
@@ -125,16 +122,7 @@ impl Admin for RdAdmin {
                 },
                 Err(e) => rd_error("create_topic", &e, None).with_context(topic.name.clone()),
             };
-            if !error.is_retriable() {
-                return Err(error);
-            }
-            if started.elapsed() + backoff >= READ_RETRY_BUDGET {
-                tracing::warn!(%error, attempts, "a topic creation gave up: its retry budget ran out");
-                return Err(error.gave_up(attempts, started.elapsed()));
-            }
-            tracing::info!(%error, attempts, topic = %topic.name, "topic creation failed in a failover: retrying");
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(Duration::from_secs(1));
+            tokio::time::sleep(retry.after(error, "a topic creation")?).await;
         };
         match outcome {
             Ok(_) => {

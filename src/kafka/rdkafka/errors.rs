@@ -65,26 +65,53 @@ pub(super) fn retry_read_within<T>(
     budget: Duration,
     mut attempt: impl FnMut(Duration) -> KafkaResult<T>,
 ) -> KafkaResult<T> {
-    let started = Instant::now();
-    let deadline = started + budget;
-    let mut backoff = Duration::from_millis(50);
-    let mut attempts = 0u32;
+    let mut retry = Retry::within(budget);
     loop {
-        attempts += 1;
-        let timeout = deadline.saturating_duration_since(Instant::now()).min(REQUEST_TIMEOUT);
+        let timeout = retry.remaining().min(REQUEST_TIMEOUT);
         match attempt(timeout) {
             Ok(value) => return Ok(value),
-            Err(error) if !error.is_retriable() => return Err(error),
-            Err(error) if Instant::now() + backoff >= deadline => {
-                tracing::warn!(%error, attempts, "a read gave up: its retry budget ran out");
-                return Err(error.gave_up(attempts, started.elapsed()));
-            }
-            Err(error) => {
-                tracing::debug!(%error, attempts, "retrying");
-                std::thread::sleep(backoff);
-                backoff = (backoff * 2).min(Duration::from_secs(1));
-            }
+            Err(error) => std::thread::sleep(retry.after(error, "a read")?),
         }
+    }
+}
+
+/// The retry policy of the adapter's reads and topic creations: errors that are not
+/// [`KafkaErrorKind::Retriable`] end at once; retriable ones are tried again after a backoff
+/// from 50 ms, doubling up to 1 s, until the budget runs out, and then the last error says so
+/// ([`KafkaError::gave_up`]).
+pub(super) struct Retry {
+    started: Instant,
+    deadline: Instant,
+    backoff: Duration,
+    attempts: u32,
+}
+
+impl Retry {
+    pub(super) fn within(budget: Duration) -> Self {
+        let started = Instant::now();
+        Retry { started, deadline: started + budget, backoff: Duration::from_millis(50), attempts: 0 }
+    }
+
+    /// What is left of the budget.
+    pub(super) fn remaining(&self) -> Duration {
+        self.deadline.saturating_duration_since(Instant::now())
+    }
+
+    /// After attempt `error` of `what`: how long to wait before the next one, or the error to
+    /// end with.
+    pub(super) fn after(&mut self, error: KafkaError, what: &str) -> KafkaResult<Duration> {
+        self.attempts += 1;
+        if !error.is_retriable() {
+            return Err(error);
+        }
+        if Instant::now() + self.backoff >= self.deadline {
+            tracing::warn!(%error, attempts = self.attempts, "{what} gave up: its retry budget ran out");
+            return Err(error.gave_up(self.attempts, self.started.elapsed()));
+        }
+        tracing::debug!(%error, attempts = self.attempts, "{what}: retrying");
+        let wait = self.backoff;
+        self.backoff = (self.backoff * 2).min(Duration::from_secs(1));
+        Ok(wait)
     }
 }
 
