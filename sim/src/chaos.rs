@@ -306,7 +306,7 @@ impl Chaos {
                         .client_id(&env.name)
                         .kafka(Arc::new(env.kafka.clone()))
                         .poll_interval(run.poll_interval)
-                        .replication_factor(1)
+                        .replication_factor(env.kafka.replication_factor())
                         .observer(Arc::new(env.observer()))
                         .mqtt(MqttBrokerConfig::new(mqtt))
                         .build(recorded)

@@ -37,6 +37,8 @@ pub struct Scenario {
 pub struct Ctx {
     /// The event trace.
     pub trace: Trace,
+    /// Brokers of the seed's simulated Kafka cluster (0 and 1 both mean one).
+    pub brokers: u32,
     faults: Arc<Mutex<BTreeMap<String, u64>>>,
     violations: Arc<Mutex<Vec<String>>>,
 }
@@ -66,11 +68,46 @@ impl Ctx {
     }
 }
 
-/// Runs `scenario` with `seed` and reports what happened. A panic anywhere in the simulation
-/// (an engine assertion, a scenario check) is a violation of the seed, not a crash of the CLI.
-/// The rendered trace is kept when `keep_trace` is set or the seed failed.
+/// How many brokers the seeds' clusters have.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Brokers {
+    /// Three brokers, except every fourth seed (`seed % 4 == 0`), which runs on one: most seeds
+    /// meet leaders, coordinators and failover on different brokers, and the single node stays
+    /// covered. Decided by the seed number alone (no draw), so a seed's schedule stays the same.
+    Mixed,
+    /// Every seed on this many brokers.
+    Fixed(u32),
+}
+
+impl Brokers {
+    /// The brokers of `seed`'s cluster.
+    ///
+    /// ```
+    /// use flechtwerk_sim::runner::Brokers;
+    /// assert_eq!((0..8).map(|s| Brokers::Mixed.for_seed(s)).collect::<Vec<_>>(), [1, 3, 3, 3, 1, 3, 3, 3]);
+    /// assert_eq!(Brokers::Fixed(1).for_seed(7), 1);
+    /// ```
+    pub fn for_seed(self, seed: u64) -> u32 {
+        match self {
+            Brokers::Mixed if seed % 4 == 0 => 1,
+            Brokers::Mixed => 3,
+            Brokers::Fixed(n) => n.max(1),
+        }
+    }
+}
+
+/// Runs `scenario` with `seed` on [`Brokers::Mixed`] and reports what happened (see
+/// [`run_seed_on`]).
 pub fn run_seed(scenario: &'static Scenario, seed: u64, keep_trace: bool) -> SeedReport {
-    let ctx = Ctx::default();
+    run_seed_on(scenario, seed, keep_trace, Brokers::Mixed)
+}
+
+/// Runs `scenario` with `seed` on a cluster of `brokers` and reports what happened. A panic
+/// anywhere in the simulation (an engine assertion, a scenario check) is a violation of the
+/// seed, not a crash of the CLI. The rendered trace is kept when `keep_trace` is set or the seed
+/// failed.
+pub fn run_seed_on(scenario: &'static Scenario, seed: u64, keep_trace: bool, brokers: Brokers) -> SeedReport {
+    let ctx = Ctx { brokers: brokers.for_seed(seed), ..Ctx::default() };
     let run_ctx = ctx.clone();
     let outcome = std::thread::Builder::new()
         .name(format!("seed-{seed}"))

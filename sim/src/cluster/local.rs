@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use super::broker::{Broker, BrokerConfig};
 use super::client::{BoxFuture, Connector, KafkaClient, Transport};
 use super::faults::{BrokerFaults, FaultPlan, NoFaults};
-use super::protocol::{Request, Response};
+use super::protocol::{BrokerId, Request, Response};
 use crate::trace::Trace;
 
 struct Shared {
@@ -40,7 +40,7 @@ struct LocalTransport {
 }
 
 impl Transport for LocalTransport {
-    fn call(&self, request: Request) -> BoxFuture<'_, Option<Response>> {
+    fn call(&self, _broker: BrokerId, request: Request) -> BoxFuture<'_, Option<Response>> {
         Box::pin(async move {
             // A request is a scheduling point, as a network round trip would be.
             tokio::task::yield_now().await;

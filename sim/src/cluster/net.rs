@@ -1,16 +1,25 @@
-//! The simulated cluster on madsim: the broker is a node (`kafka-broker`, 10.0.0.1:9092)
-//! serving requests over `madsim::net::Endpoint` datagrams; clients call it from their own
-//! nodes with a request timeout, so lost requests and responses, delays and partitions reach
-//! the clients exactly as a network would deliver them.
+//! The simulated cluster on madsim: each broker is a node (`kafka-broker`, 10.0.0.1:9092, or
+//! `kafka-broker-<n>` at 10.0.0.(n+1):9092 on a cluster of several) serving requests over
+//! `madsim::net::Endpoint` datagrams; clients call them from their own nodes with a request
+//! timeout, so lost requests and responses, delays and partitions reach the clients exactly as
+//! a network would deliver them.
 //!
-//! The broker's state lives outside the node, so [`Cluster::restart_broker`] keeps every log,
-//! transaction and group and loses only requests in flight.
+//! On a cluster of several brokers, followers fetch from their leaders over the same network,
+//! and each broker heartbeats to a controller node (`kafka-controller`, 10.0.0.100, KRaft's
+//! quorum, never faulted itself) that fences a broker silent for
+//! [`BROKER_SESSION_TIMEOUT`] or registering anew after a restart, and unfences it when it is
+//! back: fencing moves the leaderships it held (see `broker::replicas`). A broker crashed, paused
+//! or cut off therefore falls out of the ISRs and loses its leaderships exactly when Kafka's
+//! would.
+//!
+//! The brokers' state lives outside the nodes, so a restart keeps every log, transaction and
+//! group and loses only requests in flight.
 //!
 //! The RPC is madsim's own `call_timeout` / `add_rpc_handler` pattern (a request tag, a random
 //! reply tag from the seeded RNG, `Box<dyn Any>` payloads), written out over the raw endpoint
 //! so that requests need no serde implementations.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -24,14 +33,38 @@ use madsim::runtime::Handle;
 use madsim::task::NodeId;
 use madsim::time::TimeHandle;
 
-use super::broker::{Broker, BrokerConfig};
+use super::broker::{Ack, Broker, BrokerConfig, ReplicaPosition};
 use super::client::{BoxFuture, Connector, KafkaClient, Transport, REQUEST_TIMEOUT};
 use super::faults::FaultPlan;
-use super::protocol::{BrokerError, ErrorCode, Request, RequestKind, Response};
+use super::protocol::{BrokerError, BrokerId, ErrorCode, Request, RequestKind, Response};
 use crate::runner::Ctx;
 
-/// The broker's address.
+/// The (first) broker's address.
 pub const BROKER_ADDR: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), 9092);
+
+/// Broker `id`'s address: 10.0.0.(id+1):9092.
+pub fn broker_addr(id: BrokerId) -> SocketAddr {
+    SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1 + id as u8)), 9092)
+}
+
+/// The controller's address (KRaft's quorum, one node).
+const CONTROLLER_ADDR: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 100)), 9093);
+
+/// `broker.heartbeat.interval.ms` (Kafka: 2 s).
+pub const BROKER_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(2);
+
+/// `broker.session.timeout.ms` (Kafka: 9 s): the controller fences a broker silent this long.
+pub const BROKER_SESSION_TIMEOUT: Duration = Duration::from_secs(9);
+
+/// How often a follower fetches from each leader (Kafka's followers long-poll and get new
+/// records at once; a short interval stands for that).
+pub const REPLICA_FETCH_INTERVAL: Duration = Duration::from_millis(20);
+
+/// How long a follower waits for a leader's answer before it fetches again.
+const REPLICA_FETCH_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// How often a produce waiting for its replication looks again.
+const ACK_POLL: Duration = Duration::from_millis(5);
 
 /// Interval of the broker's timer tick (delayed markers, session and transaction timeouts,
 /// the cleaner); requests also run due timers.
@@ -41,6 +74,19 @@ pub const TICK_INTERVAL: Duration = Duration::from_millis(10);
 const CLIENT_IPS_MAX: u32 = 250 * 250;
 
 const REQUEST_TAG: u64 = 0x6b61_666b_612d_7271;
+const REPLICA_TAG: u64 = 0x6b61_666b_612d_7266;
+const HEARTBEAT_TAG: u64 = 0x6b61_666b_612d_6862;
+
+struct ReplicaFetch {
+    reply_tag: u64,
+    follower: BrokerId,
+    positions: Vec<ReplicaPosition>,
+}
+
+struct Heartbeat {
+    broker: BrokerId,
+    boot: u64,
+}
 
 struct Envelope {
     reply_tag: u64,
@@ -68,6 +114,12 @@ struct Connection {
 struct Server {
     broker: Mutex<Broker>,
     faults: FaultPlan,
+    nodes: Vec<BrokerNode>,
+}
+
+/// What one broker node keeps across its restarts.
+#[derive(Default)]
+struct BrokerNode {
     boots: AtomicU64,
     /// Newest connection epoch handled per transport.
     connections: Mutex<HashMap<u64, u64>>,
@@ -93,7 +145,7 @@ fn injected(kind: KafkaErrorKind, request: RequestKind) -> BrokerError {
     BrokerError { code, kind, message: format!("injected fault on {request}") }
 }
 
-async fn handle(endpoint: Endpoint, server: Arc<Server>, envelope: Envelope, from: SocketAddr) {
+async fn handle(endpoint: Endpoint, server: Arc<Server>, id: BrokerId, envelope: Envelope, from: SocketAddr) {
     let Envelope { reply_tag, client, connection, request } = envelope;
     let kind = request.kind();
     let fate = server.faults.decide(kind, &client);
@@ -105,17 +157,38 @@ async fn handle(endpoint: Endpoint, server: Arc<Server>, envelope: Envelope, fro
     }
     {
         // A request of a connection the client has replaced is discarded (see `Connection`).
-        let mut connections = server.connections.lock().expect("connections lock");
+        let mut connections = server.nodes[id as usize].connections.lock().expect("connections lock");
         let newest = connections.entry(connection.transport).or_insert(connection.epoch);
         if connection.epoch < *newest {
             return;
         }
         *newest = connection.epoch;
     }
-    let response: Response = match fate.inject {
-        Some(error_kind) => Err(injected(error_kind, kind)),
-        None => server.with_broker(|broker, now, faults| broker.handle(request, now, faults)),
+    let (mut response, wait) = match fate.inject {
+        Some(error_kind) => (Err(injected(error_kind, kind)), None),
+        None => server.with_broker(|broker, now, faults| broker.handle_at(id, request, now, faults)),
     };
+    if let Some(wait) = wait {
+        // acks=all: the answer waits until every in-sync replica has the batch.
+        let deadline = elapsed() + REQUEST_TIMEOUT;
+        loop {
+            let ack = server.broker.lock().expect("broker lock").acknowledged(&wait);
+            match ack {
+                Ack::Replicated => break,
+                Ack::LeaderChanged => {
+                    let message = format!("{}: the leader changed before the batch was replicated", wait.partition);
+                    response = Err(BrokerError::new(ErrorCode::NotLeaderOrFollower, message));
+                    break;
+                }
+                Ack::Waiting if elapsed() >= deadline => {
+                    let message = format!("{}: not replicated within {REQUEST_TIMEOUT:?}", wait.partition);
+                    response = Err(BrokerError::new(ErrorCode::RequestTimedOut, message));
+                    break;
+                }
+                Ack::Waiting => madsim::time::sleep(ACK_POLL).await,
+            }
+        }
+    }
     if fate.drop_response {
         return;
     }
@@ -125,11 +198,16 @@ async fn handle(endpoint: Endpoint, server: Arc<Server>, envelope: Envelope, fro
     let _ = endpoint.send_to_raw(from, reply_tag, Box::new(response)).await;
 }
 
-/// The broker node's main task (re-run on every restart).
-async fn serve(server: Arc<Server>, ctx: Ctx) {
-    let boot = server.boots.fetch_add(1, Ordering::SeqCst) + 1;
-    let endpoint = Endpoint::bind(BROKER_ADDR).await.expect("the broker address is free (kill before restart)");
-    ctx.event(format!("kafka: broker up (boot #{boot})"));
+/// A broker node's main task (re-run on every restart).
+async fn serve(server: Arc<Server>, ctx: Ctx, id: BrokerId) {
+    let boot = server.nodes[id as usize].boots.fetch_add(1, Ordering::SeqCst) + 1;
+    let endpoint = Endpoint::bind(broker_addr(id)).await.expect("the broker address is free (kill before restart)");
+    let several = server.nodes.len() > 1;
+    if several {
+        ctx.event(format!("kafka: broker {id} up (boot #{boot})"));
+    } else {
+        ctx.event(format!("kafka: broker up (boot #{boot})"));
+    }
     let ticker = server.clone();
     tokio::spawn(async move {
         loop {
@@ -137,10 +215,91 @@ async fn serve(server: Arc<Server>, ctx: Ctx) {
             ticker.with_broker(|broker, now, faults| broker.advance(now, faults));
         }
     });
+    if several {
+        tokio::spawn(heartbeat(endpoint.clone(), id, boot));
+        tokio::spawn(follow(endpoint.clone(), server.clone(), id));
+        tokio::spawn(lead(endpoint.clone(), server.clone(), id));
+    }
     loop {
         let Ok((payload, from)) = endpoint.recv_from_raw(REQUEST_TAG).await else { continue };
         let envelope = *payload.downcast::<Envelope>().expect("only requests use the request tag");
-        tokio::spawn(handle(endpoint.clone(), server.clone(), envelope, from));
+        tokio::spawn(handle(endpoint.clone(), server.clone(), id, envelope, from));
+    }
+}
+
+/// A broker's heartbeats to the controller.
+async fn heartbeat(endpoint: Endpoint, broker: BrokerId, boot: u64) {
+    loop {
+        let _ = endpoint.send_to_raw(CONTROLLER_ADDR, HEARTBEAT_TAG, Box::new(Heartbeat { broker, boot })).await;
+        madsim::time::sleep(BROKER_HEARTBEAT_INTERVAL).await;
+    }
+}
+
+/// A broker's replica fetcher: fetches from each leader of a partition it follows.
+async fn follow(endpoint: Endpoint, server: Arc<Server>, follower: BrokerId) {
+    loop {
+        madsim::time::sleep(REPLICA_FETCH_INTERVAL).await;
+        let by_leader = server.broker.lock().expect("broker lock").follower_positions(follower);
+        let fetches = by_leader.into_iter().map(|(leader, positions)| {
+            let endpoint = endpoint.clone();
+            async move {
+                let reply_tag: u64 = madsim::rand::random();
+                let fetch = ReplicaFetch { reply_tag, follower, positions };
+                endpoint.send_to_raw(broker_addr(leader), REPLICA_TAG, Box::new(fetch)).await.ok()?;
+                let (payload, _) =
+                    madsim::time::timeout(REPLICA_FETCH_TIMEOUT, endpoint.recv_from_raw(reply_tag)).await.ok()?.ok()?;
+                payload.downcast::<Vec<ReplicaPosition>>().ok().map(|answers| *answers)
+            }
+        });
+        for answers in futures::future::join_all(fetches).await.into_iter().flatten() {
+            server.broker.lock().expect("broker lock").replica_fetched(follower, &answers);
+        }
+    }
+}
+
+/// A broker's answers to its followers' fetches.
+async fn lead(endpoint: Endpoint, server: Arc<Server>, leader: BrokerId) {
+    loop {
+        let Ok((payload, from)) = endpoint.recv_from_raw(REPLICA_TAG).await else { continue };
+        let fetch = *payload.downcast::<ReplicaFetch>().expect("only replica fetches use the replica tag");
+        let answers =
+            server.broker.lock().expect("broker lock").replica_fetch(leader, fetch.follower, &fetch.positions, elapsed());
+        let _ = endpoint.send_to_raw(from, fetch.reply_tag, Box::new(answers)).await;
+    }
+}
+
+/// The controller node: fences brokers whose heartbeats stop or whose boot changed, unfences
+/// them when they are back.
+async fn control(server: Arc<Server>, ctx: Ctx) {
+    let endpoint = Endpoint::bind(CONTROLLER_ADDR).await.expect("the controller address is free");
+    let mut sessions: BTreeMap<BrokerId, (u64, Duration)> = BTreeMap::new();
+    loop {
+        let received = madsim::time::timeout(BROKER_HEARTBEAT_INTERVAL / 4, endpoint.recv_from_raw(HEARTBEAT_TAG)).await;
+        let now = elapsed();
+        if let Ok(Ok((payload, _))) = received {
+            let Heartbeat { broker, boot } = *payload.downcast::<Heartbeat>().expect("only heartbeats");
+            let mut state = server.broker.lock().expect("broker lock");
+            match sessions.insert(broker, (boot, now)) {
+                Some((seen, _)) if seen != boot => {
+                    // A new incarnation: the old one is fenced first, whatever it led moves.
+                    ctx.event(format!("kafka: controller: broker {broker} registers again (boot #{boot})"));
+                    state.fence_broker(broker, now);
+                    state.unfence_broker(broker, now);
+                }
+                _ => state.unfence_broker(broker, now),
+            }
+        }
+        let expired: Vec<BrokerId> = sessions
+            .iter()
+            .filter(|(_, (_, last))| now > *last + BROKER_SESSION_TIMEOUT)
+            .map(|(broker, _)| *broker)
+            .collect();
+        let mut state = server.broker.lock().expect("broker lock");
+        for broker in expired {
+            if !state.fenced().contains(&broker) {
+                state.fence_broker(broker, now);
+            }
+        }
     }
 }
 
@@ -148,19 +307,21 @@ struct SimTransport {
     endpoint: tokio::sync::OnceCell<Endpoint>,
     client: String,
     id: u64,
-    /// The current connection's epoch; bumped when a request gets no response in time.
-    epoch: AtomicU64,
+    /// Per broker, the current connection's epoch; bumped when a request gets no response in
+    /// time.
+    epochs: Vec<AtomicU64>,
 }
 
 impl Transport for SimTransport {
-    fn call(&self, request: Request) -> BoxFuture<'_, Option<Response>> {
+    fn call(&self, broker: BrokerId, request: Request) -> BoxFuture<'_, Option<Response>> {
         Box::pin(async move {
             let endpoint = self.endpoint.get_or_try_init(|| Endpoint::bind("0.0.0.0:0")).await.ok()?;
             let reply_tag: u64 = madsim::rand::random();
-            let connection = Connection { transport: self.id, epoch: self.epoch.load(Ordering::SeqCst) };
+            let epoch = &self.epochs[broker as usize];
+            let connection = Connection { transport: self.id, epoch: epoch.load(Ordering::SeqCst) };
             let envelope = Envelope { reply_tag, client: self.client.clone(), connection, request };
             let response = async {
-                endpoint.send_to_raw(BROKER_ADDR, REQUEST_TAG, Box::new(envelope)).await.ok()?;
+                endpoint.send_to_raw(broker_addr(broker), REQUEST_TAG, Box::new(envelope)).await.ok()?;
                 let (payload, _) =
                     madsim::time::timeout(REQUEST_TIMEOUT, endpoint.recv_from_raw(reply_tag)).await.ok()?.ok()?;
                 payload.downcast::<Response>().ok().map(|response| *response)
@@ -168,14 +329,16 @@ impl Transport for SimTransport {
             .await;
             if response.is_none() {
                 // Timed out: close this connection; the next request opens a new one.
-                self.epoch.fetch_max(connection.epoch + 1, Ordering::SeqCst);
+                epoch.fetch_max(connection.epoch + 1, Ordering::SeqCst);
             }
             response
         })
     }
 }
 
-struct SimConnector;
+struct SimConnector {
+    brokers: u32,
+}
 
 impl Connector for SimConnector {
     fn connect(&self, client_id: &str) -> Arc<dyn Transport> {
@@ -183,8 +346,12 @@ impl Connector for SimConnector {
             endpoint: tokio::sync::OnceCell::new(),
             client: client_id.to_owned(),
             id: madsim::rand::random(),
-            epoch: AtomicU64::new(0),
+            epochs: (0..self.brokers).map(|_| AtomicU64::new(0)).collect(),
         })
+    }
+
+    fn brokers(&self) -> u32 {
+        self.brokers
     }
 }
 
@@ -204,7 +371,8 @@ impl Connector for SimConnector {
 #[derive(Clone)]
 pub struct Cluster {
     server: Arc<Server>,
-    node: NodeId,
+    /// The broker nodes, by broker id.
+    nodes: Vec<NodeId>,
     ctx: Ctx,
     client: KafkaClient,
     next_ip: Arc<AtomicU32>,
@@ -214,11 +382,12 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// Starts the broker node with default settings, a seed for its choices from the run's
-    /// RNG, and the simulated wall clock for record timestamps.
+    /// Starts the broker nodes (`ctx.brokers` of them) with default settings, a seed for its
+    /// choices from the run's RNG, and the simulated wall clock for record timestamps.
     pub fn start(ctx: &Ctx) -> Cluster {
         let epoch_origin_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
-        let config = BrokerConfig { seed: madsim::rand::random(), epoch_origin_ms, ..BrokerConfig::default() };
+        let brokers = ctx.brokers.max(1);
+        let config = BrokerConfig { seed: madsim::rand::random(), epoch_origin_ms, brokers, ..BrokerConfig::default() };
         Cluster::with_config(ctx, config)
     }
 
@@ -228,22 +397,37 @@ impl Cluster {
         let recorder = ctx.clone();
         let faults =
             FaultPlan::new().with_recorder(Arc::new(move |kind: &str, what: String| recorder.fault(kind, what)));
+        let brokers = config.brokers.max(1);
         let server = Arc::new(Server {
             broker: Mutex::new(Broker::new(config, ctx.trace.clone())),
             faults,
-            boots: AtomicU64::new(0),
-            connections: Mutex::new(HashMap::new()),
+            nodes: (0..brokers).map(|_| BrokerNode::default()).collect(),
         });
-        let init = {
+        let handle = Handle::current();
+        let nodes = (0..brokers as BrokerId)
+            .map(|id| {
+                let init = {
+                    let (server, ctx) = (server.clone(), ctx.clone());
+                    move || serve(server.clone(), ctx.clone(), id)
+                };
+                let name = if brokers == 1 { "kafka-broker".to_owned() } else { format!("kafka-broker-{id}") };
+                handle.create_node().name(name).ip(broker_addr(id).ip()).init(init).build().id()
+            })
+            .collect();
+        if brokers > 1 {
             let (server, ctx) = (server.clone(), ctx.clone());
-            move || serve(server.clone(), ctx.clone())
-        };
-        let node = Handle::current().create_node().name("kafka-broker").ip(BROKER_ADDR.ip()).init(init).build();
+            handle
+                .create_node()
+                .name("kafka-controller")
+                .ip(CONTROLLER_ADDR.ip())
+                .init(move || control(server.clone(), ctx.clone()))
+                .build();
+        }
         Cluster {
             server,
-            node: node.id(),
+            nodes,
             ctx: ctx.clone(),
-            client: KafkaClient::new(Arc::new(SimConnector)),
+            client: KafkaClient::new(Arc::new(SimConnector { brokers })),
             next_ip: Arc::new(AtomicU32::new(0)),
             isolated: Arc::default(),
         }
@@ -261,7 +445,90 @@ impl Cluster {
 
     /// The broker node (for `NetSim` clogs or pauses).
     pub fn broker_node(&self) -> NodeId {
-        self.node
+        self.nodes[0]
+    }
+
+    /// Every broker's node, by broker id.
+    pub fn broker_nodes(&self) -> &[NodeId] {
+        &self.nodes
+    }
+
+    /// How many brokers the cluster has.
+    pub fn brokers(&self) -> u32 {
+        self.nodes.len() as u32
+    }
+
+    fn broker_name(&self, id: BrokerId) -> String {
+        if self.nodes.len() == 1 {
+            "kafka-broker".to_owned()
+        } else {
+            format!("kafka-broker-{id}")
+        }
+    }
+
+    /// Kills and restarts broker `id`: its requests in flight are lost, its log is kept; the
+    /// controller fences its old incarnation when it registers again, so what it led moves.
+    pub fn restart_broker_id(&self, id: BrokerId) {
+        self.ctx.fault("broker-restart", self.broker_name(id));
+        let handle = Handle::current();
+        handle.kill(self.nodes[id as usize]);
+        handle.restart(self.nodes[id as usize]);
+    }
+
+    /// Takes broker `id` down until [`start_broker_id`](Cluster::start_broker_id).
+    pub fn stop_broker_id(&self, id: BrokerId) {
+        self.ctx.fault("broker-down", self.broker_name(id));
+        Handle::current().kill(self.nodes[id as usize]);
+    }
+
+    /// Brings broker `id` back.
+    pub fn start_broker_id(&self, id: BrokerId) {
+        self.ctx.event(format!("kafka: {} starting", self.broker_name(id)));
+        Handle::current().restart(self.nodes[id as usize]);
+    }
+
+    /// Pauses broker `id` for `duration` (a GC pause, SIGSTOP).
+    pub async fn pause_broker(&self, id: BrokerId, duration: Duration) {
+        self.ctx.fault("broker-pause", format!("{} for {duration:?}", self.broker_name(id)));
+        let handle = Handle::current();
+        handle.pause(self.nodes[id as usize]);
+        madsim::time::sleep(duration).await;
+        handle.resume(self.nodes[id as usize]);
+    }
+
+    /// Cuts broker `id` off the network (clients, other brokers, the controller) for
+    /// `duration`.
+    pub async fn isolate_broker(&self, id: BrokerId, duration: Duration) {
+        self.ctx.fault("broker-isolated", format!("{} for {duration:?}", self.broker_name(id)));
+        let net = NetSim::current();
+        net.clog_node(self.nodes[id as usize]);
+        madsim::time::sleep(duration).await;
+        net.unclog_node(self.nodes[id as usize]);
+        self.ctx.event(format!("network healed: {}", self.broker_name(id)));
+    }
+
+    /// Moves the leadership of the `pick`-th partition (modulo their number; data and
+    /// coordinator topics, in name order) to broker `to`, or to the next in-sync replica after
+    /// it; `false` when none other is in sync.
+    pub fn move_some_leader(&self, pick: usize, to: usize) -> bool {
+        let partitions = self.inspect(|broker| broker.placed_partitions());
+        if partitions.is_empty() {
+            return false;
+        }
+        let partition = &partitions[pick % partitions.len()];
+        let brokers = self.brokers() as usize;
+        (0..brokers).any(|step| self.move_leader(partition, ((to + step) % brokers) as BrokerId))
+    }
+
+    /// Moves the leadership of `partition` (data or coordinator topic) to broker `to`, as a
+    /// preferred-leader election or a reassignment does; `false` when `to` is not an in-sync
+    /// replica.
+    pub fn move_leader(&self, partition: &flechtwerk::kafka::TopicPartition, to: BrokerId) -> bool {
+        let moved = self.server.broker.lock().expect("broker lock").move_leader(partition, to, elapsed());
+        if moved {
+            self.ctx.fault("leader-move", format!("{partition} to broker {to}"));
+        }
+        moved
     }
 
     /// A fresh client IP: 10.0.1.1, 10.0.1.2, … (never the broker's).
@@ -271,24 +538,31 @@ impl Cluster {
         IpAddr::V4(Ipv4Addr::new(10, 0, 1 + (n / 250) as u8, 1 + (n % 250) as u8))
     }
 
-    /// Kills and restarts the broker node: requests in flight are lost, the state is kept.
+    /// Kills and restarts every broker node (the whole cluster): requests in flight are lost,
+    /// the state is kept.
     pub fn restart_broker(&self) {
         self.ctx.fault("broker-restart", "kafka-broker");
         let handle = Handle::current();
-        handle.kill(self.node);
-        handle.restart(self.node);
+        for &node in &self.nodes {
+            handle.kill(node);
+            handle.restart(node);
+        }
     }
 
-    /// Takes the broker down until [`start_broker`](Cluster::start_broker).
+    /// Takes every broker down until [`start_broker`](Cluster::start_broker).
     pub fn stop_broker(&self) {
         self.ctx.fault("broker-down", "kafka-broker");
-        Handle::current().kill(self.node);
+        for &node in &self.nodes {
+            Handle::current().kill(node);
+        }
     }
 
-    /// Brings a stopped broker back.
+    /// Brings the stopped brokers back.
     pub fn start_broker(&self) {
         self.ctx.event("kafka: broker starting");
-        Handle::current().restart(self.node);
+        for &node in &self.nodes {
+            Handle::current().restart(node);
+        }
     }
 
     /// Crashes a client node and starts it again (its `init` runs anew).

@@ -11,6 +11,27 @@ use bytes::Bytes;
 use flechtwerk::kafka::{KafkaError, KafkaErrorKind, NewTopic, TopicCreation, TopicPartition};
 use flechtwerk::wire::{Header, RawRecord};
 
+/// A broker's id: broker `n` of a cluster listens on 10.0.0.(n+1).
+pub type BrokerId = i32;
+
+/// What a coordinator coordinates: the key a client's FindCoordinator names.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CoordinatorKey {
+    /// The transaction coordinator of a transactional id (a partition of `__transaction_state`).
+    Transaction(String),
+    /// The group coordinator of a consumer group (a partition of `__consumer_offsets`).
+    Group(String),
+}
+
+impl fmt::Display for CoordinatorKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CoordinatorKey::Transaction(id) => write!(f, "transactional id {id}"),
+            CoordinatorKey::Group(group) => write!(f, "group {group}"),
+        }
+    }
+}
+
 /// A producer's identity on the broker: producer id and epoch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ProducerIdentity {
@@ -107,11 +128,13 @@ pub struct JoinRequest {
 pub enum Request {
     /// CreateTopics (one topic).
     CreateTopic(NewTopic),
-    /// Metadata of one topic: its partition count.
+    /// Metadata of one topic: its partitions and their leaders.
     Metadata {
         /// Topic.
         topic: String,
     },
+    /// FindCoordinator: which broker coordinates a transactional id or a group.
+    FindCoordinator(CoordinatorKey),
     /// ListOffsets of one partition.
     ListOffsets {
         /// Partition.
@@ -203,6 +226,8 @@ pub enum RequestKind {
     CreateTopic,
     /// [`Request::Metadata`].
     Metadata,
+    /// [`Request::FindCoordinator`].
+    FindCoordinator,
     /// [`Request::ListOffsets`].
     ListOffsets,
     /// [`Request::Fetch`].
@@ -231,7 +256,7 @@ pub enum RequestKind {
 
 impl RequestKind {
     /// Every kind, in a fixed order.
-    pub const ALL: [RequestKind; 14] = [
+    pub const ALL: [RequestKind; 15] = [
         RequestKind::CreateTopic,
         RequestKind::Metadata,
         RequestKind::ListOffsets,
@@ -246,6 +271,7 @@ impl RequestKind {
         RequestKind::LeaveGroup,
         RequestKind::OffsetFetch,
         RequestKind::OffsetCommit,
+        RequestKind::FindCoordinator,
     ];
 
     /// Whether requests of this kind are served by a coordinator (transaction or group) rather
@@ -272,12 +298,47 @@ impl fmt::Display for RequestKind {
     }
 }
 
+/// Which broker of a cluster serves a request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// Any broker.
+    Any,
+    /// The partition's leader.
+    Leader(TopicPartition),
+    /// The coordinator of a transactional id or a group.
+    Coordinator(CoordinatorKey),
+    /// The leaders of the fetched partitions: a client splits a fetch by leader.
+    Leaders,
+}
+
 impl Request {
+    /// The broker that serves the request.
+    pub fn route(&self) -> Route {
+        match self {
+            Request::CreateTopic(_) | Request::Metadata { .. } | Request::FindCoordinator(_) => Route::Any,
+            Request::InitProducerId { transactional_id: None, .. } => Route::Any,
+            Request::InitProducerId { transactional_id: Some(id), .. } | Request::EndTxn { transactional_id: id, .. } => {
+                Route::Coordinator(CoordinatorKey::Transaction(id.clone()))
+            }
+            Request::ListOffsets { partition, .. } => Route::Leader(partition.clone()),
+            Request::Produce(produce) => Route::Leader(produce.partition.clone()),
+            Request::Fetch { .. } => Route::Leaders,
+            Request::TxnOffsetCommit(TxnOffsetCommitRequest { group, .. })
+            | Request::JoinGroup(JoinRequest { group, .. })
+            | Request::SyncGroup { group, .. }
+            | Request::Heartbeat { group, .. }
+            | Request::LeaveGroup { group, .. }
+            | Request::OffsetFetch { group, .. }
+            | Request::OffsetCommit { group, .. } => Route::Coordinator(CoordinatorKey::Group(group.clone())),
+        }
+    }
+
     /// The request's kind.
     pub fn kind(&self) -> RequestKind {
         match self {
             Request::CreateTopic(_) => RequestKind::CreateTopic,
             Request::Metadata { .. } => RequestKind::Metadata,
+            Request::FindCoordinator(_) => RequestKind::FindCoordinator,
             Request::ListOffsets { .. } => RequestKind::ListOffsets,
             Request::Fetch { .. } => RequestKind::Fetch,
             Request::InitProducerId { .. } => RequestKind::InitProducerId,
@@ -330,8 +391,11 @@ pub enum JoinOutcome {
 pub enum Reply {
     /// [`Request::CreateTopic`].
     TopicCreated(TopicCreation),
-    /// [`Request::Metadata`]: partition count, `None` for an unknown topic.
-    Partitions(Option<u32>),
+    /// [`Request::Metadata`]: per partition its leader (`None` while it has none), `None` for
+    /// an unknown topic.
+    Metadata(Option<Vec<Option<BrokerId>>>),
+    /// [`Request::FindCoordinator`]: the coordinator's broker.
+    Coordinator(BrokerId),
     /// [`Request::ListOffsets`].
     Offset(i64),
     /// [`Request::Fetch`].
@@ -364,6 +428,16 @@ pub enum ErrorCode {
     UnknownTopicOrPartition,
     /// NOT_LEADER_OR_FOLLOWER (6).
     NotLeaderOrFollower,
+    /// REQUEST_TIMED_OUT (7): an `acks=all` produce was not replicated in time.
+    RequestTimedOut,
+    /// COORDINATOR_LOAD_IN_PROGRESS (14): the coordinator is loading its state after a move.
+    CoordinatorLoadInProgress,
+    /// COORDINATOR_NOT_AVAILABLE (15): the coordinator's partition has no leader.
+    CoordinatorNotAvailable,
+    /// NOT_ENOUGH_REPLICAS (19): the in-sync replicas are fewer than `min.insync.replicas`.
+    NotEnoughReplicas,
+    /// INVALID_REPLICATION_FACTOR (38): more replicas than brokers.
+    InvalidReplicationFactor,
     /// MESSAGE_TOO_LARGE (10): a batch larger than the topic's `max.message.bytes`.
     MessageTooLarge,
     /// NOT_COORDINATOR (16).
@@ -402,11 +476,16 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code the simulated broker returns.
-    pub const ALL: [ErrorCode; 21] = [
+    pub const ALL: [ErrorCode; 26] = [
         ErrorCode::UnknownServerError,
         ErrorCode::OffsetOutOfRange,
         ErrorCode::UnknownTopicOrPartition,
         ErrorCode::NotLeaderOrFollower,
+        ErrorCode::RequestTimedOut,
+        ErrorCode::CoordinatorLoadInProgress,
+        ErrorCode::CoordinatorNotAvailable,
+        ErrorCode::NotEnoughReplicas,
+        ErrorCode::InvalidReplicationFactor,
         ErrorCode::MessageTooLarge,
         ErrorCode::NotCoordinator,
         ErrorCode::IllegalGeneration,
@@ -444,6 +523,11 @@ impl ErrorCode {
             ErrorCode::OffsetOutOfRange => 1,
             ErrorCode::UnknownTopicOrPartition => 3,
             ErrorCode::NotLeaderOrFollower => 6,
+            ErrorCode::RequestTimedOut => 7,
+            ErrorCode::CoordinatorLoadInProgress => 14,
+            ErrorCode::CoordinatorNotAvailable => 15,
+            ErrorCode::NotEnoughReplicas => 19,
+            ErrorCode::InvalidReplicationFactor => 38,
             ErrorCode::MessageTooLarge => 10,
             ErrorCode::NotCoordinator => 16,
             ErrorCode::IllegalGeneration => 22,
@@ -469,6 +553,10 @@ impl ErrorCode {
         match self {
             ErrorCode::ProducerFenced | ErrorCode::InvalidProducerEpoch => KafkaErrorKind::Fenced,
             ErrorCode::NotLeaderOrFollower
+            | ErrorCode::RequestTimedOut
+            | ErrorCode::CoordinatorLoadInProgress
+            | ErrorCode::CoordinatorNotAvailable
+            | ErrorCode::NotEnoughReplicas
             | ErrorCode::NotCoordinator
             | ErrorCode::RebalanceInProgress
             | ErrorCode::ConcurrentTransactions
@@ -487,6 +575,7 @@ impl ErrorCode {
             ErrorCode::UnknownServerError
             | ErrorCode::OffsetOutOfRange
             | ErrorCode::InvalidPartitions
+            | ErrorCode::InvalidReplicationFactor
             | ErrorCode::InvalidRequest
             | ErrorCode::InvalidRecord => KafkaErrorKind::Other,
         }

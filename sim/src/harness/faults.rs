@@ -123,6 +123,42 @@ pub enum Fault {
         /// Target slot.
         replica: usize,
     },
+    /// One broker of a cluster of several crashes (SIGKILL) and starts again after `down`, its
+    /// log intact: the controller fences it when its heartbeats stop (9 s) or when it registers
+    /// again, and whatever it led — partitions, transaction and group coordinators — moves to
+    /// another in-sync replica. Skipped on a single broker.
+    BrokerCrash {
+        /// Target broker slot (`broker mod brokers`).
+        broker: usize,
+        /// How long it is down.
+        down: Duration,
+    },
+    /// One broker freezes (SIGSTOP, a long GC pause): until `replica.lag.time.max.ms` (30 s)
+    /// its partners' `acks=all` produces wait for it; past the broker session timeout (9 s) the
+    /// controller fences it and its leaderships move. Skipped on a single broker.
+    BrokerPause {
+        /// Target broker slot.
+        broker: usize,
+        /// How long.
+        duration: Duration,
+    },
+    /// One broker is cut off the network — clients, the other brokers, the controller — then
+    /// reconnected. Skipped on a single broker.
+    BrokerIsolate {
+        /// Target broker slot.
+        broker: usize,
+        /// How long.
+        duration: Duration,
+    },
+    /// The leadership of one partition, of a topic or of a coordinator topic (so a transaction
+    /// or group coordinator), moves to another in-sync replica, as a preferred-leader election
+    /// or a reassignment moves it. Skipped on a single broker.
+    LeaderMove {
+        /// Which partition: an index into the cluster's partitions, modulo their number.
+        partition: usize,
+        /// Target broker slot (the next in-sync one if it is not).
+        to: usize,
+    },
 }
 
 impl Fault {
@@ -142,6 +178,10 @@ impl Fault {
             Fault::LateMarkers { .. } => "late-markers",
             Fault::MqttBrokerRestart { .. } => "mqtt-broker-restart",
             Fault::MqttDisconnect { .. } => "mqtt-disconnect",
+            Fault::BrokerCrash { .. } => "broker-crash",
+            Fault::BrokerPause { .. } => "broker-pause",
+            Fault::BrokerIsolate { .. } => "broker-isolate",
+            Fault::LeaderMove { .. } => "leader-move",
         }
     }
 
@@ -154,6 +194,9 @@ impl Fault {
             | Fault::FailTransactions { duration }
             | Fault::LateMarkers { duration, .. }
             | Fault::BrokerDown { down: duration }
+            | Fault::BrokerCrash { down: duration, .. }
+            | Fault::BrokerPause { duration, .. }
+            | Fault::BrokerIsolate { duration, .. }
             | Fault::MqttBrokerRestart { down: duration } => *duration,
             _ => Duration::ZERO,
         }
@@ -191,6 +234,10 @@ impl fmt::Display for Fault {
             ),
             Fault::MqttBrokerRestart { down } => write!(f, "mqtt-broker-restart, down for {down:?}"),
             Fault::MqttDisconnect { replica } => write!(f, "mqtt-disconnect replica#{replica}"),
+            Fault::BrokerCrash { broker, down } => write!(f, "broker-crash broker#{broker}, down for {down:?}"),
+            Fault::BrokerPause { broker, duration } => write!(f, "broker-pause broker#{broker} for {duration:?}"),
+            Fault::BrokerIsolate { broker, duration } => write!(f, "broker-isolate broker#{broker} for {duration:?}"),
+            Fault::LeaderMove { partition, to } => write!(f, "leader-move partition#{partition} to broker#{to}"),
         }
     }
 }
@@ -317,6 +364,15 @@ pub struct FaultProfile {
     /// Weight of [`Fault::StopRestart`] (zero in every preset, so the presets' seeds draw the
     /// schedules they drew before the kind existed; the `counter-rolling` scenario sets it).
     pub stop_restart: u32,
+    /// Weight of [`Fault::BrokerCrash`] (zero in every preset; [`FaultProfile::on_brokers`]
+    /// sets the four broker kinds for a cluster of several).
+    pub broker_crash: u32,
+    /// Weight of [`Fault::BrokerPause`].
+    pub broker_pause: u32,
+    /// Weight of [`Fault::BrokerIsolate`].
+    pub broker_isolate: u32,
+    /// Weight of [`Fault::LeaderMove`].
+    pub leader_move: u32,
     /// Gap between two faults (uniform).
     pub gap: (Duration, Duration),
     /// Session timeout of the replicas: pauses are drawn around it.
@@ -348,6 +404,10 @@ impl FaultProfile {
             mqtt_disconnect: 0,
             broker_down: 0,
             stop_restart: 0,
+            broker_crash: 0,
+            broker_pause: 0,
+            broker_isolate: 0,
+            leader_move: 0,
             gap: (Duration::from_millis(300), Duration::from_millis(3_000)),
             session_timeout: Duration::from_secs(6),
             transaction_timeout: Duration::from_secs(60),
@@ -444,6 +504,36 @@ impl FaultProfile {
             + self.mqtt_disconnect
             + self.broker_down
             + self.stop_restart
+            + self.broker_crash
+            + self.broker_pause
+            + self.broker_isolate
+            + self.leader_move
+    }
+
+    /// This profile on a cluster of `brokers`: on several, a profile with any fault gets the
+    /// broker kinds too (weights already set are kept): broker crashes 3, pauses 1, isolations
+    /// 1, leadership moves 3. On one broker the profile is unchanged, so its seeds draw the
+    /// schedules they drew before the kinds existed.
+    ///
+    /// ```
+    /// use flechtwerk_sim::harness::faults::FaultProfile;
+    /// let three = FaultProfile::everything().on_brokers(3);
+    /// assert_eq!((three.broker_crash, three.broker_pause, three.broker_isolate, three.leader_move), (3, 1, 1, 3));
+    /// assert_eq!(FaultProfile::everything().on_brokers(1), FaultProfile::everything());
+    /// assert_eq!(FaultProfile::calm().on_brokers(3), FaultProfile::calm());
+    /// ```
+    pub fn on_brokers(&self, brokers: u32) -> Self {
+        if brokers <= 1 || self.total_weight() == 0 {
+            return self.clone();
+        }
+        let or = |set: u32, default: u32| if set > 0 { set } else { default };
+        FaultProfile {
+            broker_crash: or(self.broker_crash, 3),
+            broker_pause: or(self.broker_pause, 1),
+            broker_isolate: or(self.broker_isolate, 1),
+            leader_move: or(self.leader_move, 3),
+            ..self.clone()
+        }
     }
 
     /// This profile for an MQTT bridge (what [`crate::chaos::Chaos::mqtt`] runs): no
@@ -553,6 +643,25 @@ impl FaultProfile {
             } else if take(self.stop_restart) {
                 // Likewise drawn only when picked, after every older kind.
                 Fault::StopRestart { replica: slot }
+            } else if take(self.broker_crash) {
+                // The broker kinds likewise (weight zero unless `on_brokers` set them).
+                let down = if rng.gen_bool(0.5) {
+                    uniform(rng, Duration::from_millis(200), Duration::from_secs(5))
+                } else {
+                    uniform(rng, Duration::from_secs(10), Duration::from_secs(25))
+                };
+                Fault::BrokerCrash { broker: slot, down }
+            } else if take(self.broker_pause) {
+                let duration = match rng.gen_range(0..4) {
+                    0 => uniform(rng, Duration::from_millis(500), Duration::from_secs(5)),
+                    1 | 2 => uniform(rng, Duration::from_secs(10), Duration::from_secs(20)),
+                    _ => uniform(rng, Duration::from_secs(31), Duration::from_secs(40)),
+                };
+                Fault::BrokerPause { broker: slot, duration }
+            } else if take(self.broker_isolate) {
+                Fault::BrokerIsolate { broker: slot, duration: uniform(rng, Duration::from_secs(1), Duration::from_secs(15)) }
+            } else if take(self.leader_move) {
+                Fault::LeaderMove { partition: rng.gen_range(0..1_000), to: slot }
             } else {
                 // A handover while only the changelog's markers are late. The owner that loses
                 // its tasks must have committed inside the window first (so the handover comes
@@ -698,6 +807,10 @@ impl FaultProfile {
             FaultKind::MqttDisconnect => self.mqtt_disconnect,
             FaultKind::BrokerDown => self.broker_down,
             FaultKind::StopRestart => self.stop_restart,
+            FaultKind::BrokerCrash => self.broker_crash,
+            FaultKind::BrokerPause => self.broker_pause,
+            FaultKind::BrokerIsolate => self.broker_isolate,
+            FaultKind::LeaderMove => self.leader_move,
         }
     }
 }
@@ -731,11 +844,19 @@ pub enum FaultKind {
     BrokerDown,
     /// [`Fault::StopRestart`].
     StopRestart,
+    /// [`Fault::BrokerCrash`].
+    BrokerCrash,
+    /// [`Fault::BrokerPause`].
+    BrokerPause,
+    /// [`Fault::BrokerIsolate`].
+    BrokerIsolate,
+    /// [`Fault::LeaderMove`].
+    LeaderMove,
 }
 
 impl FaultKind {
     /// Every kind.
-    pub const ALL: [FaultKind; 13] = [
+    pub const ALL: [FaultKind; 17] = [
         FaultKind::CrashRestart,
         FaultKind::AddReplica,
         FaultKind::RemoveReplica,
@@ -749,6 +870,10 @@ impl FaultKind {
         FaultKind::MqttDisconnect,
         FaultKind::BrokerDown,
         FaultKind::StopRestart,
+        FaultKind::BrokerCrash,
+        FaultKind::BrokerPause,
+        FaultKind::BrokerIsolate,
+        FaultKind::LeaderMove,
     ];
 }
 
@@ -829,6 +954,18 @@ impl Fault {
                 .prop_map(|down| Fault::BrokerDown { down })
                 .boxed(),
             FaultKind::StopRestart => slot().prop_map(|replica| Fault::StopRestart { replica }).boxed(),
+            FaultKind::BrokerCrash => (slot(), span(Duration::from_millis(200), Duration::from_secs(25)))
+                .prop_map(|(broker, down)| Fault::BrokerCrash { broker, down })
+                .boxed(),
+            FaultKind::BrokerPause => (slot(), span(Duration::from_millis(500), Duration::from_secs(40)))
+                .prop_map(|(broker, duration)| Fault::BrokerPause { broker, duration })
+                .boxed(),
+            FaultKind::BrokerIsolate => (slot(), span(Duration::from_secs(1), Duration::from_secs(15)))
+                .prop_map(|(broker, duration)| Fault::BrokerIsolate { broker, duration })
+                .boxed(),
+            FaultKind::LeaderMove => (0..1_000usize, slot())
+                .prop_map(|(partition, to)| Fault::LeaderMove { partition, to })
+                .boxed(),
         }
     }
 }
@@ -877,6 +1014,10 @@ mod tests {
             Fault::LateMarkers { only_changelog, .. } => profile.late_markers > 0 || (handover && *only_changelog),
             Fault::MqttBrokerRestart { .. } => profile.mqtt_broker_restart > 0,
             Fault::MqttDisconnect { .. } => profile.mqtt_disconnect > 0,
+            Fault::BrokerCrash { .. } => profile.broker_crash > 0,
+            Fault::BrokerPause { .. } => profile.broker_pause > 0,
+            Fault::BrokerIsolate { .. } => profile.broker_isolate > 0,
+            Fault::LeaderMove { .. } => profile.leader_move > 0,
         }
     }
 

@@ -172,7 +172,7 @@ where
                 .kafka(Arc::new(env.kafka.clone()))
                 .max_poll_records(max_poll_records)
                 .session_timeout(super::SESSION_TIMEOUT)
-                .replication_factor(1)
+                .replication_factor(env.kafka.replication_factor())
                 .observer(Arc::new(env.observer()))
                 .state_stores(Arc::new(env.stores.clone()));
             let app = configure(builder).build(stage()).map_err(|e| e.to_string())?;
@@ -455,6 +455,35 @@ impl Replicas {
                     Some(broker) if broker.drop_connection(&name) => self.ctx.fault("mqtt-disconnect", name),
                     Some(_) => self.ctx.event(format!("skipped {fault}: {name} is not connected")),
                     None => self.ctx.event(format!("skipped {fault}: no MQTT broker")),
+                }
+            }
+            Fault::BrokerCrash { .. }
+            | Fault::BrokerPause { .. }
+            | Fault::BrokerIsolate { .. }
+            | Fault::LeaderMove { .. }
+                if cluster.brokers() == 1 =>
+            {
+                self.ctx.event(format!("skipped {fault}: a single broker"));
+            }
+            Fault::BrokerCrash { broker, down } => {
+                let id = (broker % cluster.brokers() as usize) as i32;
+                cluster.stop_broker_id(id);
+                tokio::spawn(async move {
+                    sleep(down).await;
+                    cluster.start_broker_id(id);
+                });
+            }
+            Fault::BrokerPause { broker, duration } => {
+                let id = (broker % cluster.brokers() as usize) as i32;
+                tokio::spawn(async move { cluster.pause_broker(id, duration).await });
+            }
+            Fault::BrokerIsolate { broker, duration } => {
+                let id = (broker % cluster.brokers() as usize) as i32;
+                tokio::spawn(async move { cluster.isolate_broker(id, duration).await });
+            }
+            Fault::LeaderMove { partition, to } => {
+                if !cluster.move_some_leader(partition, to) {
+                    self.ctx.event(format!("skipped {fault}: no other in-sync replica"));
                 }
             }
         }

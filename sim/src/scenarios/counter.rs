@@ -349,7 +349,7 @@ async fn run(ctx: Ctx, producers: Option<Producers>, stop_restart: u32) {
             rng.gen_bool(FAULTS_FROM_LAUNCH),
         )
     };
-    let schedule = profile.generate(&mut thread_rng(), period);
+    let schedule = profile.on_brokers(cluster.brokers()).generate(&mut thread_rng(), period);
     // Half the seeds gather the polls made during a commit into the next batch (TRX-45).
     let max_batch_records = {
         let mut rng = thread_rng();

@@ -474,7 +474,7 @@ async fn run(ctx: Ctx) {
     // About three feeds per account.
     let accounts = shared.then(|| (keys / 3).max(1));
     let directory = Directory::default();
-    let schedule = profile.generate(&mut thread_rng(), period);
+    let schedule = profile.on_brokers(cluster.brokers()).generate(&mut thread_rng(), period);
     ctx.event(format!(
         "extractor: {replica_count} replicas, {keys} configs over {partitions} tokens ({changelog_partitions} changelog \
          partitions), {config_writes} config writes, \
@@ -519,7 +519,7 @@ async fn run(ctx: Ctx) {
                     .kafka(Arc::new(env.kafka.clone()))
                     .session_timeout(SESSION_TIMEOUT)
                     .poll_interval(Duration::from_millis(thread_rng().gen_range(100..1_000)))
-                    .replication_factor(1)
+                    .replication_factor(env.kafka.replication_factor())
                     .observer(Arc::new(observer))
                     .state_stores(Arc::new(env.stores.clone()))
                     .build(stage)

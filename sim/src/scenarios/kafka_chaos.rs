@@ -239,7 +239,7 @@ fn check_exactly_once(ctx: &Ctx, cluster: &Cluster) {
 
 async fn run(ctx: Ctx) {
     let cluster = Cluster::start(&ctx);
-    let schedule = profile().generate(&mut thread_rng(), CHAOS_DURATION);
+    let schedule = profile().on_brokers(cluster.brokers()).generate(&mut thread_rng(), CHAOS_DURATION);
     ctx.event(format!(
         "kafka-chaos: {COPIERS} copiers, {} faults over {CHAOS_DURATION:?}:\n{schedule}",
         schedule.len()

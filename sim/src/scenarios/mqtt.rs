@@ -369,7 +369,7 @@ async fn run(ctx: Ctx, stop_restart: u32) {
             Duration::from_secs([0u64, 5, 30][rng.gen_range(0..3)]),
         )
     };
-    let schedule = profile.generate(&mut thread_rng(), period);
+    let schedule = profile.on_brokers(cluster.brokers()).generate(&mut thread_rng(), period);
     ctx.event(format!(
         "mqtt: {replica_count} replicas, {stable} stable + {churn} churn configs, {writes} config writes, \
          in-flight window {window}, slow acks ≤{slow_ack_ms} ms, MQTT faults every ≤{fault_rate} ms, \
@@ -443,7 +443,7 @@ async fn run(ctx: Ctx, stop_restart: u32) {
                     .client_id(&env.name)
                     .kafka(Arc::new(env.kafka.clone()))
                     .poll_interval(Duration::from_millis(thread_rng().gen_range(100..1_000)))
-                    .replication_factor(1)
+                    .replication_factor(env.kafka.replication_factor())
                     .observer(Arc::new(observer))
                     .mqtt(MqttBrokerConfig::new(mqtt).session_expiry(SESSION_EXPIRY).reconnect_grace(grace))
                     .build(stage)

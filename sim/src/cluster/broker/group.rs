@@ -14,7 +14,7 @@ use flechtwerk::kafka::TopicPartition;
 
 use super::assign::range_assign;
 use super::Broker;
-use crate::cluster::protocol::{BrokerError, ErrorCode, JoinOutcome, JoinRequest};
+use crate::cluster::protocol::{BrokerError, CoordinatorKey, ErrorCode, JoinOutcome, JoinRequest};
 
 /// A group's state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,11 +60,15 @@ struct Group {
     committed: BTreeMap<TopicPartition, i64>,
     rebalance_deadline: Duration,
     not_before: Duration,
+    /// The leader epoch of the coordinator partition that last served the group: when it
+    /// changes, the new coordinator has loaded the group and its members' sessions start anew.
+    coordinator_epoch: i32,
 }
 
 impl Group {
     fn new() -> Self {
         Group {
+            coordinator_epoch: 0,
             generation: 0,
             state: GroupState::Empty,
             members: BTreeMap::new(),
@@ -407,13 +411,36 @@ impl Broker {
         Ok(())
     }
 
-    /// Session timeouts (evict silent members) and due rebalances.
+    /// Session timeouts (evict silent members) and due rebalances, in the groups whose
+    /// coordinator serves.
     pub(super) fn run_group_timers(&mut self) {
         let (now, delay) = (self.now, self.config.initial_rebalance_delay);
         let mut counts = None;
         let mut all_events = Vec::new();
+        let serving: BTreeMap<String, Option<i32>> = self
+            .groups
+            .groups
+            .keys()
+            .map(|name| {
+                let key = CoordinatorKey::Group(name.clone());
+                let ready = self.coordinator_ready(&key).is_ok();
+                (name.clone(), ready.then(|| self.coordinator_epoch(&key)))
+            })
+            .collect();
         for (name, group) in &mut self.groups.groups {
             let mut events = Vec::new();
+            let Some(epoch) = serving[name] else { continue };
+            if epoch != group.coordinator_epoch {
+                group.coordinator_epoch = epoch;
+                for member in group.members.values_mut() {
+                    member.last_seen = now;
+                }
+                if group.state == GroupState::PreparingRebalance {
+                    let timeout = group.members.values().map(|m| m.rebalance_timeout).max().unwrap_or_default();
+                    group.rebalance_deadline = now + timeout;
+                }
+                events.push(format!("loaded by a new coordinator (epoch {epoch}): sessions start anew"));
+            }
             let expired: Vec<String> = group
                 .members
                 .iter()

@@ -131,13 +131,47 @@ pub struct Appended {
     pub duplicate: bool,
 }
 
-/// One partition's log.
+/// A non-duplicate batch as appended: what rebuilds the idempotence state after a truncation.
+#[derive(Clone, Copy, Debug)]
+struct BatchMeta {
+    base_offset: i64,
+    producer_id: i64,
+    epoch: i16,
+    base_sequence: i32,
+    count: usize,
+}
+
+/// A marker as written: what reopens its transaction if a truncation removes it.
+#[derive(Clone, Copy, Debug)]
+struct MarkerMeta {
+    offset: i64,
+    producer_id: i64,
+    commit: bool,
+    /// First offset of the transaction it closed here, if one was open.
+    first: Option<i64>,
+}
+
+/// What [`PartitionLog::truncate_to`] removed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Truncated {
+    /// Entries removed.
+    pub entries: usize,
+    /// Markers removed: (offset, producer id, commit).
+    pub markers: Vec<(i64, i64, bool)>,
+}
+
+/// One partition's log: the leader's copy (followers hold prefixes of it, see
+/// `broker::replicas`).
 #[derive(Clone, Debug)]
 pub struct PartitionLog {
     topic: Arc<str>,
     partition: i32,
     entries: Vec<Entry>,
     next_offset: i64,
+    /// The high watermark: below it, every in-sync replica has the records.
+    high_watermark: i64,
+    batches: Vec<BatchMeta>,
+    markers: Vec<MarkerMeta>,
     /// Producer id -> first offset of its open transaction on this partition.
     open: BTreeMap<i64, i64>,
     /// Producer id -> aborted ranges `[first, marker]`, in offset order.
@@ -155,6 +189,9 @@ impl PartitionLog {
             partition,
             entries: Vec::new(),
             next_offset: 0,
+            high_watermark: 0,
+            batches: Vec::new(),
+            markers: Vec::new(),
             open: BTreeMap::new(),
             aborted: BTreeMap::new(),
             sequences: BTreeMap::new(),
@@ -168,15 +205,26 @@ impl PartitionLog {
         0
     }
 
-    /// The high watermark: the next offset (a single broker: every append is replicated).
+    /// The high watermark: every in-sync replica has the records below it, which is as far as
+    /// consumers read.
     pub fn high_watermark(&self) -> i64 {
+        self.high_watermark
+    }
+
+    /// The log end offset: the offset the next append gets.
+    pub fn log_end_offset(&self) -> i64 {
         self.next_offset
     }
 
-    /// The last stable offset: the first offset of the earliest open transaction, else the
+    /// Moves the high watermark up to `offset` (never down, never past the log end).
+    pub fn advance_high_watermark(&mut self, offset: i64) {
+        self.high_watermark = self.high_watermark.max(offset.min(self.next_offset));
+    }
+
+    /// The last stable offset: the first offset of the earliest open transaction, capped at the
     /// high watermark.
     pub fn last_stable_offset(&self) -> i64 {
-        self.open.values().copied().min().unwrap_or(self.next_offset)
+        self.open.values().copied().min().unwrap_or(self.next_offset).min(self.high_watermark)
     }
 
     /// The stored entries (compaction leaves gaps).
@@ -294,6 +342,7 @@ impl PartitionLog {
         if state.recent.len() > PRODUCER_BATCHES_MAX {
             state.recent.pop_front();
         }
+        self.batches.push(BatchMeta { base_offset, producer_id: producer.id, epoch: producer.epoch, base_sequence, count });
         Ok(Appended { base_offset, duplicate: false })
     }
 
@@ -303,12 +352,73 @@ impl PartitionLog {
     pub fn write_marker(&mut self, producer_id: i64, commit: bool, now: Duration, segment: Duration) -> i64 {
         self.roll_segment_if_due(now, segment);
         let offset = self.push(Body::Marker { producer_id, commit }, now);
-        if let Some(first) = self.open.remove(&producer_id) {
-            if !commit {
-                self.aborted.entry(producer_id).or_default().push((first, offset));
+        let first = self.open.remove(&producer_id);
+        if let (Some(first), false) = (first, commit) {
+            self.aborted.entry(producer_id).or_default().push((first, offset));
+        }
+        self.markers.push(MarkerMeta { offset, producer_id, commit, first });
+        offset
+    }
+
+    /// Removes every entry at or past `offset` (at or above the high watermark): what a
+    /// replica does when a leader that lacks them takes over. Transactions whose marker goes
+    /// are open again, and the idempotence state is what it was before the removed batches,
+    /// so that a producer's retry of them is appended anew.
+    pub fn truncate_to(&mut self, offset: i64) -> Truncated {
+        assert!(
+            offset >= self.high_watermark,
+            "{}/{}: truncating to {offset}, below the high watermark {}",
+            self.topic,
+            self.partition,
+            self.high_watermark
+        );
+        let mut truncated = Truncated::default();
+        if offset >= self.next_offset {
+            return truncated;
+        }
+        while let Some(marker) = self.markers.last().copied().filter(|m| m.offset >= offset) {
+            self.markers.pop();
+            truncated.markers.push((marker.offset, marker.producer_id, marker.commit));
+            let Some(first) = marker.first else { continue };
+            if !marker.commit {
+                let ranges = self.aborted.get_mut(&marker.producer_id).expect("an abort marker's range");
+                assert_eq!(ranges.pop(), Some((first, marker.offset)), "the last aborted range is the marker's");
+                if ranges.is_empty() {
+                    self.aborted.remove(&marker.producer_id);
+                }
+            }
+            self.open.insert(marker.producer_id, first);
+        }
+        self.open.retain(|_, first| *first < offset);
+        let mut producers = std::collections::BTreeSet::new();
+        while let Some(batch) = self.batches.last().copied().filter(|b| b.base_offset >= offset) {
+            self.batches.pop();
+            producers.insert(batch.producer_id);
+        }
+        for producer_id in producers {
+            let mine: Vec<BatchMeta> = self.batches.iter().filter(|b| b.producer_id == producer_id).copied().collect();
+            match mine.last() {
+                None => {
+                    self.sequences.remove(&producer_id);
+                }
+                Some(last) => {
+                    let same_epoch: Vec<&BatchMeta> = mine.iter().filter(|b| b.epoch == last.epoch).collect();
+                    let recent: VecDeque<(i32, usize, i64)> = same_epoch
+                        [same_epoch.len().saturating_sub(PRODUCER_BATCHES_MAX)..]
+                        .iter()
+                        .map(|b| (b.base_sequence, b.count, b.base_offset))
+                        .collect();
+                    let next_sequence = last.base_sequence + last.count as i32;
+                    self.sequences.insert(producer_id, SequenceState { epoch: last.epoch, next_sequence, recent });
+                }
             }
         }
-        offset
+        let before = self.entries.len();
+        self.entries.retain(|e| e.offset < offset);
+        truncated.entries = before - self.entries.len();
+        self.next_offset = offset;
+        self.segment_base = self.segment_base.min(offset);
+        truncated
     }
 
     /// `read_committed` fetch of at most `max_records` from `position`: committed data records

@@ -15,6 +15,7 @@
 pub mod assign;
 mod group;
 pub mod log;
+pub mod replicas;
 mod txn;
 
 #[cfg(test)]
@@ -29,11 +30,12 @@ use flechtwerk::wire::RawRecord;
 
 pub use group::{GroupState, GroupView};
 use log::{CompactionSettings, PartitionLog};
+pub use replicas::{Ack, AckWait, Placement, ReplicaPosition};
 pub use txn::{TxnStatus, TxnView};
 
 use super::faults::BrokerFaults;
 use super::protocol::{
-    validate_new_topic, BrokerError, ErrorCode, FetchedPartition, OffsetSpec, Reply, Request, Response,
+    validate_new_topic, BrokerError, BrokerId, ErrorCode, FetchedPartition, OffsetSpec, Reply, Request, Response,
 };
 use crate::trace::Trace;
 
@@ -63,6 +65,15 @@ pub struct BrokerConfig {
     pub delete_retention_default: Duration,
     /// Default `min.compaction.lag.ms` (Kafka: 0).
     pub min_compaction_lag_default: Duration,
+    /// Brokers in the cluster (1: the single node every seed ran on before replication).
+    pub brokers: u32,
+    /// `min.insync.replicas` (this project's clusters: 2; at most the replication factor).
+    pub min_insync_replicas: u32,
+    /// `replica.lag.time.max.ms`: a follower that has not caught up for this long leaves the
+    /// ISR (Kafka: 30 s).
+    pub replica_lag_max: Duration,
+    /// How long a coordinator that moved loads its state (COORDINATOR_LOAD_IN_PROGRESS).
+    pub coordinator_load: Duration,
 }
 
 impl Default for BrokerConfig {
@@ -78,6 +89,10 @@ impl Default for BrokerConfig {
             segment_default: Duration::from_secs(60),
             delete_retention_default: Duration::from_secs(60),
             min_compaction_lag_default: Duration::ZERO,
+            brokers: 1,
+            min_insync_replicas: 2,
+            replica_lag_max: Duration::from_secs(30),
+            coordinator_load: Duration::from_millis(500),
         }
     }
 }
@@ -128,6 +143,7 @@ pub struct Broker {
     topics: BTreeMap<String, Topic>,
     txn: txn::Coordinator,
     groups: group::Groups,
+    replication: replicas::Replication,
     last_clean: Duration,
     /// What the invariant checks saw after the previous request.
     seen: Seen,
@@ -147,8 +163,10 @@ impl Broker {
     /// An empty cluster that records its events into `trace`.
     pub fn new(config: BrokerConfig, trace: Trace) -> Self {
         let groups = group::Groups::new(config.seed);
+        let replication = replicas::Replication::new(config.brokers);
         Broker {
             config,
+            replication,
             trace,
             now: Duration::ZERO,
             topics: BTreeMap::new(),
@@ -177,12 +195,38 @@ impl Broker {
         self.trace.record_at(self.now, format!("kafka: {}", what.as_ref()));
     }
 
-    /// Handles one request at broker time `now` (after running every timer due by then).
+    /// Handles one request at broker time `now` (after running every timer due by then), on a
+    /// cluster of one broker (acknowledged at once: there are no followers).
     pub fn handle(&mut self, request: Request, now: Duration, faults: &mut dyn BrokerFaults) -> Response {
+        self.handle_at(0, request, now, faults).0
+    }
+
+    /// Handles one request that reached broker `at`: refused unless `at` serves it (leader,
+    /// coordinator). A produced batch comes with what it waits for before it is acknowledged.
+    pub fn handle_at(
+        &mut self,
+        at: BrokerId,
+        request: Request,
+        now: Duration,
+        faults: &mut dyn BrokerFaults,
+    ) -> (Response, Option<AckWait>) {
         self.advance(now, faults);
-        let response = self.serve(request, faults);
+        if let Err(error) = self.check_route(at, &request) {
+            return (Err(error), None);
+        }
+        let produced = match &request {
+            Request::Produce(produce) => Some((produce.partition.clone(), produce.records.len() as i64)),
+            _ => None,
+        };
+        let response = self.serve(at, request, faults);
+        let wait = match (&response, produced) {
+            (Ok(Reply::Produced { base_offset }), Some((partition, count))) => {
+                Some(self.ack_wait(&partition, base_offset + count))
+            }
+            _ => None,
+        };
         self.check_invariants();
-        response
+        (response, wait)
     }
 
     /// Panics when the simulated cluster broke one of Kafka's invariants: per partition the
@@ -200,19 +244,33 @@ impl Broker {
                     "{name}/{partition}: LSO {lso} outside [log start {}, HW {hw}]",
                     log.log_start()
                 );
+                let end = log.log_end_offset();
+                assert!(hw <= end, "{name}/{partition}: HW {hw} past the log end {end}");
                 let offsets = log.entries().iter().map(|e| e.offset);
                 assert!(
                     offsets.clone().zip(offsets.skip(1)).all(|(a, b)| a < b),
                     "{name}/{partition}: stored offsets do not increase"
                 );
                 assert!(
-                    log.entries().last().is_none_or(|e| e.offset < hw),
-                    "{name}/{partition}: an entry at or past HW {hw}"
+                    log.entries().last().is_none_or(|e| e.offset < end),
+                    "{name}/{partition}: an entry at or past the log end {end}"
                 );
                 assert!(
-                    log.open_transactions().values().all(|&first| first < hw),
-                    "{name}/{partition}: an open transaction starts at or past HW {hw}"
+                    log.open_transactions().values().all(|&first| first < end),
+                    "{name}/{partition}: an open transaction starts at or past the log end {end}"
                 );
+                let tp = TopicPartition::new(name.as_str(), partition as i32);
+                if let Some(placement) = self.placement(&tp) {
+                    assert!(!placement.isr.is_empty(), "{tp}: an empty ISR");
+                    assert!(
+                        placement.leader.is_none_or(|l| placement.isr.contains(&l)),
+                        "{tp}: leader {:?} outside the ISR {:?}",
+                        placement.leader,
+                        placement.isr
+                    );
+                    let floor = placement.followers_in_sync_floor();
+                    assert!(floor.is_none_or(|f| hw <= f), "{tp}: HW {hw} past an in-sync follower's log end {floor:?}");
+                }
             }
         }
         for (id, producer_id, epoch) in self.txn.epochs() {
@@ -233,12 +291,15 @@ impl Broker {
         }
     }
 
-    fn serve(&mut self, request: Request, faults: &mut dyn BrokerFaults) -> Response {
+    fn serve(&mut self, at: BrokerId, request: Request, faults: &mut dyn BrokerFaults) -> Response {
         match request {
             Request::CreateTopic(topic) => self.create_topic(&topic).map(Reply::TopicCreated),
-            Request::Metadata { topic } => Ok(Reply::Partitions(self.partition_count(&topic))),
+            Request::Metadata { topic } => Ok(Reply::Metadata(self.leaders(&topic))),
+            Request::FindCoordinator(key) => self.coordinator(&key).map(Reply::Coordinator),
             Request::ListOffsets { partition, spec } => self.list_offsets(&partition, spec).map(Reply::Offset),
-            Request::Fetch { partitions, max_records } => Ok(Reply::Fetched(self.fetch(&partitions, max_records))),
+            Request::Fetch { partitions, max_records } => {
+                Ok(Reply::Fetched(self.fetch(at, &partitions, max_records)))
+            }
             Request::InitProducerId { transactional_id, expected, transaction_timeout } => self
                 .init_producer_id(transactional_id.as_deref(), expected, transaction_timeout, faults)
                 .map(Reply::ProducerId),
@@ -266,6 +327,7 @@ impl Broker {
     /// transaction timeouts, session and rebalance timeouts, the log cleaner.
     pub fn advance(&mut self, now: Duration, faults: &mut dyn BrokerFaults) {
         self.now = self.now.max(now);
+        self.shrink_isrs();
         self.write_due_markers();
         self.expire_transactions(faults);
         self.write_due_markers();
@@ -301,6 +363,7 @@ impl Broker {
                 BrokerError::new(ErrorCode::InvalidRequest, format!("max.message.bytes={v} is not a byte count"))
             })?,
         };
+        self.place_topic(&spec.name, spec.partitions, spec.replication_factor)?;
         self.topics.insert(
             spec.name.clone(),
             Topic { configs: spec.configs.clone(), compact, settings, max_message_bytes, partitions },
@@ -352,11 +415,14 @@ impl Broker {
         })
     }
 
-    fn fetch(&self, partitions: &[(TopicPartition, i64)], max_records: usize) -> Vec<FetchedPartition> {
+    fn fetch(&self, at: BrokerId, partitions: &[(TopicPartition, i64)], max_records: usize) -> Vec<FetchedPartition> {
         let mut budget = max_records;
         let mut fetched = Vec::with_capacity(partitions.len());
         for (partition, position) in partitions {
-            let result = self.log(partition).and_then(|log| log.fetch(*position, budget));
+            let result = self
+                .check_leader(at, partition)
+                .and_then(|()| self.log(partition))
+                .and_then(|log| log.fetch(*position, budget));
             fetched.push(match result {
                 Ok((records, next_offset)) => {
                     budget -= records.len();

@@ -17,7 +17,7 @@ use super::log::{Batch, Stamp};
 use super::Broker;
 use crate::cluster::faults::BrokerFaults;
 use crate::cluster::protocol::{
-    BrokerError, ErrorCode, ProduceRequest, ProducerIdentity, Reply, TxnOffsetCommitRequest,
+    BrokerError, CoordinatorKey, ErrorCode, ProduceRequest, ProducerIdentity, Reply, TxnOffsetCommitRequest,
 };
 
 /// A transaction's state, as the coordinator logs it.
@@ -108,7 +108,14 @@ pub(super) struct Coordinator {
     /// Delayed markers by (due time, sequence).
     markers: BTreeMap<(Duration, u64), PendingMarker>,
     marker_sequence: u64,
+    /// Markers written to a partition but not yet below its high watermark: the coordinator
+    /// counts a marker only once every in-sync replica has it (it writes them with acks=all).
+    landing: BTreeMap<(TopicPartition, i64), PendingMarker>,
 }
+
+/// How soon the coordinator tries again a marker it could not write (no leader for the
+/// partition, or the coordinator itself not serving).
+const MARKER_RETRY: Duration = Duration::from_millis(100);
 
 impl Coordinator {
     /// Every transactional id's producer id and epoch (for the broker's invariant checks).
@@ -332,6 +339,7 @@ impl Broker {
         let batch = Batch { producer, transactional: transactional_id.is_some(), base_sequence, records };
         let (log, _) = self.log_mut(&partition)?;
         let appended = log.append(batch, stamp)?;
+        self.update_high_watermark(&partition);
         let txn = transactional_id.map_or(String::new(), |id| format!(" txn {id}"));
         let last = appended.base_offset + count as i64 - 1;
         if appended.duplicate {
@@ -409,8 +417,10 @@ impl Broker {
         for target in targets {
             let delay = faults.marker_delay(id, &target.name());
             let marker = PendingMarker { transactional_id: id.to_owned(), serial, producer_id, commit, target };
-            if delay.is_zero() {
+            if delay.is_zero() && self.marker_deliverable(&marker) {
                 self.apply_marker(marker);
+            } else if delay.is_zero() {
+                self.retry_marker(marker);
             } else {
                 let due = self.now + delay;
                 self.event(format!("txn {id}: {verb} marker on {} delayed to {due:?}", marker.target.name()));
@@ -437,41 +447,101 @@ impl Broker {
         self.event(format!("txn {id}: complete {} #{serial}", if commit { "commit" } else { "abort" }));
     }
 
+    /// Whether the coordinator can write `marker` now: it serves, and the marker's partition
+    /// has a leader (or its group's coordinator serves).
+    fn marker_deliverable(&self, marker: &PendingMarker) -> bool {
+        let coordinator = CoordinatorKey::Transaction(marker.transactional_id.clone());
+        self.coordinator_ready(&coordinator).is_ok()
+            && match &marker.target {
+                MarkerTarget::Partition(tp) => self.placement(tp).is_none_or(|p| p.leader.is_some()),
+                MarkerTarget::Group { group, .. } => self.coordinator_ready(&CoordinatorKey::Group(group.clone())).is_ok(),
+            }
+    }
+
+    fn retry_marker(&mut self, marker: PendingMarker) {
+        self.txn.marker_sequence += 1;
+        self.txn.markers.insert((self.now + MARKER_RETRY, self.txn.marker_sequence), marker);
+    }
+
     fn apply_marker(&mut self, marker: PendingMarker) {
-        let PendingMarker { transactional_id: id, serial, producer_id, commit, target } = marker;
-        let verb = if commit { "COMMIT" } else { "ABORT" };
-        match target {
+        let verb = if marker.commit { "COMMIT" } else { "ABORT" };
+        let (id, serial) = (marker.transactional_id.clone(), marker.serial);
+        match &marker.target {
             MarkerTarget::Partition(tp) => {
-                let now = self.now;
+                let (now, tp) = (self.now, tp.clone());
                 if let Ok((log, settings)) = self.log_mut(&tp) {
-                    let offset = log.write_marker(producer_id, commit, now, settings.segment);
+                    let offset = log.write_marker(marker.producer_id, marker.commit, now, settings.segment);
                     self.event(format!("marker {verb} {tp} @{offset} (txn {id} #{serial})"));
+                    self.txn.landing.insert((tp.clone(), offset), marker);
+                    self.update_high_watermark(&tp);
+                    return;
                 }
             }
             MarkerTarget::Group { group, offsets } => {
-                if commit {
-                    self.commit_group_offsets(&group, &offsets);
+                if marker.commit {
+                    self.commit_group_offsets(group, offsets);
                 }
                 let listed: Vec<String> = offsets.iter().map(|(tp, o)| format!("{tp}={o}")).collect();
                 self.event(format!("marker {verb} group {group} [{}] (txn {id} #{serial})", listed.join(", ")));
             }
         }
-        let Some(entry) = self.txn.txns.get_mut(&id) else { return };
+        self.marker_landed(&id, serial);
+    }
+
+    fn marker_landed(&mut self, id: &str, serial: u64) {
+        let Some(entry) = self.txn.txns.get_mut(id) else { return };
         if entry.serial == serial && entry.status.completing() {
             entry.markers_pending -= 1;
             if entry.markers_pending == 0 {
-                self.complete(&id);
+                self.complete(id);
             }
         }
     }
 
+    /// Counts the markers of `partition` now below its high watermark as written.
+    pub(super) fn land_markers(&mut self, partition: &TopicPartition) {
+        let Ok(log) = self.log(partition) else { return };
+        let high_watermark = log.high_watermark();
+        let landed: Vec<(TopicPartition, i64)> = self
+            .txn
+            .landing
+            .range((partition.clone(), i64::MIN)..(partition.clone(), high_watermark))
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in landed {
+            let marker = self.txn.landing.remove(&key).expect("listed");
+            self.marker_landed(&marker.transactional_id, marker.serial);
+        }
+    }
+
+    /// A new leader lacked these markers of `partition`: the coordinator, which never had them
+    /// acknowledged, writes them again.
+    pub(super) fn markers_truncated(&mut self, partition: &TopicPartition, markers: &[(i64, i64, bool)]) {
+        for &(offset, _, _) in markers {
+            let Some(marker) = self.txn.landing.remove(&(partition.clone(), offset)) else { continue };
+            self.event(format!(
+                "txn {}: marker on {partition} @{offset} truncated, written again (#{})",
+                marker.transactional_id, marker.serial
+            ));
+            self.retry_marker(marker);
+        }
+    }
+
     pub(super) fn write_due_markers(&mut self) {
+        let mut undeliverable = Vec::new();
         while let Some(entry) = self.txn.markers.first_entry() {
             if entry.key().0 > self.now {
                 break;
             }
             let marker = entry.remove();
-            self.apply_marker(marker);
+            if self.marker_deliverable(&marker) {
+                self.apply_marker(marker);
+            } else {
+                undeliverable.push(marker);
+            }
+        }
+        for marker in undeliverable {
+            self.retry_marker(marker);
         }
     }
 
@@ -485,6 +555,7 @@ impl Broker {
             .iter()
             .filter(|(_, t)| t.status == TxnStatus::Ongoing && now >= t.started + t.timeout)
             .map(|(id, _)| id.clone())
+            .filter(|id| self.coordinator_ready(&CoordinatorKey::Transaction(id.clone())).is_ok())
             .collect();
         for id in expired {
             let entry = self.txn.txns.get_mut(&id).expect("listed");

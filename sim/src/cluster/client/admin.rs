@@ -21,7 +21,7 @@ impl SimAdmin {
 pub(crate) async fn partition_count(conn: &Conn, operation: &'static str, topic: &str) -> KafkaResult<Option<u32>> {
     let request = Request::Metadata { topic: topic.to_owned() };
     match conn.call(operation, topic, request, API_TIMEOUT).await? {
-        Reply::Partitions(count) => Ok(count),
+        Reply::Metadata(leaders) => Ok(leaders.map(|l| l.len() as u32)),
         other => Err(unexpected(operation, &other)),
     }
 }

@@ -25,7 +25,9 @@ use flechtwerk::kafka::{
     Admin, Consumer, ConsumerConfig, Kafka, KafkaError, KafkaErrorKind, KafkaResult, Producer, ProducerConfig,
 };
 
-use super::protocol::{Reply, Request, Response};
+use flechtwerk::kafka::TopicPartition;
+
+use super::protocol::{BrokerError, BrokerId, CoordinatorKey, ErrorCode, FetchedPartition, Reply, Request, Response, Route};
 
 /// How long a client waits for one response before it considers the request lost
 /// (`request.timeout.ms`, shortened: the simulated network has no queues to wait behind).
@@ -45,27 +47,80 @@ pub const API_TIMEOUT: Duration = Duration::from_secs(60);
 /// Budget of one produced batch, including retries (`delivery.timeout.ms`).
 pub const DELIVERY_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// A way to the broker for one client.
+/// A way to the brokers for one client: one connection per broker.
 pub trait Transport: Send + Sync + 'static {
-    /// Sends `request`; `None` when no response arrived within [`REQUEST_TIMEOUT`] (the request
-    /// or the response was lost, or the broker is down). The request may have been handled.
-    fn call(&self, request: Request) -> BoxFuture<'_, Option<Response>>;
+    /// Sends `request` to `broker`; `None` when no response arrived within
+    /// [`REQUEST_TIMEOUT`] (the request or the response was lost, or the broker is down). The
+    /// request may have been handled.
+    fn call(&self, broker: BrokerId, request: Request) -> BoxFuture<'_, Option<Response>>;
 }
 
 /// Opens one transport per client (under madsim: an endpoint on the calling node).
 pub trait Connector: Send + Sync + 'static {
     /// A transport for the client named `client_id`.
     fn connect(&self, client_id: &str) -> Arc<dyn Transport>;
+
+    /// How many brokers the cluster has (its bootstrap list): with one, every request goes to
+    /// it and no lookup is needed.
+    fn brokers(&self) -> u32 {
+        1
+    }
 }
 
 /// A boxed, sendable future (what a transport returns).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// One client's connection: its transport and name.
+/// One client's connections: its transport, name, and what it knows of the cluster.
 #[derive(Clone)]
 pub(crate) struct Conn {
     transport: Arc<dyn Transport>,
     client_id: String,
+    routes: Arc<Routes>,
+}
+
+/// What a client knows of the cluster, as librdkafka's metadata cache: partition leaders (from
+/// Metadata) and coordinators (from FindCoordinator), each dropped when a broker says it no
+/// longer serves it (NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR, ...) or does not answer.
+struct Routes {
+    brokers: u32,
+    leaders: Mutex<BTreeMap<TopicPartition, BrokerId>>,
+    coordinators: Mutex<BTreeMap<CoordinatorKey, BrokerId>>,
+    /// The bootstrap broker asked for metadata; the next one after a failure.
+    bootstrap: Mutex<BrokerId>,
+}
+
+impl Routes {
+    fn any(&self) -> BrokerId {
+        *self.bootstrap.lock().expect("routes lock")
+    }
+
+    fn next_bootstrap(&self) {
+        let mut bootstrap = self.bootstrap.lock().expect("routes lock");
+        *bootstrap = (*bootstrap + 1) % self.brokers as BrokerId;
+    }
+
+    fn forget(&self, route: &Route) {
+        match route {
+            Route::Any | Route::Leaders => self.next_bootstrap(),
+            Route::Leader(partition) => {
+                self.leaders.lock().expect("routes lock").remove(partition);
+            }
+            Route::Coordinator(key) => {
+                self.coordinators.lock().expect("routes lock").remove(key);
+            }
+        }
+    }
+}
+
+/// Whether a broker's refusal means the client's routing is stale.
+fn stale_route(error: &BrokerError) -> bool {
+    matches!(
+        error.code,
+        ErrorCode::NotLeaderOrFollower
+            | ErrorCode::NotCoordinator
+            | ErrorCode::CoordinatorNotAvailable
+            | ErrorCode::UnknownTopicOrPartition
+    )
 }
 
 fn unexpected(operation: &'static str, reply: &Reply) -> KafkaError {
@@ -73,17 +128,151 @@ fn unexpected(operation: &'static str, reply: &Reply) -> KafkaError {
 }
 
 impl Conn {
-    pub(crate) fn new(transport: Arc<dyn Transport>, client_id: &str) -> Self {
-        Conn { transport, client_id: client_id.to_owned() }
+    pub(crate) fn new(transport: Arc<dyn Transport>, client_id: &str, brokers: u32) -> Self {
+        let routes = Routes {
+            brokers: brokers.max(1),
+            leaders: Mutex::default(),
+            coordinators: Mutex::default(),
+            bootstrap: Mutex::new(0),
+        };
+        Conn { transport, client_id: client_id.to_owned(), routes: Arc::new(routes) }
     }
 
     pub(crate) fn client_id(&self) -> &str {
         &self.client_id
     }
 
-    /// One attempt.
+    /// One attempt, to the broker that serves the request (looked up first if unknown);
+    /// `None` also when the lookup failed.
     pub(crate) async fn once(&self, request: Request) -> Option<Response> {
-        self.transport.call(request).await
+        if self.routes.brokers == 1 {
+            return self.transport.call(0, request).await;
+        }
+        let route = request.route();
+        if route == Route::Leaders {
+            return self.fetch_by_leader(request).await;
+        }
+        let broker = self.destination(&route).await?;
+        let response = self.transport.call(broker, request).await;
+        match &response {
+            None => self.routes.forget(&route),
+            Some(Err(error)) if stale_route(error) => self.routes.forget(&route),
+            Some(_) => {}
+        }
+        response
+    }
+
+    /// The broker serving `route`, from the cache or asked of a bootstrap broker.
+    async fn destination(&self, route: &Route) -> Option<BrokerId> {
+        match route {
+            Route::Any | Route::Leaders => Some(self.routes.any()),
+            Route::Leader(partition) => self.leader(partition).await,
+            Route::Coordinator(key) => {
+                if let Some(&broker) = self.routes.coordinators.lock().expect("routes lock").get(key) {
+                    return Some(broker);
+                }
+                let asked = self.routes.any();
+                match self.transport.call(asked, Request::FindCoordinator(key.clone())).await {
+                    Some(Ok(Reply::Coordinator(broker))) => {
+                        self.routes.coordinators.lock().expect("routes lock").insert(key.clone(), broker);
+                        Some(broker)
+                    }
+                    _ => {
+                        self.routes.next_bootstrap();
+                        None
+                    }
+                }
+            }
+        }
+    }
+
+    /// A partition's leader, from the cache or a Metadata request for its topic.
+    async fn leader(&self, partition: &TopicPartition) -> Option<BrokerId> {
+        if let Some(&broker) = self.routes.leaders.lock().expect("routes lock").get(partition) {
+            return Some(broker);
+        }
+        let asked = self.routes.any();
+        match self.transport.call(asked, Request::Metadata { topic: partition.topic.clone() }).await {
+            Some(Ok(Reply::Metadata(Some(leaders)))) => {
+                let mut cache = self.routes.leaders.lock().expect("routes lock");
+                for (p, leader) in leaders.iter().enumerate() {
+                    if let Some(leader) = leader {
+                        cache.insert(TopicPartition::new(partition.topic.as_str(), p as i32), *leader);
+                    }
+                }
+                usize::try_from(partition.partition).ok().and_then(|p| leaders.get(p).copied().flatten())
+            }
+            Some(Ok(_)) => None,
+            _ => {
+                self.routes.next_bootstrap();
+                None
+            }
+        }
+    }
+
+    /// A fetch of partitions led by several brokers: one fetch per leader, concurrently, as
+    /// librdkafka fetches from each broker; the answers merged in the requested order and cut
+    /// to `max_records`. A partition whose leader is unknown or did not answer gets an error
+    /// (the consumer tries it again on its next poll).
+    async fn fetch_by_leader(&self, request: Request) -> Option<Response> {
+        let Request::Fetch { partitions, max_records } = request else { unreachable!("only fetches route to leaders") };
+        let mut by_leader: BTreeMap<BrokerId, Vec<(TopicPartition, i64)>> = BTreeMap::new();
+        let mut unrouted = Vec::new();
+        for (partition, position) in &partitions {
+            match self.leader(partition).await {
+                Some(leader) => by_leader.entry(leader).or_default().push((partition.clone(), *position)),
+                None => unrouted.push(partition.clone()),
+            }
+        }
+        let calls = by_leader.into_iter().map(|(leader, wanted)| async move {
+            let request = Request::Fetch { partitions: wanted.clone(), max_records };
+            (wanted, self.transport.call(leader, request).await)
+        });
+        let mut answers: BTreeMap<TopicPartition, FetchedPartition> = BTreeMap::new();
+        let failed = |partition: &TopicPartition, position: i64, error: BrokerError| FetchedPartition {
+            partition: partition.clone(),
+            records: Vec::new(),
+            next_offset: position,
+            error: Some(error),
+        };
+        for (wanted, response) in futures::future::join_all(calls).await {
+            match response {
+                Some(Ok(Reply::Fetched(fetched))) => {
+                    for answer in fetched {
+                        if answer.error.as_ref().is_some_and(stale_route) {
+                            self.routes.forget(&Route::Leader(answer.partition.clone()));
+                        }
+                        answers.insert(answer.partition.clone(), answer);
+                    }
+                }
+                other => {
+                    let error = match other {
+                        Some(Err(error)) => error,
+                        _ => BrokerError::new(ErrorCode::RequestTimedOut, "no fetch response"),
+                    };
+                    for (partition, position) in wanted {
+                        self.routes.forget(&Route::Leader(partition.clone()));
+                        answers.insert(partition.clone(), failed(&partition, position, error.clone()));
+                    }
+                }
+            }
+        }
+        let mut budget = max_records;
+        let mut merged = Vec::with_capacity(partitions.len());
+        for (partition, position) in partitions {
+            let mut answer = answers.remove(&partition).unwrap_or_else(|| {
+                let error = BrokerError::new(ErrorCode::NotLeaderOrFollower, format!("{partition}: leader unknown"));
+                failed(&partition, position, error)
+            });
+            if answer.records.len() > budget {
+                answer.next_offset = answer.records[budget].offset;
+                answer.records.truncate(budget);
+            }
+            budget -= answer.records.len();
+            merged.push(answer);
+        }
+        debug_assert!(unrouted.iter().all(|p| merged.iter().any(|a| &a.partition == p)));
+        Some(Ok(Reply::Fetched(merged)))
     }
 
     /// Retries lost requests and retriable errors until a reply, a non-retriable error, or
@@ -175,13 +364,24 @@ impl KafkaClient {
         KafkaClient { connector, polls: Arc::default() }
     }
 
+    /// How many brokers the cluster has.
+    pub fn brokers(&self) -> u32 {
+        self.connector.brokers()
+    }
+
+    /// The replication factor a production deployment would give its topics on this cluster:
+    /// 3, or every broker of a smaller one.
+    pub fn replication_factor(&self) -> i16 {
+        self.brokers().min(3) as i16
+    }
+
     /// What every consumer made by this factory (and its clones) handed out, poll by poll.
     pub fn poll_log(&self) -> &PollLog {
         &self.polls
     }
 
     fn conn(&self, client_id: &str) -> Conn {
-        Conn::new(self.connector.connect(client_id), client_id)
+        Conn::new(self.connector.connect(client_id), client_id, self.connector.brokers())
     }
 }
 
