@@ -376,6 +376,8 @@ pub struct Cluster {
     ctx: Ctx,
     client: KafkaClient,
     next_ip: Arc<AtomicU32>,
+    /// Brokers crashed by [`stop_broker_id`](Cluster::stop_broker_id) and not yet back.
+    down: Arc<Mutex<std::collections::BTreeSet<BrokerId>>>,
     /// Names of the nodes cut off by [`isolate`](Cluster::isolate), for parts of a simulation
     /// that do not talk over `madsim::net` (the MQTT broker) but must see the same partition.
     isolated: Arc<Mutex<std::collections::BTreeSet<String>>>,
@@ -429,6 +431,7 @@ impl Cluster {
             ctx: ctx.clone(),
             client: KafkaClient::new(Arc::new(SimConnector { brokers })),
             next_ip: Arc::new(AtomicU32::new(0)),
+            down: Arc::default(),
             isolated: Arc::default(),
         }
     }
@@ -466,25 +469,41 @@ impl Cluster {
         }
     }
 
-    /// Kills and restarts broker `id`: its requests in flight are lost, its log is kept; the
-    /// controller fences its old incarnation when it registers again, so what it led moves.
+    /// Kills and restarts broker `id` (unless it is down): its requests in flight are lost, its
+    /// log is kept; the controller fences its old incarnation when it registers again, so what
+    /// it led moves.
     pub fn restart_broker_id(&self, id: BrokerId) {
+        if self.down.lock().expect("down lock").contains(&id) {
+            self.ctx.event(format!("skipped restarting {}: it is down", self.broker_name(id)));
+            return;
+        }
         self.ctx.fault("broker-restart", self.broker_name(id));
         let handle = Handle::current();
         handle.kill(self.nodes[id as usize]);
         handle.restart(self.nodes[id as usize]);
     }
 
-    /// Takes broker `id` down until [`start_broker_id`](Cluster::start_broker_id).
+    /// Crashes broker `id` and keeps it down until [`start_broker_id`](Cluster::start_broker_id)
+    /// (a whole-cluster [`restart_broker`](Cluster::restart_broker) leaves it down).
     pub fn stop_broker_id(&self, id: BrokerId) {
-        self.ctx.fault("broker-down", self.broker_name(id));
+        if !self.down.lock().expect("down lock").insert(id) {
+            self.ctx.event(format!("skipped crashing {}: it is down", self.broker_name(id)));
+            return;
+        }
+        self.ctx.fault("broker-crash", self.broker_name(id));
         Handle::current().kill(self.nodes[id as usize]);
     }
 
-    /// Brings broker `id` back.
+    /// Brings broker `id` back from [`stop_broker_id`](Cluster::stop_broker_id).
     pub fn start_broker_id(&self, id: BrokerId) {
+        if !self.down.lock().expect("down lock").remove(&id) {
+            return;
+        }
         self.ctx.event(format!("kafka: {} starting", self.broker_name(id)));
-        Handle::current().restart(self.nodes[id as usize]);
+        let handle = Handle::current();
+        // A whole-cluster outage may hold it down still: a restart of a down node is a start.
+        handle.kill(self.nodes[id as usize]);
+        handle.restart(self.nodes[id as usize]);
     }
 
     /// Pauses broker `id` for `duration` (a GC pause, SIGSTOP).
@@ -499,7 +518,7 @@ impl Cluster {
     /// Cuts broker `id` off the network (clients, other brokers, the controller) for
     /// `duration`.
     pub async fn isolate_broker(&self, id: BrokerId, duration: Duration) {
-        self.ctx.fault("broker-isolated", format!("{} for {duration:?}", self.broker_name(id)));
+        self.ctx.fault("broker-isolate", format!("{} for {duration:?}", self.broker_name(id)));
         let net = NetSim::current();
         net.clog_node(self.nodes[id as usize]);
         madsim::time::sleep(duration).await;
@@ -543,9 +562,12 @@ impl Cluster {
     pub fn restart_broker(&self) {
         self.ctx.fault("broker-restart", "kafka-broker");
         let handle = Handle::current();
-        for &node in &self.nodes {
-            handle.kill(node);
-            handle.restart(node);
+        let down = self.down.lock().expect("down lock").clone();
+        for (id, &node) in self.nodes.iter().enumerate() {
+            if !down.contains(&(id as BrokerId)) {
+                handle.kill(node);
+                handle.restart(node);
+            }
         }
     }
 
@@ -557,11 +579,14 @@ impl Cluster {
         }
     }
 
-    /// Brings the stopped brokers back.
+    /// Brings the stopped brokers back (not those a broker crash still holds down).
     pub fn start_broker(&self) {
         self.ctx.event("kafka: broker starting");
-        for &node in &self.nodes {
-            Handle::current().restart(node);
+        let down = self.down.lock().expect("down lock").clone();
+        for (id, &node) in self.nodes.iter().enumerate() {
+            if !down.contains(&(id as BrokerId)) {
+                Handle::current().restart(node);
+            }
         }
     }
 

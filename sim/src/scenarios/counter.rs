@@ -88,6 +88,10 @@ const FAULTS: &[&str] = &[
     "kafka-delay-response",
     "kafka-marker-delay",
     "buggify",
+    "broker-crash",
+    "broker-pause",
+    "broker-isolate",
+    "leader-move",
 ];
 
 /// The fault kinds of `counter-rolling`: those of the others, and clean restarts.

@@ -66,7 +66,7 @@ pub static SCENARIO: Scenario = Scenario {
         "crash-restart", "add-replica", "remove-replica", "pause", "network-partition", "broker-restart",
         "request-chaos", "fail-transactions", "late-markers", "kafka-drop-request", "kafka-hold-request",
         "kafka-delay-request", "kafka-error", "kafka-drop-response", "kafka-delay-response", "kafka-marker-delay",
-        "buggify", "source-error", "slow-page",
+        "buggify", "source-error", "slow-page", "broker-crash", "broker-pause", "broker-isolate", "leader-move",
     ],
     run: |ctx| Box::pin(run(ctx)) as Pin<Box<dyn std::future::Future<Output = ()>>>,
 };

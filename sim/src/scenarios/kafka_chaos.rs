@@ -54,6 +54,10 @@ pub static SCENARIO: Scenario = Scenario {
         "kafka-drop-response",
         "kafka-delay-response",
         "kafka-marker-delay",
+        "broker-crash",
+        "broker-pause",
+        "broker-isolate",
+        "leader-move",
     ],
     run: |ctx| Box::pin(run(ctx)) as Pin<Box<dyn std::future::Future<Output = ()>>>,
 };

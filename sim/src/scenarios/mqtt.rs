@@ -78,6 +78,10 @@ const FAULTS: &[&str] = &[
     "buggify",
     "mqtt-broker-restart",
     "mqtt-disconnect",
+    "broker-crash",
+    "broker-pause",
+    "broker-isolate",
+    "leader-move",
     "mqtt-slow-ack",
 ];
 
