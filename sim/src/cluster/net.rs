@@ -262,8 +262,12 @@ async fn lead(endpoint: Endpoint, server: Arc<Server>, leader: BrokerId) {
     loop {
         let Ok((payload, from)) = endpoint.recv_from_raw(REPLICA_TAG).await else { continue };
         let fetch = *payload.downcast::<ReplicaFetch>().expect("only replica fetches use the replica tag");
-        let answers =
-            server.broker.lock().expect("broker lock").replica_fetch(leader, fetch.follower, &fetch.positions, elapsed());
+        let answers = server.broker.lock().expect("broker lock").replica_fetch(
+            leader,
+            fetch.follower,
+            &fetch.positions,
+            elapsed(),
+        );
         let _ = endpoint.send_to_raw(from, fetch.reply_tag, Box::new(answers)).await;
     }
 }
@@ -274,7 +278,8 @@ async fn control(server: Arc<Server>, ctx: Ctx) {
     let endpoint = Endpoint::bind(CONTROLLER_ADDR).await.expect("the controller address is free");
     let mut sessions: BTreeMap<BrokerId, (u64, Duration)> = BTreeMap::new();
     loop {
-        let received = madsim::time::timeout(BROKER_HEARTBEAT_INTERVAL / 4, endpoint.recv_from_raw(HEARTBEAT_TAG)).await;
+        let received =
+            madsim::time::timeout(BROKER_HEARTBEAT_INTERVAL / 4, endpoint.recv_from_raw(HEARTBEAT_TAG)).await;
         let now = elapsed();
         if let Ok(Ok((payload, _))) = received {
             let Heartbeat { broker, boot } = *payload.downcast::<Heartbeat>().expect("only heartbeats");
@@ -644,5 +649,52 @@ impl Kafka for Cluster {
 
     fn admin(&self) -> KafkaResult<Box<dyn Admin>> {
         self.client.admin()
+    }
+}
+
+/// The conformance suite's cluster controls ([`flechtwerk::testing::conformance::ClusterControl`])
+/// on the simulated cluster: broker ids 0..N, 50 partitions per coordinator topic.
+#[async_trait::async_trait]
+impl flechtwerk::testing::conformance::ClusterControl for Cluster {
+    fn brokers(&self) -> Vec<i32> {
+        (0..self.brokers() as BrokerId).collect()
+    }
+
+    async fn leader(&self, partition: &flechtwerk::kafka::TopicPartition) -> Option<i32> {
+        self.inspect(|broker| broker.placement(partition).and_then(|p| p.leader))
+    }
+
+    async fn move_leader(&self, partition: &flechtwerk::kafka::TopicPartition, to: i32) {
+        // `to` may still be catching up (out of the ISR): try again until it can lead.
+        let deadline = elapsed() + Duration::from_secs(60);
+        while !Cluster::move_leader(self, partition, to) && elapsed() < deadline {
+            if self.inspect(|broker| broker.placement(partition).and_then(|p| p.leader)) == Some(to) {
+                return;
+            }
+            madsim::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn kill(&self, broker: i32) {
+        self.stop_broker_id(broker);
+    }
+
+    async fn start(&self, broker: i32) {
+        self.start_broker_id(broker);
+        // Answers once the controller has unfenced it (its first heartbeat).
+        let deadline = elapsed() + Duration::from_secs(30);
+        while self.inspect(|state| state.fenced().contains(&broker)) && elapsed() < deadline {
+            madsim::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn pause(&self, broker: i32) {
+        self.ctx.fault("broker-pause", self.broker_name(broker));
+        Handle::current().pause(self.nodes[broker as usize]);
+    }
+
+    async fn resume(&self, broker: i32) {
+        self.ctx.event(format!("kafka: {} resumed", self.broker_name(broker)));
+        Handle::current().resume(self.nodes[broker as usize]);
     }
 }

@@ -317,7 +317,8 @@ impl Request {
         match self {
             Request::CreateTopic(_) | Request::Metadata { .. } | Request::FindCoordinator(_) => Route::Any,
             Request::InitProducerId { transactional_id: None, .. } => Route::Any,
-            Request::InitProducerId { transactional_id: Some(id), .. } | Request::EndTxn { transactional_id: id, .. } => {
+            Request::InitProducerId { transactional_id: Some(id), .. }
+            | Request::EndTxn { transactional_id: id, .. } => {
                 Route::Coordinator(CoordinatorKey::Transaction(id.clone()))
             }
             Request::ListOffsets { partition, .. } => Route::Leader(partition.clone()),

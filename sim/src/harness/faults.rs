@@ -659,7 +659,10 @@ impl FaultProfile {
                 };
                 Fault::BrokerPause { broker: slot, duration }
             } else if take(self.broker_isolate) {
-                Fault::BrokerIsolate { broker: slot, duration: uniform(rng, Duration::from_secs(1), Duration::from_secs(15)) }
+                Fault::BrokerIsolate {
+                    broker: slot,
+                    duration: uniform(rng, Duration::from_secs(1), Duration::from_secs(15)),
+                }
             } else if take(self.leader_move) {
                 Fault::LeaderMove { partition: rng.gen_range(0..1_000), to: slot }
             } else {
@@ -963,9 +966,9 @@ impl Fault {
             FaultKind::BrokerIsolate => (slot(), span(Duration::from_secs(1), Duration::from_secs(15)))
                 .prop_map(|(broker, duration)| Fault::BrokerIsolate { broker, duration })
                 .boxed(),
-            FaultKind::LeaderMove => (0..1_000usize, slot())
-                .prop_map(|(partition, to)| Fault::LeaderMove { partition, to })
-                .boxed(),
+            FaultKind::LeaderMove => {
+                (0..1_000usize, slot()).prop_map(|(partition, to)| Fault::LeaderMove { partition, to }).boxed()
+            }
         }
     }
 }

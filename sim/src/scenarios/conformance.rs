@@ -13,7 +13,7 @@
 
 use std::pin::Pin;
 
-use flechtwerk::testing::conformance::{run_all, Env};
+use flechtwerk::testing::conformance::{run_all, run_cluster, Env};
 use madsim::rand::{thread_rng, Rng};
 use madsim::runtime::Handle;
 
@@ -27,6 +27,9 @@ pub static SCENARIO: Scenario = Scenario {
     about: "the Kafka port's conformance suite on the simulated cluster, over lossy/slow/erroring networks",
     faults: &[
         "broker-restart",
+        "broker-crash",
+        "broker-pause",
+        "leader-move",
         "kafka-drop-request",
         "kafka-delay-request",
         "kafka-error",
@@ -82,14 +85,22 @@ async fn run(ctx: Ctx) {
     cluster.faults().set(faults);
     let kafka = cluster.kafka();
     let restarter = cluster.clone();
-    let env = Env::new("conf").with_restart(std::sync::Arc::new(move || {
+    let env = Env { replication_factor: cluster.kafka().replication_factor(), ..Env::new("conf") };
+    let mut env = env.with_restart(std::sync::Arc::new(move || {
         restarter.restart_broker();
         Box::pin(async {})
     }));
+    let several = cluster.brokers() >= 3;
+    if several {
+        env = env.with_cluster(std::sync::Arc::new(cluster.clone()));
+    }
     let node = Handle::current().create_node().name("conformance").ip(cluster.client_ip()).build();
     let verdicts = node
         .spawn(async move {
-            let verdicts = run_all(&kafka, &env).await;
+            let mut verdicts = run_all(&kafka, &env).await;
+            if several {
+                verdicts.extend(run_cluster(&kafka, &env).await);
+            }
             verdicts.into_iter().map(|(name, v)| (name, v.map_err(|e| e.to_string()))).collect::<Vec<_>>()
         })
         .await

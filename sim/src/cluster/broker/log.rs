@@ -342,7 +342,13 @@ impl PartitionLog {
         if state.recent.len() > PRODUCER_BATCHES_MAX {
             state.recent.pop_front();
         }
-        self.batches.push(BatchMeta { base_offset, producer_id: producer.id, epoch: producer.epoch, base_sequence, count });
+        self.batches.push(BatchMeta {
+            base_offset,
+            producer_id: producer.id,
+            epoch: producer.epoch,
+            base_sequence,
+            count,
+        });
         Ok(Appended { base_offset, duplicate: false })
     }
 

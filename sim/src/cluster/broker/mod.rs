@@ -269,7 +269,10 @@ impl Broker {
                         placement.isr
                     );
                     let floor = placement.followers_in_sync_floor();
-                    assert!(floor.is_none_or(|f| hw <= f), "{tp}: HW {hw} past an in-sync follower's log end {floor:?}");
+                    assert!(
+                        floor.is_none_or(|f| hw <= f),
+                        "{tp}: HW {hw} past an in-sync follower's log end {floor:?}"
+                    );
                 }
             }
         }
@@ -297,9 +300,7 @@ impl Broker {
             Request::Metadata { topic } => Ok(Reply::Metadata(self.leaders(&topic))),
             Request::FindCoordinator(key) => self.coordinator(&key).map(Reply::Coordinator),
             Request::ListOffsets { partition, spec } => self.list_offsets(&partition, spec).map(Reply::Offset),
-            Request::Fetch { partitions, max_records } => {
-                Ok(Reply::Fetched(self.fetch(at, &partitions, max_records)))
-            }
+            Request::Fetch { partitions, max_records } => Ok(Reply::Fetched(self.fetch(at, &partitions, max_records))),
             Request::InitProducerId { transactional_id, expected, transaction_timeout } => self
                 .init_producer_id(transactional_id.as_deref(), expected, transaction_timeout, faults)
                 .map(Reply::ProducerId),

@@ -206,7 +206,8 @@ impl Broker {
 
     pub(super) fn place_topic(&mut self, topic: &str, partitions: u32, factor: i16) -> Result<(), BrokerError> {
         let live = self.replication.live();
-        let factor = if factor < 0 { DEFAULT_REPLICATION_FACTOR.min(self.replication.brokers) } else { i32::from(factor) };
+        let factor =
+            if factor < 0 { DEFAULT_REPLICATION_FACTOR.min(self.replication.brokers) } else { i32::from(factor) };
         if factor == 0 || factor > live {
             return Err(BrokerError::new(
                 ErrorCode::InvalidReplicationFactor,
@@ -220,7 +221,11 @@ impl Broker {
     /// The leaders of a topic's partitions.
     pub(super) fn leaders(&self, topic: &str) -> Option<Vec<Option<BrokerId>>> {
         let count = self.partition_count(topic)?;
-        Some((0..count as i32).map(|p| self.placement(&TopicPartition::new(topic, p)).and_then(|pl| pl.leader)).collect())
+        Some(
+            (0..count as i32)
+                .map(|p| self.placement(&TopicPartition::new(topic, p)).and_then(|pl| pl.leader))
+                .collect(),
+        )
     }
 
     /// The broker coordinating `key`, or COORDINATOR_NOT_AVAILABLE while its partition has no
@@ -237,7 +242,10 @@ impl Broker {
         let partition = coordinator_topic_partition(key);
         let placement = self.placement(&partition).expect("coordinator partitions are placed at start");
         if placement.leader.is_none() {
-            return Err(BrokerError::new(ErrorCode::CoordinatorNotAvailable, format!("{key}: {partition} has no leader")));
+            return Err(BrokerError::new(
+                ErrorCode::CoordinatorNotAvailable,
+                format!("{key}: {partition} has no leader"),
+            ));
         }
         if self.now < placement.loaded_at {
             return Err(BrokerError::new(
@@ -397,7 +405,9 @@ impl Broker {
             if fetched >= log_end {
                 placement.caught_up.insert(follower, now);
             }
-            if !placement.isr.contains(&follower) && fetched >= high_watermark && !self.replication.fenced.contains(&follower)
+            if !placement.isr.contains(&follower)
+                && fetched >= high_watermark
+                && !self.replication.fenced.contains(&follower)
             {
                 placement.isr.insert(follower);
                 placement.caught_up.insert(follower, now);
@@ -489,6 +499,13 @@ impl Broker {
             return;
         }
         self.event(format!("controller: broker {broker} unfenced"));
+        // The coordinator topics are modelled as always replicated: a broker back in service
+        // is in sync on them at once.
+        for (partition, placement) in &mut self.replication.placements {
+            if is_coordinator_topic(&partition.topic) && placement.replicas.contains(&broker) {
+                placement.isr.insert(broker);
+            }
+        }
         let offline: Vec<TopicPartition> = self
             .replication
             .placements

@@ -454,7 +454,9 @@ impl Broker {
         self.coordinator_ready(&coordinator).is_ok()
             && match &marker.target {
                 MarkerTarget::Partition(tp) => self.placement(tp).is_none_or(|p| p.leader.is_some()),
-                MarkerTarget::Group { group, .. } => self.coordinator_ready(&CoordinatorKey::Group(group.clone())).is_ok(),
+                MarkerTarget::Group { group, .. } => {
+                    self.coordinator_ready(&CoordinatorKey::Group(group.clone())).is_ok()
+                }
             }
     }
 

@@ -27,7 +27,9 @@ use flechtwerk::kafka::{
 
 use flechtwerk::kafka::TopicPartition;
 
-use super::protocol::{BrokerError, BrokerId, CoordinatorKey, ErrorCode, FetchedPartition, Reply, Request, Response, Route};
+use super::protocol::{
+    BrokerError, BrokerId, CoordinatorKey, ErrorCode, FetchedPartition, Reply, Request, Response, Route,
+};
 
 /// How long a client waits for one response before it considers the request lost
 /// (`request.timeout.ms`, shortened: the simulated network has no queues to wait behind).
@@ -112,6 +114,22 @@ impl Routes {
     }
 }
 
+/// Drops a route when dropped armed: a request that got no answer, or a refusal, or whose
+/// caller stopped waiting.
+struct Forget<'a> {
+    routes: &'a Routes,
+    route: &'a Route,
+    armed: bool,
+}
+
+impl Drop for Forget<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.routes.forget(self.route);
+        }
+    }
+}
+
 /// Whether a broker's refusal means the client's routing is stale.
 fn stale_route(error: &BrokerError) -> bool {
     matches!(
@@ -153,11 +171,15 @@ impl Conn {
             return self.fetch_by_leader(request).await;
         }
         let broker = self.destination(&route).await?;
+        // A caller that gives up first (a heartbeat waits less than the request timeout) counts
+        // as no answer too: librdkafka marks a broker that stops answering down and looks its
+        // leaderships and coordinators up again.
+        let mut unanswered = Forget { routes: &self.routes, route: &route, armed: true };
         let response = self.transport.call(broker, request).await;
         match &response {
-            None => self.routes.forget(&route),
-            Some(Err(error)) if stale_route(error) => self.routes.forget(&route),
-            Some(_) => {}
+            None => {}
+            Some(Err(error)) if stale_route(error) => {}
+            Some(_) => unanswered.armed = false,
         }
         response
     }
@@ -172,15 +194,15 @@ impl Conn {
                     return Some(broker);
                 }
                 let asked = self.routes.any();
+                // Unanswered or abandoned, the lookup asks the next bootstrap broker next time.
+                let mut unanswered = Forget { routes: &self.routes, route: &Route::Any, armed: true };
                 match self.transport.call(asked, Request::FindCoordinator(key.clone())).await {
                     Some(Ok(Reply::Coordinator(broker))) => {
+                        unanswered.armed = false;
                         self.routes.coordinators.lock().expect("routes lock").insert(key.clone(), broker);
                         Some(broker)
                     }
-                    _ => {
-                        self.routes.next_bootstrap();
-                        None
-                    }
+                    _ => None,
                 }
             }
         }
@@ -192,8 +214,10 @@ impl Conn {
             return Some(broker);
         }
         let asked = self.routes.any();
+        let mut unanswered = Forget { routes: &self.routes, route: &Route::Any, armed: true };
         match self.transport.call(asked, Request::Metadata { topic: partition.topic.clone() }).await {
             Some(Ok(Reply::Metadata(Some(leaders)))) => {
+                unanswered.armed = false;
                 let mut cache = self.routes.leaders.lock().expect("routes lock");
                 for (p, leader) in leaders.iter().enumerate() {
                     if let Some(leader) = leader {
@@ -202,11 +226,11 @@ impl Conn {
                 }
                 usize::try_from(partition.partition).ok().and_then(|p| leaders.get(p).copied().flatten())
             }
-            Some(Ok(_)) => None,
-            _ => {
-                self.routes.next_bootstrap();
+            Some(Ok(_)) => {
+                unanswered.armed = false;
                 None
             }
+            _ => None,
         }
     }
 

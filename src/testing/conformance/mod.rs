@@ -38,6 +38,10 @@ use crate::wire::{Header, RawRecord};
 /// ```
 pub type RestartBroker = std::sync::Arc<dyn Fn() -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
 
+mod cluster;
+
+pub use cluster::{cluster_scenarios, coordinator_partition, run_cluster, ClusterControl, CoordinatorOf};
+
 /// Settings of one suite run.
 ///
 /// ```
@@ -57,6 +61,9 @@ pub struct Env {
     pub group_settle_max: Duration,
     /// Upper bound for one read to find the records it expects.
     pub read_max: Duration,
+    /// The cluster's faults and leadership moves, for [`cluster_scenarios`] (a cluster of three
+    /// brokers or more); without it they fail.
+    pub cluster: Option<std::sync::Arc<dyn ClusterControl>>,
     /// How the runner restarts the broker; without it the `broker-restart` scenario fails (a
     /// runner that cannot restart its broker cannot claim conformance).
     pub restart_broker: Option<RestartBroker>,
@@ -70,6 +77,7 @@ impl std::fmt::Debug for Env {
             .field("group_settle_max", &self.group_settle_max)
             .field("read_max", &self.read_max)
             .field("restart_broker", &self.restart_broker.is_some())
+            .field("cluster", &self.cluster.as_ref().map(|c| c.brokers()))
             .finish()
     }
 }
@@ -89,6 +97,7 @@ impl Env {
             group_settle_max: Duration::from_secs(60),
             read_max: Duration::from_secs(30),
             restart_broker: None,
+            cluster: None,
         }
     }
 
@@ -102,6 +111,20 @@ impl Env {
     /// ```
     pub fn with_restart(mut self, restart: RestartBroker) -> Self {
         self.restart_broker = Some(restart);
+        self
+    }
+
+    /// The settings with the cluster's controls, for [`cluster_scenarios`].
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use flechtwerk::testing::conformance::{ClusterControl, Env};
+    /// fn env_for(control: Arc<dyn ClusterControl>) -> Env {
+    ///     Env { replication_factor: 3, ..Env::new("cluster") }.with_cluster(control)
+    /// }
+    /// ```
+    pub fn with_cluster(mut self, control: std::sync::Arc<dyn ClusterControl>) -> Self {
+        self.cluster = Some(control);
         self
     }
 
