@@ -531,17 +531,49 @@ impl Cluster {
         self.ctx.event(format!("network healed: {}", self.broker_name(id)));
     }
 
-    /// Moves the leadership of the `pick`-th partition (modulo their number; data and
-    /// coordinator topics, in name order) to broker `to`, or to the next in-sync replica after
-    /// it; `false` when none other is in sync.
+    /// Moves the leadership of the `pick`-th busy partition (modulo their number: the data
+    /// partitions, then the coordinator partitions of the transactional ids and groups in use)
+    /// to broker `to`, or to the next in-sync replica after it; `false` when none other is in
+    /// sync.
     pub fn move_some_leader(&self, pick: usize, to: usize) -> bool {
-        let partitions = self.inspect(|broker| broker.placed_partitions());
+        let partitions = self.inspect(|broker| broker.busy_partitions());
         if partitions.is_empty() {
             return false;
         }
         let partition = &partitions[pick % partitions.len()];
         let brokers = self.brokers() as usize;
         (0..brokers).any(|step| self.move_leader(partition, ((to + step) % brokers) as BrokerId))
+    }
+
+    /// A failover while a follower lags, the way acknowledged writes get lost when they were
+    /// acknowledged too early: a follower of the `pick`-th data partition freezes for `lag`
+    /// (staying in the ISR, under `replica.lag.time.max.ms`), and `lead` into it the
+    /// partition's leader crashes for `down`. `false` when there is no such partition yet.
+    pub fn lagging_failover(&self, pick: usize, lag: Duration, lead: Duration, down: Duration) -> bool {
+        let partitions = self.inspect(|broker| broker.data_partitions());
+        if partitions.is_empty() {
+            return false;
+        }
+        let partition = partitions[pick % partitions.len()].clone();
+        let placement = self.inspect(|broker| broker.placement(&partition).cloned());
+        let Some(placement) = placement else { return false };
+        let Some(leader) = placement.leader else { return false };
+        let Some(&follower) = placement.replicas.iter().find(|&&b| b != leader) else { return false };
+        self.ctx
+            .fault("lagging-failover", format!("{partition}: broker {follower} lags, then leader {leader} crashes"));
+        let cluster = self.clone();
+        tokio::spawn(async move {
+            let pause = {
+                let cluster = cluster.clone();
+                tokio::spawn(async move { cluster.pause_broker(follower, lag).await })
+            };
+            madsim::time::sleep(lead).await;
+            cluster.stop_broker_id(leader);
+            madsim::time::sleep(down).await;
+            cluster.start_broker_id(leader);
+            let _ = pause.await;
+        });
+        true
     }
 
     /// Moves the leadership of `partition` (data or coordinator topic) to broker `to`, as a

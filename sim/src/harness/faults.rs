@@ -154,10 +154,25 @@ pub enum Fault {
     /// or group coordinator), moves to another in-sync replica, as a preferred-leader election
     /// or a reassignment moves it. Skipped on a single broker.
     LeaderMove {
-        /// Which partition: an index into the cluster's partitions, modulo their number.
+        /// Which partition: an index into the cluster's busy partitions (data partitions, and
+        /// the coordinator partitions of the ids and groups in use), modulo their number.
         partition: usize,
         /// Target broker slot (the next in-sync one if it is not).
         to: usize,
+    },
+    /// A failover while a follower lags: a follower of one data partition freezes for `lag`
+    /// (still in the ISR: under `replica.lag.time.max.ms`), and `lead` into it the partition's
+    /// leader crashes for `down` — the sequence that loses writes acknowledged before every
+    /// in-sync replica had them. Skipped on a single broker.
+    LaggingFailover {
+        /// Which data partition: an index into them, modulo their number.
+        partition: usize,
+        /// How long the follower freezes.
+        lag: Duration,
+        /// When the leader crashes, into the freeze.
+        lead: Duration,
+        /// How long the leader is down.
+        down: Duration,
     },
 }
 
@@ -182,6 +197,7 @@ impl Fault {
             Fault::BrokerPause { .. } => "broker-pause",
             Fault::BrokerIsolate { .. } => "broker-isolate",
             Fault::LeaderMove { .. } => "leader-move",
+            Fault::LaggingFailover { .. } => "lagging-failover",
         }
     }
 
@@ -198,6 +214,7 @@ impl Fault {
             | Fault::BrokerPause { duration, .. }
             | Fault::BrokerIsolate { duration, .. }
             | Fault::MqttBrokerRestart { down: duration } => *duration,
+            Fault::LaggingFailover { lag, lead, down, .. } => (*lead + *down).max(*lag),
             _ => Duration::ZERO,
         }
     }
@@ -238,6 +255,10 @@ impl fmt::Display for Fault {
             Fault::BrokerPause { broker, duration } => write!(f, "broker-pause broker#{broker} for {duration:?}"),
             Fault::BrokerIsolate { broker, duration } => write!(f, "broker-isolate broker#{broker} for {duration:?}"),
             Fault::LeaderMove { partition, to } => write!(f, "leader-move partition#{partition} to broker#{to}"),
+            Fault::LaggingFailover { partition, lag, lead, down } => write!(
+                f,
+                "lagging-failover partition#{partition}: a follower frozen {lag:?}, the leader down {down:?} from {lead:?}"
+            ),
         }
     }
 }
@@ -373,6 +394,8 @@ pub struct FaultProfile {
     pub broker_isolate: u32,
     /// Weight of [`Fault::LeaderMove`].
     pub leader_move: u32,
+    /// Weight of [`Fault::LaggingFailover`].
+    pub lagging_failover: u32,
     /// Gap between two faults (uniform).
     pub gap: (Duration, Duration),
     /// Session timeout of the replicas: pauses are drawn around it.
@@ -408,6 +431,7 @@ impl FaultProfile {
             broker_pause: 0,
             broker_isolate: 0,
             leader_move: 0,
+            lagging_failover: 0,
             gap: (Duration::from_millis(300), Duration::from_millis(3_000)),
             session_timeout: Duration::from_secs(6),
             transaction_timeout: Duration::from_secs(60),
@@ -508,17 +532,19 @@ impl FaultProfile {
             + self.broker_pause
             + self.broker_isolate
             + self.leader_move
+            + self.lagging_failover
     }
 
     /// This profile on a cluster of `brokers`: on several, a profile with any fault gets the
-    /// broker kinds too (weights already set are kept): broker crashes 3, pauses 1, isolations
-    /// 1, leadership moves 3. On one broker the profile is unchanged, so its seeds draw the
+    /// broker kinds too (weights already set are kept): broker crashes 4, pauses 2, isolations
+    /// 1, leadership moves 4, failovers while a follower lags 4. On one broker the profile is unchanged, so its seeds draw the
     /// schedules they drew before the kinds existed.
     ///
     /// ```
     /// use flechtwerk_sim::harness::faults::FaultProfile;
     /// let three = FaultProfile::everything().on_brokers(3);
-    /// assert_eq!((three.broker_crash, three.broker_pause, three.broker_isolate, three.leader_move), (3, 1, 1, 3));
+    /// assert_eq!((three.broker_crash, three.broker_pause, three.broker_isolate, three.leader_move), (4, 2, 1, 4));
+    /// assert_eq!(three.lagging_failover, 4);
     /// assert_eq!(FaultProfile::everything().on_brokers(1), FaultProfile::everything());
     /// assert_eq!(FaultProfile::calm().on_brokers(3), FaultProfile::calm());
     /// ```
@@ -528,10 +554,11 @@ impl FaultProfile {
         }
         let or = |set: u32, default: u32| if set > 0 { set } else { default };
         FaultProfile {
-            broker_crash: or(self.broker_crash, 3),
-            broker_pause: or(self.broker_pause, 1),
+            broker_crash: or(self.broker_crash, 4),
+            broker_pause: or(self.broker_pause, 2),
             broker_isolate: or(self.broker_isolate, 1),
-            leader_move: or(self.leader_move, 3),
+            leader_move: or(self.leader_move, 4),
+            lagging_failover: or(self.lagging_failover, 4),
             ..self.clone()
         }
     }
@@ -665,6 +692,13 @@ impl FaultProfile {
                 }
             } else if take(self.leader_move) {
                 Fault::LeaderMove { partition: rng.gen_range(0..1_000), to: slot }
+            } else if take(self.lagging_failover) {
+                Fault::LaggingFailover {
+                    partition: rng.gen_range(0..1_000),
+                    lag: uniform(rng, Duration::from_secs(3), Duration::from_secs(25)),
+                    lead: uniform(rng, Duration::from_millis(500), Duration::from_secs(3)),
+                    down: uniform(rng, Duration::from_secs(2), Duration::from_secs(15)),
+                }
             } else {
                 // A handover while only the changelog's markers are late. The owner that loses
                 // its tasks must have committed inside the window first (so the handover comes
@@ -814,6 +848,7 @@ impl FaultProfile {
             FaultKind::BrokerPause => self.broker_pause,
             FaultKind::BrokerIsolate => self.broker_isolate,
             FaultKind::LeaderMove => self.leader_move,
+            FaultKind::LaggingFailover => self.lagging_failover,
         }
     }
 }
@@ -855,11 +890,13 @@ pub enum FaultKind {
     BrokerIsolate,
     /// [`Fault::LeaderMove`].
     LeaderMove,
+    /// [`Fault::LaggingFailover`].
+    LaggingFailover,
 }
 
 impl FaultKind {
     /// Every kind.
-    pub const ALL: [FaultKind; 17] = [
+    pub const ALL: [FaultKind; 18] = [
         FaultKind::CrashRestart,
         FaultKind::AddReplica,
         FaultKind::RemoveReplica,
@@ -877,6 +914,7 @@ impl FaultKind {
         FaultKind::BrokerPause,
         FaultKind::BrokerIsolate,
         FaultKind::LeaderMove,
+        FaultKind::LaggingFailover,
     ];
 }
 
@@ -969,6 +1007,14 @@ impl Fault {
             FaultKind::LeaderMove => {
                 (0..1_000usize, slot()).prop_map(|(partition, to)| Fault::LeaderMove { partition, to }).boxed()
             }
+            FaultKind::LaggingFailover => (
+                0..1_000usize,
+                span(Duration::from_secs(3), Duration::from_secs(25)),
+                span(Duration::from_millis(500), Duration::from_secs(3)),
+                span(Duration::from_secs(2), Duration::from_secs(15)),
+            )
+                .prop_map(|(partition, lag, lead, down)| Fault::LaggingFailover { partition, lag, lead, down })
+                .boxed(),
         }
     }
 }
@@ -1021,6 +1067,7 @@ mod tests {
             Fault::BrokerPause { .. } => profile.broker_pause > 0,
             Fault::BrokerIsolate { .. } => profile.broker_isolate > 0,
             Fault::LeaderMove { .. } => profile.leader_move > 0,
+            Fault::LaggingFailover { .. } => profile.lagging_failover > 0,
         }
     }
 

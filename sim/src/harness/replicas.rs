@@ -461,6 +461,7 @@ impl Replicas {
             | Fault::BrokerPause { .. }
             | Fault::BrokerIsolate { .. }
             | Fault::LeaderMove { .. }
+            | Fault::LaggingFailover { .. }
                 if cluster.brokers() == 1 =>
             {
                 self.ctx.event(format!("skipped {fault}: a single broker"));
@@ -484,6 +485,11 @@ impl Replicas {
             Fault::LeaderMove { partition, to } => {
                 if !cluster.move_some_leader(partition, to) {
                     self.ctx.event(format!("skipped {fault}: no other in-sync replica"));
+                }
+            }
+            Fault::LaggingFailover { partition, lag, lead, down } => {
+                if !cluster.lagging_failover(partition, lag, lead, down) {
+                    self.ctx.event(format!("skipped {fault}: no partition with a leader and a follower"));
                 }
             }
         }

@@ -92,6 +92,7 @@ const FAULTS: &[&str] = &[
     "broker-pause",
     "broker-isolate",
     "leader-move",
+    "lagging-failover",
 ];
 
 /// The fault kinds of `counter-rolling`: those of the others, and clean restarts.

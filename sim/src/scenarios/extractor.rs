@@ -67,6 +67,7 @@ pub static SCENARIO: Scenario = Scenario {
         "request-chaos", "fail-transactions", "late-markers", "kafka-drop-request", "kafka-hold-request",
         "kafka-delay-request", "kafka-error", "kafka-drop-response", "kafka-delay-response", "kafka-marker-delay",
         "buggify", "source-error", "slow-page", "broker-crash", "broker-pause", "broker-isolate", "leader-move",
+        "lagging-failover",
     ],
     run: |ctx| Box::pin(run(ctx)) as Pin<Box<dyn std::future::Future<Output = ()>>>,
 };

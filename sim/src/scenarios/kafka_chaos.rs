@@ -58,6 +58,7 @@ pub static SCENARIO: Scenario = Scenario {
         "broker-pause",
         "broker-isolate",
         "leader-move",
+        "lagging-failover",
     ],
     run: |ctx| Box::pin(run(ctx)) as Pin<Box<dyn std::future::Future<Output = ()>>>,
 };

@@ -82,6 +82,7 @@ const FAULTS: &[&str] = &[
     "broker-pause",
     "broker-isolate",
     "leader-move",
+    "lagging-failover",
     "mqtt-slow-ack",
 ];
 

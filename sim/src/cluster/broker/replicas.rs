@@ -194,9 +194,23 @@ impl Broker {
         self.replication.placements.get(partition)
     }
 
-    /// Every placed partition, data and coordinator topics, in name order.
-    pub fn placed_partitions(&self) -> Vec<TopicPartition> {
-        self.replication.placements.keys().cloned().collect()
+    /// The partitions a fault can usefully move or fail, in name order: every data partition,
+    /// and the coordinator partitions of the transactional ids and groups in use.
+    pub fn busy_partitions(&self) -> Vec<TopicPartition> {
+        let mut coordinators: BTreeSet<TopicPartition> = BTreeSet::new();
+        for (id, _, _) in self.txn.epochs() {
+            coordinators.insert(coordinator_topic_partition(&CoordinatorKey::Transaction(id.to_owned())));
+        }
+        for (group, _) in self.groups.generations() {
+            coordinators.insert(coordinator_topic_partition(&CoordinatorKey::Group(group.to_owned())));
+        }
+        let data = self.replication.placements.keys().filter(|tp| !is_coordinator_topic(&tp.topic)).cloned();
+        data.chain(coordinators).collect()
+    }
+
+    /// The data partitions, in name order.
+    pub fn data_partitions(&self) -> Vec<TopicPartition> {
+        self.replication.placements.keys().filter(|tp| !is_coordinator_topic(&tp.topic)).cloned().collect()
     }
 
     /// The brokers the controller has fenced.
