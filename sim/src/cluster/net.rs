@@ -56,12 +56,13 @@ pub const BROKER_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(2);
 /// `broker.session.timeout.ms` (Kafka: 9 s): the controller fences a broker silent this long.
 pub const BROKER_SESSION_TIMEOUT: Duration = Duration::from_secs(9);
 
-/// How often a follower fetches from each leader (Kafka's followers long-poll and get new
-/// records at once; a short interval stands for that).
-pub const REPLICA_FETCH_INTERVAL: Duration = Duration::from_millis(20);
+/// `replica.fetch.wait.max.ms` (Kafka: 500 ms): a follower's fetch that finds nothing new waits
+/// this long at the leader for an append, and is answered at once when one comes (a long
+/// poll, as Kafka's followers fetch).
+pub const REPLICA_FETCH_WAIT_MAX: Duration = Duration::from_millis(500);
 
 /// How long a follower waits for a leader's answer before it fetches again.
-const REPLICA_FETCH_TIMEOUT: Duration = Duration::from_millis(500);
+const REPLICA_FETCH_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// How often a produce waiting for its replication looks again.
 const ACK_POLL: Duration = Duration::from_millis(5);
@@ -115,6 +116,10 @@ struct Server {
     broker: Mutex<Broker>,
     faults: FaultPlan,
     nodes: Vec<BrokerNode>,
+    /// Woken when something was appended: the followers' waiting fetches.
+    appended: tokio::sync::Notify,
+    /// The append count the waiters last heard of.
+    appends_seen: AtomicU64,
 }
 
 /// What one broker node keeps across its restarts.
@@ -132,7 +137,15 @@ fn elapsed() -> Duration {
 impl Server {
     fn with_broker<R>(&self, f: impl FnOnce(&mut Broker, Duration, &mut FaultPlan) -> R) -> R {
         let mut faults = self.faults.clone();
-        f(&mut self.broker.lock().expect("broker lock"), elapsed(), &mut faults)
+        let (result, appends) = {
+            let mut broker = self.broker.lock().expect("broker lock");
+            let result = f(&mut broker, elapsed(), &mut faults);
+            (result, broker.appends())
+        };
+        if self.nodes.len() > 1 && self.appends_seen.swap(appends, Ordering::SeqCst) != appends {
+            self.appended.notify_waiters();
+        }
+        result
     }
 }
 
@@ -208,22 +221,29 @@ async fn serve(server: Arc<Server>, ctx: Ctx, id: BrokerId) {
     } else {
         ctx.event(format!("kafka: broker up (boot #{boot})"));
     }
-    let ticker = server.clone();
-    tokio::spawn(async move {
-        loop {
-            madsim::time::sleep(TICK_INTERVAL).await;
-            ticker.with_broker(|broker, now, faults| broker.advance(now, faults));
-        }
-    });
+    if !several {
+        tokio::spawn(tick(server.clone()));
+    }
     if several {
         tokio::spawn(heartbeat(endpoint.clone(), id, boot));
-        tokio::spawn(follow(endpoint.clone(), server.clone(), id));
+        for leader in (0..server.nodes.len() as BrokerId).filter(|&leader| leader != id) {
+            tokio::spawn(follow(endpoint.clone(), server.clone(), id, leader));
+        }
         tokio::spawn(lead(endpoint.clone(), server.clone(), id));
     }
     loop {
         let Ok((payload, from)) = endpoint.recv_from_raw(REQUEST_TAG).await else { continue };
         let envelope = *payload.downcast::<Envelope>().expect("only requests use the request tag");
         tokio::spawn(handle(endpoint.clone(), server.clone(), id, envelope, from));
+    }
+}
+
+/// The timers of the cluster's shared state (on the broker node of a single broker, on the
+/// controller node of several: one ticker for the shared state, not one per broker).
+async fn tick(server: Arc<Server>) {
+    loop {
+        madsim::time::sleep(TICK_INTERVAL).await;
+        server.with_broker(|broker, now, faults| broker.advance(now, faults));
     }
 }
 
@@ -235,40 +255,62 @@ async fn heartbeat(endpoint: Endpoint, broker: BrokerId, boot: u64) {
     }
 }
 
-/// A broker's replica fetcher: fetches from each leader of a partition it follows.
-async fn follow(endpoint: Endpoint, server: Arc<Server>, follower: BrokerId) {
+/// A broker's replica fetcher for one leader (Kafka runs one per source broker): fetches what
+/// it follows of `leader`'s partitions, again as soon as an answer came.
+async fn follow(endpoint: Endpoint, server: Arc<Server>, follower: BrokerId, leader: BrokerId) {
     loop {
-        madsim::time::sleep(REPLICA_FETCH_INTERVAL).await;
-        let by_leader = server.broker.lock().expect("broker lock").follower_positions(follower);
-        let fetches = by_leader.into_iter().map(|(leader, positions)| {
-            let endpoint = endpoint.clone();
-            async move {
-                let reply_tag: u64 = madsim::rand::random();
-                let fetch = ReplicaFetch { reply_tag, follower, positions };
-                endpoint.send_to_raw(broker_addr(leader), REPLICA_TAG, Box::new(fetch)).await.ok()?;
-                let (payload, _) =
-                    madsim::time::timeout(REPLICA_FETCH_TIMEOUT, endpoint.recv_from_raw(reply_tag)).await.ok()?.ok()?;
-                payload.downcast::<Vec<ReplicaPosition>>().ok().map(|answers| *answers)
-            }
-        });
-        for answers in futures::future::join_all(fetches).await.into_iter().flatten() {
-            server.broker.lock().expect("broker lock").replica_fetched(follower, &answers);
+        let positions = server.broker.lock().expect("broker lock").follower_positions(follower).remove(&leader);
+        let Some(positions) = positions else {
+            // Nothing of `leader`'s to follow (now): look again later.
+            madsim::time::sleep(REPLICA_FETCH_WAIT_MAX).await;
+            continue;
+        };
+        let answers = async {
+            let reply_tag: u64 = madsim::rand::random();
+            let fetch = ReplicaFetch { reply_tag, follower, positions };
+            endpoint.send_to_raw(broker_addr(leader), REPLICA_TAG, Box::new(fetch)).await.ok()?;
+            let (payload, _) =
+                madsim::time::timeout(REPLICA_FETCH_TIMEOUT, endpoint.recv_from_raw(reply_tag)).await.ok()?.ok()?;
+            payload.downcast::<Vec<ReplicaPosition>>().ok().map(|answers| *answers)
+        }
+        .await;
+        match answers {
+            Some(answers) => server.broker.lock().expect("broker lock").replica_fetched(follower, &answers),
+            // The leader is down, frozen or cut off: try again after a pause.
+            None => madsim::time::sleep(REPLICA_FETCH_WAIT_MAX).await,
         }
     }
 }
 
-/// A broker's answers to its followers' fetches.
+/// A broker's answers to its followers' fetches: at once when the follower lacks something,
+/// else when something is appended or after [`REPLICA_FETCH_WAIT_MAX`].
 async fn lead(endpoint: Endpoint, server: Arc<Server>, leader: BrokerId) {
     loop {
         let Ok((payload, from)) = endpoint.recv_from_raw(REPLICA_TAG).await else { continue };
         let fetch = *payload.downcast::<ReplicaFetch>().expect("only replica fetches use the replica tag");
-        let answers = server.broker.lock().expect("broker lock").replica_fetch(
-            leader,
-            fetch.follower,
-            &fetch.positions,
-            elapsed(),
-        );
-        let _ = endpoint.send_to_raw(from, fetch.reply_tag, Box::new(answers)).await;
+        let (endpoint, server) = (endpoint.clone(), server.clone());
+        tokio::spawn(async move {
+            let appended = server.appended.notified();
+            let answers = server.broker.lock().expect("broker lock").replica_fetch(
+                leader,
+                fetch.follower,
+                &fetch.positions,
+                elapsed(),
+            );
+            let news = answers.iter().zip(&fetch.positions).any(|(a, p)| a.log_end > p.log_end);
+            let answers = if news || answers.len() < fetch.positions.len() {
+                answers
+            } else {
+                let _ = madsim::time::timeout(REPLICA_FETCH_WAIT_MAX, appended).await;
+                server.broker.lock().expect("broker lock").replica_fetch(
+                    leader,
+                    fetch.follower,
+                    &fetch.positions,
+                    elapsed(),
+                )
+            };
+            let _ = endpoint.send_to_raw(from, fetch.reply_tag, Box::new(answers)).await;
+        });
     }
 }
 
@@ -276,6 +318,7 @@ async fn lead(endpoint: Endpoint, server: Arc<Server>, leader: BrokerId) {
 /// them when they are back.
 async fn control(server: Arc<Server>, ctx: Ctx) {
     let endpoint = Endpoint::bind(CONTROLLER_ADDR).await.expect("the controller address is free");
+    tokio::spawn(tick(server.clone()));
     let mut sessions: BTreeMap<BrokerId, (u64, Duration)> = BTreeMap::new();
     loop {
         let received =
@@ -409,6 +452,8 @@ impl Cluster {
             broker: Mutex::new(Broker::new(config, ctx.trace.clone())),
             faults,
             nodes: (0..brokers).map(|_| BrokerNode::default()).collect(),
+            appended: tokio::sync::Notify::new(),
+            appends_seen: AtomicU64::new(0),
         });
         let handle = Handle::current();
         let nodes = (0..brokers as BrokerId)
@@ -545,10 +590,11 @@ impl Cluster {
         (0..brokers).any(|step| self.move_leader(partition, ((to + step) % brokers) as BrokerId))
     }
 
-    /// A failover while a follower lags, the way acknowledged writes get lost when they were
-    /// acknowledged too early: a follower of the `pick`-th data partition freezes for `lag`
-    /// (staying in the ISR, under `replica.lag.time.max.ms`), and `lead` into it the
-    /// partition's leader crashes for `down`. `false` when there is no such partition yet.
+    /// A failover while the followers lag, the way acknowledged writes get lost when they were
+    /// acknowledged too early: every follower of the `pick`-th data partition freezes for `lag`
+    /// (under the broker session timeout: they stay unfenced and in the ISR), and `lead` into
+    /// it the partition's leader crashes for `down`; a follower that lacks the leader's last
+    /// appends becomes the leader. `false` when there is no such partition yet.
     pub fn lagging_failover(&self, pick: usize, lag: Duration, lead: Duration, down: Duration) -> bool {
         let partitions = self.inspect(|broker| broker.data_partitions());
         if partitions.is_empty() {
@@ -558,20 +604,28 @@ impl Cluster {
         let placement = self.inspect(|broker| broker.placement(&partition).cloned());
         let Some(placement) = placement else { return false };
         let Some(leader) = placement.leader else { return false };
-        let Some(&follower) = placement.replicas.iter().find(|&&b| b != leader) else { return false };
-        self.ctx
-            .fault("lagging-failover", format!("{partition}: broker {follower} lags, then leader {leader} crashes"));
+        let followers: Vec<BrokerId> = placement.replicas.iter().copied().filter(|&b| b != leader).collect();
+        if followers.is_empty() {
+            return false;
+        }
+        self.ctx.fault(
+            "lagging-failover",
+            format!("{partition}: followers {followers:?} frozen {lag:?}, leader {leader} crashes after {lead:?}"),
+        );
+        let handle = Handle::current();
+        for &follower in &followers {
+            handle.pause(self.nodes[follower as usize]);
+        }
         let cluster = self.clone();
         tokio::spawn(async move {
-            let pause = {
-                let cluster = cluster.clone();
-                tokio::spawn(async move { cluster.pause_broker(follower, lag).await })
-            };
             madsim::time::sleep(lead).await;
             cluster.stop_broker_id(leader);
-            madsim::time::sleep(down).await;
+            madsim::time::sleep(lag.saturating_sub(lead)).await;
+            for &follower in &followers {
+                Handle::current().resume(cluster.nodes[follower as usize]);
+            }
+            madsim::time::sleep(down.saturating_sub(lag.saturating_sub(lead))).await;
             cluster.start_broker_id(leader);
-            let _ = pause.await;
         });
         true
     }
@@ -622,6 +676,11 @@ impl Cluster {
         let down = self.down.lock().expect("down lock").clone();
         for (id, &node) in self.nodes.iter().enumerate() {
             if !down.contains(&(id as BrokerId)) {
+                if self.nodes.len() > 1 {
+                    // One broker may be up already (a crash of its own ended): a start of a
+                    // running node is a restart.
+                    Handle::current().kill(node);
+                }
                 Handle::current().restart(node);
             }
         }

@@ -160,14 +160,15 @@ pub enum Fault {
         /// Target broker slot (the next in-sync one if it is not).
         to: usize,
     },
-    /// A failover while a follower lags: a follower of one data partition freezes for `lag`
-    /// (still in the ISR: under `replica.lag.time.max.ms`), and `lead` into it the partition's
-    /// leader crashes for `down` — the sequence that loses writes acknowledged before every
-    /// in-sync replica had them. Skipped on a single broker.
+    /// A failover while the followers lag: every follower of one data partition freezes for
+    /// `lag` (under the broker session timeout: unfenced, still in the ISR), and `lead` into it
+    /// the partition's leader crashes for `down` (from the crash) — the sequence that loses
+    /// writes acknowledged before every in-sync replica had them, and truncates what the old
+    /// leader appended alone. Skipped on a single broker.
     LaggingFailover {
         /// Which data partition: an index into them, modulo their number.
         partition: usize,
-        /// How long the follower freezes.
+        /// How long the followers freeze.
         lag: Duration,
         /// When the leader crashes, into the freeze.
         lead: Duration,
@@ -257,7 +258,7 @@ impl fmt::Display for Fault {
             Fault::LeaderMove { partition, to } => write!(f, "leader-move partition#{partition} to broker#{to}"),
             Fault::LaggingFailover { partition, lag, lead, down } => write!(
                 f,
-                "lagging-failover partition#{partition}: a follower frozen {lag:?}, the leader down {down:?} from {lead:?}"
+                "lagging-failover partition#{partition}: the followers frozen {lag:?}, the leader down {down:?} from {lead:?}"
             ),
         }
     }
@@ -695,8 +696,8 @@ impl FaultProfile {
             } else if take(self.lagging_failover) {
                 Fault::LaggingFailover {
                     partition: rng.gen_range(0..1_000),
-                    lag: uniform(rng, Duration::from_secs(3), Duration::from_secs(25)),
-                    lead: uniform(rng, Duration::from_millis(500), Duration::from_secs(3)),
+                    lag: uniform(rng, Duration::from_secs(2), Duration::from_secs(8)),
+                    lead: uniform(rng, Duration::from_millis(300), Duration::from_millis(1_500)),
                     down: uniform(rng, Duration::from_secs(2), Duration::from_secs(15)),
                 }
             } else {
@@ -1009,8 +1010,8 @@ impl Fault {
             }
             FaultKind::LaggingFailover => (
                 0..1_000usize,
-                span(Duration::from_secs(3), Duration::from_secs(25)),
-                span(Duration::from_millis(500), Duration::from_secs(3)),
+                span(Duration::from_secs(2), Duration::from_secs(8)),
+                span(Duration::from_millis(300), Duration::from_millis(1_500)),
                 span(Duration::from_secs(2), Duration::from_secs(15)),
             )
                 .prop_map(|(partition, lag, lead, down)| Fault::LaggingFailover { partition, lag, lead, down })

@@ -144,6 +144,8 @@ pub struct Broker {
     txn: txn::Coordinator,
     groups: group::Groups,
     replication: replicas::Replication,
+    /// Counts appends (batches and markers): what wakes a leader's waiting replica fetches.
+    appends: u64,
     last_clean: Duration,
     /// What the invariant checks saw after the previous request.
     seen: Seen,
@@ -167,6 +169,7 @@ impl Broker {
         Broker {
             config,
             replication,
+            appends: 0,
             trace,
             now: Duration::ZERO,
             topics: BTreeMap::new(),
@@ -175,6 +178,12 @@ impl Broker {
             last_clean: Duration::ZERO,
             seen: Seen::default(),
         }
+    }
+
+    /// How many batches and markers were appended so far (a follower waiting for news compares
+    /// it).
+    pub fn appends(&self) -> u64 {
+        self.appends
     }
 
     /// The settings.

@@ -339,6 +339,7 @@ impl Broker {
         let batch = Batch { producer, transactional: transactional_id.is_some(), base_sequence, records };
         let (log, _) = self.log_mut(&partition)?;
         let appended = log.append(batch, stamp)?;
+        self.appends += u64::from(!appended.duplicate);
         self.update_high_watermark(&partition);
         let txn = transactional_id.map_or(String::new(), |id| format!(" txn {id}"));
         let last = appended.base_offset + count as i64 - 1;
@@ -473,6 +474,7 @@ impl Broker {
                 let (now, tp) = (self.now, tp.clone());
                 if let Ok((log, settings)) = self.log_mut(&tp) {
                     let offset = log.write_marker(marker.producer_id, marker.commit, now, settings.segment);
+                    self.appends += 1;
                     self.event(format!("marker {verb} {tp} @{offset} (txn {id} #{serial})"));
                     self.txn.landing.insert((tp.clone(), offset), marker);
                     self.update_high_watermark(&tp);
