@@ -327,15 +327,15 @@ async fn settle_two<'a>(
 ) -> Result<(), Failure> {
     let deadline = tokio::time::Instant::now() + max;
     loop {
-        for i in 0..2 {
+        for (i, slot) in held.iter_mut().enumerate() {
             let consumer: &mut (dyn crate::kafka::Consumer + 'a) = if i == 0 { &mut *first } else { &mut *second };
             let polled = consumer.poll(100, Duration::from_millis(100)).await?;
             for event in polled.rebalances {
                 match event {
                     Rebalance::Revoked { partitions } => partitions.iter().for_each(|p| {
-                        held[i].remove(p);
+                        slot.remove(p);
                     }),
-                    Rebalance::Assigned { partitions, .. } => held[i].extend(partitions),
+                    Rebalance::Assigned { partitions, .. } => slot.extend(partitions),
                 }
             }
         }

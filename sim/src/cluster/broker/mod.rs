@@ -19,6 +19,8 @@ pub mod replicas;
 mod txn;
 
 #[cfg(test)]
+mod replicas_tests;
+#[cfg(test)]
 mod tests;
 
 use std::collections::BTreeMap;
