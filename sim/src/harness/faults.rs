@@ -538,14 +538,15 @@ impl FaultProfile {
 
     /// This profile on a cluster of `brokers`: on several, a profile with any fault gets the
     /// broker kinds too (weights already set are kept): broker crashes 4, pauses 2, isolations
-    /// 1, leadership moves 4, failovers while a follower lags 4. On one broker the profile is unchanged, so its seeds draw the
+    /// 1, leadership moves 6, failovers while the followers lag 8 (the sharpest: what a
+    /// Jepsen nemesis aims at). On one broker the profile is unchanged, so its seeds draw the
     /// schedules they drew before the kinds existed.
     ///
     /// ```
     /// use flechtwerk_sim::harness::faults::FaultProfile;
     /// let three = FaultProfile::everything().on_brokers(3);
-    /// assert_eq!((three.broker_crash, three.broker_pause, three.broker_isolate, three.leader_move), (4, 2, 1, 4));
-    /// assert_eq!(three.lagging_failover, 4);
+    /// assert_eq!((three.broker_crash, three.broker_pause, three.broker_isolate, three.leader_move), (4, 2, 1, 6));
+    /// assert_eq!(three.lagging_failover, 8);
     /// assert_eq!(FaultProfile::everything().on_brokers(1), FaultProfile::everything());
     /// assert_eq!(FaultProfile::calm().on_brokers(3), FaultProfile::calm());
     /// ```
@@ -558,8 +559,8 @@ impl FaultProfile {
             broker_crash: or(self.broker_crash, 4),
             broker_pause: or(self.broker_pause, 2),
             broker_isolate: or(self.broker_isolate, 1),
-            leader_move: or(self.leader_move, 4),
-            lagging_failover: or(self.lagging_failover, 4),
+            leader_move: or(self.leader_move, 6),
+            lagging_failover: or(self.lagging_failover, 8),
             ..self.clone()
         }
     }
