@@ -106,6 +106,9 @@ pub enum Error {
         #[source]
         source: BoxError,
     },
+    /// A stage broke the engine's contract with it (the stage's bug, not the data's).
+    #[error(transparent)]
+    Contract(#[from] ContractViolation),
     /// The config store holds an undecodable value (a framework bug, CFG-04).
     #[error(transparent)]
     Config(#[from] ConfigStoreError),
@@ -142,6 +145,36 @@ pub enum Error {
         /// Why.
         #[source]
         source: EncodeError,
+    },
+}
+
+/// How a stage broke the engine's contract ([`Error::Contract`]).
+///
+/// ```
+/// use flechtwerk::ContractViolation;
+/// let violation = ContractViolation::PageUsedAfterFailure { state_key: "feed".into() };
+/// assert!(violation.to_string().contains("failed earlier"));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ContractViolation {
+    /// A poll of an MQTT stage wrote state (EXT-54): the MQTT broker, not Kafka, decides which
+    /// replica gets a message, so nothing would fence a stale writer.
+    #[error(
+        "poll of {state_key:?} wrote state, but an MQTT stage is stateless by contract: the MQTT broker, not \
+         Kafka, decides which replica gets a message, so nothing fences a stale writer (EXT-54); a source that \
+         keeps a cursor is an `Extractor`"
+    )]
+    StateInStatelessStage {
+        /// The state key (the config's key) of the poll.
+        state_key: String,
+    },
+    /// A page was used after one of its sends or commits failed: nothing more goes into its
+    /// transaction, which the runner aborts (EXT-14).
+    #[error("the page of state key {state_key:?} failed earlier: return that error from poll")]
+    PageUsedAfterFailure {
+        /// The state key (the config's key) of the poll.
+        state_key: String,
     },
 }
 

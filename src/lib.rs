@@ -191,7 +191,7 @@ pub use app::{Flechtwerk, FlechtwerkBuilder, IntoRunner};
 pub use configs::{ConfigStore, ConfigStoreError};
 pub use engine::bounds::MAX_POLL_RECORDS_DEFAULT;
 pub use engine::{Guarantee, Producers};
-pub use error::Error;
+pub use error::{ContractViolation, Error};
 pub use message::{IncomingMessage, IntoPayload, IntoValue, Message, Payload};
 pub use record::attribute;
 pub use record::{Config, Event, Record, State};

@@ -155,6 +155,11 @@ macro_rules! engine_tests {
         }
 
         #[tokio::test($($($runtime)+)?)]
+        async fn ext_14_a_page_used_after_its_failure_is_a_contract_violation() {
+            common::extractor::a_page_used_after_its_failure_is_a_contract_violation(&$harness("ext14reuse")).await;
+        }
+
+        #[tokio::test($($($runtime)+)?)]
         async fn it_ext_1_two_extractors_split_and_hand_over() {
             common::extractor::two_extractors_split_and_hand_over(&$harness("itext1")).await;
         }

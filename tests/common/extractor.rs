@@ -10,7 +10,7 @@ use flechtwerk::attribute::{Attribute, INT, STR};
 use flechtwerk::observer::Observer;
 use flechtwerk::stage::{extractor, BoxError, Emit};
 use flechtwerk::wire::RawRecord;
-use flechtwerk::{token_for, Config, Error, Event, Extractor, Message, Page, State};
+use flechtwerk::{token_for, Config, ContractViolation, Error, Event, Extractor, Message, Page, State};
 
 use super::{wait_for, Harness, Probe};
 
@@ -125,6 +125,51 @@ pub async fn a_failed_poll_aborts_only_its_open_page(h: &Harness) {
     assert_eq!(seen, vec!["k:Some(1)".to_owned(), "after:None".to_owned()], "the aborted page stays invisible");
     let changelog = h.read(&format!("{app}-changelog")).await;
     assert_eq!(changelog.len(), 1, "only the committed page's cursor");
+}
+
+/// A poll that swallows its page's failed send (a record over the producer's 1,000,000 bytes)
+/// and commits the page anyway.
+struct ReusesAFailedPage {
+    output: String,
+}
+
+const BLOB: Attribute<String> = Attribute::new("blob", &STR);
+
+impl Extractor for ReusesAFailedPage {
+    fn config_topics(&self) -> Vec<String> {
+        vec![self.output.replace("-output", "-configs")]
+    }
+    async fn poll(&self, _config: Config, _state: State, page: &mut Page<'_>) -> Result<(), BoxError> {
+        page.send(Message::new(self.output.as_str(), "k", Event::new().with(&N, 1)?)).await?;
+        let huge = Event::new().with(&BLOB, "x".repeat(1_100_000))?;
+        let failed = page.send(Message::new(self.output.as_str(), "k", huge)).await;
+        assert!(failed.is_err(), "a record over message.max.bytes is refused");
+        page.commit(State::new().with(&CURSOR, 1)?).await?;
+        Ok(())
+    }
+}
+
+/// EXT-14: a page whose send failed refuses to be used again, with a named contract
+/// violation; its transaction aborts, nothing of it is visible.
+pub async fn a_page_used_after_its_failure_is_a_contract_violation(h: &Harness) {
+    let configs = h.topic("configs", 1, true).await;
+    let output = h.topic("output", 1, false).await;
+    h.produce(&configs, &[(Some(0), "feed", Some(br#"{"on":true}"#))]).await;
+    let app = h.name("ext14reuse");
+    let error = h
+        .start(&app, "pod-0", ReusesAFailedPage { output: output.clone() }, Arc::new(Probe::default()))
+        .ended()
+        .await
+        .expect_err("the poll fails");
+    // The page's own error comes back as the engine's, not wrapped as the stage's.
+    assert!(
+        matches!(&error, Error::Contract(ContractViolation::PageUsedAfterFailure { state_key }) if state_key == "feed"),
+        "{error:?}"
+    );
+    h.produce(&output, &[(Some(0), "after", Some(b"{}"))]).await;
+    let outputs = h.read_within(&output, super::AFTER_ABORT_VISIBLE_MAX, |r| r.iter().any(|x| key(x) == "after")).await;
+    let keys: Vec<String> = outputs.iter().map(key).collect();
+    assert_eq!(keys, vec!["after".to_owned()], "the failed page's messages stay invisible");
 }
 
 /// The counter poll of IT-EXT-1: one output `{count, key, owner}` then the state, per cycle.

@@ -10,7 +10,7 @@ use crate::configs::ConfigStoreError;
 use crate::engine::config_topics::SharedStore;
 use crate::engine::records::{changelog_record, output_record, record_bytes};
 use crate::engine::txn::Txn;
-use crate::error::Error;
+use crate::error::{ContractViolation, Error};
 use crate::message::Message;
 use crate::observer::Observer;
 use crate::record::{Config, State};
@@ -61,12 +61,7 @@ impl TokenPage<'_> {
     async fn commit_state(&mut self, state: State) -> Result<(), Error> {
         let changed = state != self.baseline;
         if changed && self.stateless {
-            return Err(Error::Invalid(format!(
-                "poll of {:?} wrote state, but an MQTT stage is stateless by contract: the MQTT broker, not Kafka, \
-                 decides which replica gets a message, so nothing fences a stale writer (EXT-54); a source \
-                 that keeps a cursor is an `Extractor`",
-                self.state_key
-            )));
+            return Err(ContractViolation::StateInStatelessStage { state_key: self.state_key.to_owned() }.into());
         }
         if !changed && !self.pending {
             return Ok(()); // nothing to write: no transaction (EXT-11)
@@ -113,10 +108,7 @@ impl TokenPage<'_> {
     /// error, nothing more goes into its transaction, which the runner aborts.
     fn check_usable(&self) -> Result<(), Error> {
         if self.failed {
-            return Err(Error::Invalid(format!(
-                "the page of state key {:?} failed earlier: return that error from poll",
-                self.state_key
-            )));
+            return Err(ContractViolation::PageUsedAfterFailure { state_key: self.state_key.to_owned() }.into());
         }
         Ok(())
     }
