@@ -591,10 +591,11 @@ impl Cluster {
     }
 
     /// A failover while the followers lag, the way acknowledged writes get lost when they were
-    /// acknowledged too early: every follower of the `pick`-th data partition freezes for `lag`
-    /// (under the broker session timeout: they stay unfenced and in the ISR), and `lead` into
-    /// it the partition's leader crashes for `down`; a follower that lacks the leader's last
-    /// appends becomes the leader. `false` when there is no such partition yet.
+    /// acknowledged too early: every follower of the `pick`-th data partition is cut off from
+    /// its leader (both ways; clients and the controller still reach everyone) for `lag`, under
+    /// the session timeout (they stay unfenced and in the ISR), and `lead` into it the leader
+    /// crashes for `down`; a follower that lacks the leader's last appends takes over. `false`
+    /// when there is no such partition yet.
     pub fn lagging_failover(&self, pick: usize, lag: Duration, lead: Duration, down: Duration) -> bool {
         let partitions = self.inspect(|broker| broker.data_partitions());
         if partitions.is_empty() {
@@ -610,19 +611,24 @@ impl Cluster {
         }
         self.ctx.fault(
             "lagging-failover",
-            format!("{partition}: followers {followers:?} frozen {lag:?}, leader {leader} crashes after {lead:?}"),
+            format!("{partition}: followers {followers:?} cut off from leader {leader} for {lag:?}, which crashes after {lead:?}"),
         );
-        let handle = Handle::current();
-        for &follower in &followers {
-            handle.pause(self.nodes[follower as usize]);
+        let net = NetSim::current();
+        let links: Vec<(NodeId, NodeId)> =
+            followers.iter().map(|&f| (self.nodes[f as usize], self.nodes[leader as usize])).collect();
+        for &(follower, leader) in &links {
+            net.clog_link(follower, leader);
+            net.clog_link(leader, follower);
         }
         let cluster = self.clone();
         tokio::spawn(async move {
             madsim::time::sleep(lead).await;
             cluster.stop_broker_id(leader);
             madsim::time::sleep(lag.saturating_sub(lead)).await;
-            for &follower in &followers {
-                Handle::current().resume(cluster.nodes[follower as usize]);
+            let net = NetSim::current();
+            for &(follower, leader) in &links {
+                net.unclog_link(follower, leader);
+                net.unclog_link(leader, follower);
             }
             madsim::time::sleep(down.saturating_sub(lag.saturating_sub(lead))).await;
             cluster.start_broker_id(leader);

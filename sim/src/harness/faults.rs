@@ -160,15 +160,15 @@ pub enum Fault {
         /// Target broker slot (the next in-sync one if it is not).
         to: usize,
     },
-    /// A failover while the followers lag: every follower of one data partition freezes for
-    /// `lag` (under the broker session timeout: unfenced, still in the ISR), and `lead` into it
-    /// the partition's leader crashes for `down` (from the crash) — the sequence that loses
+    /// A failover while the followers lag: every follower of one data partition is cut off from
+    /// its leader for `lag` (under the broker session timeout: unfenced, still in the ISR), and
+    /// `lead` into it the partition's leader crashes for `down` (from the crash) — the sequence that loses
     /// writes acknowledged before every in-sync replica had them, and truncates what the old
     /// leader appended alone. Skipped on a single broker.
     LaggingFailover {
         /// Which data partition: an index into them, modulo their number.
         partition: usize,
-        /// How long the followers freeze.
+        /// How long the followers are cut off from the leader.
         lag: Duration,
         /// When the leader crashes, into the freeze.
         lead: Duration,
@@ -258,7 +258,7 @@ impl fmt::Display for Fault {
             Fault::LeaderMove { partition, to } => write!(f, "leader-move partition#{partition} to broker#{to}"),
             Fault::LaggingFailover { partition, lag, lead, down } => write!(
                 f,
-                "lagging-failover partition#{partition}: the followers frozen {lag:?}, the leader down {down:?} from {lead:?}"
+                "lagging-failover partition#{partition}: the followers cut off {lag:?}, the leader down {down:?} from {lead:?}"
             ),
         }
     }
