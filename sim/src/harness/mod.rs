@@ -42,9 +42,10 @@ pub const QUIESCENCE_MAX: Duration = Duration::from_secs(300);
 /// How long the live replicas get to converge on the config topics.
 pub const CONFIG_CONVERGENCE_MAX: Duration = Duration::from_secs(60);
 
-/// A topic of replication factor 1 (the simulated cluster has one broker), compacted or not.
+/// A topic of the cluster's default replication factor (3, or every broker of a smaller
+/// cluster: production's), compacted or not.
 pub fn topic(name: impl Into<String>, partitions: u32, compacted: bool) -> NewTopic {
-    let new = NewTopic::new(name, partitions).replication(1);
+    let new = NewTopic::new(name, partitions);
     if compacted {
         new.compacted()
     } else {
