@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 use flechtwerk::kafka::rdkafka::RdKafka;
 use flechtwerk::kafka::TopicPartition;
-use flechtwerk::testing::conformance::{cluster_scenarios, run_cluster, ClusterControl, Env};
+use flechtwerk::testing::conformance::{cluster_scenarios, report, run_cluster, ClusterControl, Env};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 
@@ -123,19 +123,8 @@ async fn cluster_scenarios_pass_against_three_brokers() {
     let kafka = RdKafka::new(bootstrap.clone());
     let verdicts = run_cluster(&kafka, &env).await;
 
-    let pins: Vec<(&str, &str)> = cluster_scenarios().iter().map(|s| (s.name, s.pins)).collect();
-    let mut failures = Vec::new();
-    for (name, verdict) in &verdicts {
-        let pinned = pins.iter().find(|(n, _)| n == name).map_or("", |(_, p)| *p);
-        match verdict {
-            Ok(()) => println!("PASS {name} ({pinned})"),
-            Err(failure) => {
-                println!("FAIL {name} ({pinned}): {failure}");
-                failures.push(format!("{name}: {failure}"));
-            }
-        }
-    }
-    assert_eq!(verdicts.len(), pins.len(), "every scenario ran");
+    let failures = report(&cluster_scenarios(), &verdicts);
+    assert_eq!(verdicts.len(), cluster_scenarios().len(), "every scenario ran");
     assert!(
         failures.is_empty(),
         "{} of {} cluster scenarios failed against {bootstrap} (prefix {prefix}):\n  {}",

@@ -7,7 +7,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use flechtwerk::kafka::rdkafka::RdKafka;
-use flechtwerk::testing::conformance::{run_all, scenarios, Env};
+use flechtwerk::testing::conformance::{report, run_all, scenarios, Env};
 
 #[tokio::test]
 async fn conformance_suite_passes_against_the_broker() {
@@ -41,19 +41,8 @@ async fn conformance_suite_passes_against_the_broker() {
     }
     let verdicts = run_all(&kafka, &env).await;
 
-    let pins: Vec<(&str, &str)> = scenarios().iter().map(|s| (s.name, s.pins)).collect();
-    let mut failures = Vec::new();
-    for (name, verdict) in &verdicts {
-        let pinned = pins.iter().find(|(n, _)| n == name).map_or("", |(_, p)| *p);
-        match verdict {
-            Ok(()) => println!("PASS {name} ({pinned})"),
-            Err(failure) => {
-                println!("FAIL {name} ({pinned}): {failure}");
-                failures.push(format!("{name}: {failure}"));
-            }
-        }
-    }
-    assert_eq!(verdicts.len(), pins.len(), "every scenario ran");
+    let failures = report(&scenarios(), &verdicts);
+    assert_eq!(verdicts.len(), scenarios().len(), "every scenario ran");
     assert!(
         failures.is_empty(),
         "{} of {} conformance scenarios failed against {bootstrap} (prefix {prefix}):\n  {}",

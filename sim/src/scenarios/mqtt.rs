@@ -386,8 +386,7 @@ async fn run(ctx: Ctx, stop_restart: u32) {
     setup
         .spawn(async move {
             let admin = admin_kafka.admin().expect("admin");
-            for spec in [NewTopic::new(CONFIGS, 1).compacted(), NewTopic::new(OUTPUT, 2)]
-            {
+            for spec in [NewTopic::new(CONFIGS, 1).compacted(), NewTopic::new(OUTPUT, 2)] {
                 while admin.create_topic(&spec).await.is_err() {
                     sleep(Duration::from_millis(100)).await;
                 }

@@ -136,13 +136,7 @@ pub fn cluster_scenarios() -> Vec<Scenario> {
 
 /// Runs every [`cluster_scenarios`] scenario in order and returns the verdicts.
 pub async fn run_cluster(kafka: &dyn Kafka, env: &Env) -> Vec<(&'static str, Result<(), Failure>)> {
-    let mut verdicts = Vec::new();
-    for scenario in cluster_scenarios() {
-        let scoped = Env { prefix: format!("{}-{}", env.prefix, scenario.name), ..env.clone() };
-        tracing::info!(scenario = scenario.name, "conformance scenario");
-        verdicts.push((scenario.name, (scenario.run)(kafka, &scoped).await));
-    }
-    verdicts
+    super::run_each(cluster_scenarios(), kafka, env).await
 }
 
 /// How long the controller takes to fence a broker that stopped heartbeating, with margin

@@ -307,13 +307,45 @@ pub fn scenarios() -> Vec<Scenario> {
 /// # fn main() {}
 /// ```
 pub async fn run_all(kafka: &dyn Kafka, env: &Env) -> Vec<(&'static str, Result<(), Failure>)> {
+    run_each(scenarios(), kafka, env).await
+}
+
+/// Runs `scenarios` in order, each to completion under its own prefix, and returns the verdicts.
+pub(super) async fn run_each(
+    scenarios: Vec<Scenario>,
+    kafka: &dyn Kafka,
+    env: &Env,
+) -> Vec<(&'static str, Result<(), Failure>)> {
     let mut verdicts = Vec::new();
-    for scenario in scenarios() {
+    for scenario in scenarios {
         let scoped = Env { prefix: format!("{}-{}", env.prefix, scenario.name), ..env.clone() };
         tracing::info!(scenario = scenario.name, "conformance scenario");
         verdicts.push((scenario.name, (scenario.run)(kafka, &scoped).await));
     }
     verdicts
+}
+
+/// Prints each verdict (`PASS name (what it pins)`, or `FAIL ...: why`) and returns the
+/// failures, one line each: what a runner of the suite asserts empty.
+///
+/// ```
+/// use flechtwerk::testing::conformance::{report, scenarios, Failure};
+/// let verdicts = vec![("topics", Ok(())), ("lso", Err(Failure::Verdict("saw an open record".into())))];
+/// assert_eq!(report(&scenarios(), &verdicts), ["lso: saw an open record"]);
+/// ```
+pub fn report(scenarios: &[Scenario], verdicts: &[(&'static str, Result<(), Failure>)]) -> Vec<String> {
+    let mut failures = Vec::new();
+    for (name, verdict) in verdicts {
+        let pinned = scenarios.iter().find(|s| s.name == *name).map_or("", |s| s.pins);
+        match verdict {
+            Ok(()) => println!("PASS {name} ({pinned})"),
+            Err(failure) => {
+                println!("FAIL {name} ({pinned}): {failure}");
+                failures.push(format!("{name}: {failure}"));
+            }
+        }
+    }
+    failures
 }
 
 async fn create(kafka: &dyn Kafka, env: &Env, topic: &str, partitions: u32, compact: bool) -> Result<(), Failure> {
