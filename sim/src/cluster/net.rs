@@ -594,9 +594,10 @@ impl Cluster {
     /// acknowledged too early: every follower of the `pick`-th data partition is cut off from
     /// its leader (both ways; clients and the controller still reach everyone) for `lag`, under
     /// the session timeout (they stay unfenced and in the ISR), and `lead` into it the leader
-    /// crashes for `down`; a follower that lacks the leader's last appends takes over. `false`
-    /// when there is no such partition yet.
-    pub fn lagging_failover(&self, pick: usize, lag: Duration, lead: Duration, down: Duration) -> bool {
+    /// crashes for `down` (or, without `crash`, its leadership moves to a follower); a follower
+    /// that lacks the leader's last appends takes over. `false` when there is no such partition
+    /// yet.
+    pub fn lagging_failover(&self, pick: usize, lag: Duration, lead: Duration, down: Duration, crash: bool) -> bool {
         let partitions = self.inspect(|broker| broker.data_partitions());
         if partitions.is_empty() {
             return false;
@@ -611,7 +612,10 @@ impl Cluster {
         }
         self.ctx.fault(
             "lagging-failover",
-            format!("{partition}: followers {followers:?} cut off from leader {leader} for {lag:?}, which crashes after {lead:?}"),
+            format!(
+                "{partition}: followers {followers:?} cut off from leader {leader} for {lag:?}, which {} after {lead:?}",
+                if crash { "crashes" } else { "loses its leadership" }
+            ),
         );
         let net = NetSim::current();
         let links: Vec<(NodeId, NodeId)> =
@@ -623,15 +627,24 @@ impl Cluster {
         let cluster = self.clone();
         tokio::spawn(async move {
             madsim::time::sleep(lead).await;
-            cluster.stop_broker_id(leader);
+            if crash {
+                cluster.stop_broker_id(leader);
+            } else {
+                // The controller still reaches everyone: a preferred election or a reassignment
+                // moves the leadership to a cut-off follower (in the ISR), and the old leader,
+                // alive, answers the produces waiting for their replication NOT_LEADER.
+                cluster.move_leader(&partition, followers[0]);
+            }
             madsim::time::sleep(lag.saturating_sub(lead)).await;
             let net = NetSim::current();
             for &(follower, leader) in &links {
                 net.unclog_link(follower, leader);
                 net.unclog_link(leader, follower);
             }
-            madsim::time::sleep(down.saturating_sub(lag.saturating_sub(lead))).await;
-            cluster.start_broker_id(leader);
+            if crash {
+                madsim::time::sleep(down.saturating_sub(lag.saturating_sub(lead))).await;
+                cluster.start_broker_id(leader);
+            }
         });
         true
     }

@@ -162,7 +162,8 @@ pub enum Fault {
     },
     /// A failover while the followers lag: every follower of one data partition is cut off from
     /// its leader for `lag` (under the broker session timeout: unfenced, still in the ISR), and
-    /// `lead` into it the partition's leader crashes for `down` (from the crash) — the sequence that loses
+    /// `lead` into it the partition's leader crashes for `down` (from the crash), or its
+    /// leadership moves to a follower while it lives on — the sequence that loses
     /// writes acknowledged before every in-sync replica had them, and truncates what the old
     /// leader appended alone. Skipped on a single broker.
     LaggingFailover {
@@ -174,6 +175,8 @@ pub enum Fault {
         lead: Duration,
         /// How long the leader is down.
         down: Duration,
+        /// The leader crashes; else its leadership moves to a follower while it lives on.
+        crash: bool,
     },
 }
 
@@ -215,7 +218,13 @@ impl Fault {
             | Fault::BrokerPause { duration, .. }
             | Fault::BrokerIsolate { duration, .. }
             | Fault::MqttBrokerRestart { down: duration } => *duration,
-            Fault::LaggingFailover { lag, lead, down, .. } => (*lead + *down).max(*lag),
+            Fault::LaggingFailover { lag, lead, down, crash, .. } => {
+                if *crash {
+                    (*lead + *down).max(*lag)
+                } else {
+                    *lag
+                }
+            }
             _ => Duration::ZERO,
         }
     }
@@ -256,9 +265,13 @@ impl fmt::Display for Fault {
             Fault::BrokerPause { broker, duration } => write!(f, "broker-pause broker#{broker} for {duration:?}"),
             Fault::BrokerIsolate { broker, duration } => write!(f, "broker-isolate broker#{broker} for {duration:?}"),
             Fault::LeaderMove { partition, to } => write!(f, "leader-move partition#{partition} to broker#{to}"),
-            Fault::LaggingFailover { partition, lag, lead, down } => write!(
+            Fault::LaggingFailover { partition, lag, lead, down, crash: true } => write!(
                 f,
                 "lagging-failover partition#{partition}: the followers cut off {lag:?}, the leader down {down:?} from {lead:?}"
+            ),
+            Fault::LaggingFailover { partition, lag, lead, crash: false, .. } => write!(
+                f,
+                "lagging-failover partition#{partition}: the followers cut off {lag:?}, the leadership moved from {lead:?}"
             ),
         }
     }
@@ -700,6 +713,7 @@ impl FaultProfile {
                     lag: uniform(rng, Duration::from_secs(2), Duration::from_secs(8)),
                     lead: uniform(rng, Duration::from_millis(300), Duration::from_millis(1_500)),
                     down: uniform(rng, Duration::from_secs(2), Duration::from_secs(15)),
+                    crash: rng.gen_bool(0.5),
                 }
             } else {
                 // A handover while only the changelog's markers are late. The owner that loses
@@ -1014,8 +1028,15 @@ impl Fault {
                 span(Duration::from_secs(2), Duration::from_secs(8)),
                 span(Duration::from_millis(300), Duration::from_millis(1_500)),
                 span(Duration::from_secs(2), Duration::from_secs(15)),
+                proptest::bool::ANY,
             )
-                .prop_map(|(partition, lag, lead, down)| Fault::LaggingFailover { partition, lag, lead, down })
+                .prop_map(|(partition, lag, lead, down, crash)| Fault::LaggingFailover {
+                    partition,
+                    lag,
+                    lead,
+                    down,
+                    crash,
+                })
                 .boxed(),
         }
     }

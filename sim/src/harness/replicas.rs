@@ -487,8 +487,8 @@ impl Replicas {
                     self.ctx.event(format!("skipped {fault}: no other in-sync replica"));
                 }
             }
-            Fault::LaggingFailover { partition, lag, lead, down } => {
-                if !cluster.lagging_failover(partition, lag, lead, down) {
+            Fault::LaggingFailover { partition, lag, lead, down, crash } => {
+                if !cluster.lagging_failover(partition, lag, lead, down, crash) {
                     self.ctx.event(format!("skipped {fault}: no partition with a leader and a follower"));
                 }
             }
