@@ -20,38 +20,126 @@ use crate::kafka::{
 /// Broker ids are the cluster's own (what its metadata names as leaders). The simulated cluster
 /// implements it in `flechtwerk-sim`; the suite's real runner through `scripts/kafka` and the
 /// cluster's metadata.
+///
+/// ```
+/// use std::sync::Arc;
+/// use flechtwerk::testing::conformance::{run_cluster, ClusterControl, Env};
+/// async fn conform(kafka: &dyn flechtwerk::kafka::Kafka, control: Arc<dyn ClusterControl>) -> bool {
+///     let env = Env { replication_factor: 3, ..Env::new("cluster") }.with_cluster(control);
+///     run_cluster(kafka, &env).await.iter().all(|(_, verdict)| verdict.is_ok())
+/// }
+/// ```
 #[async_trait]
 pub trait ClusterControl: Send + Sync {
     /// The brokers' ids.
+    ///
+    /// ```
+    /// # use flechtwerk::testing::conformance::ClusterControl;
+    /// # use flechtwerk::kafka::TopicPartition;
+    /// fn has_three(control: &dyn ClusterControl) -> bool {
+    ///     control.brokers().len() >= 3
+    /// }
+    /// ```
     fn brokers(&self) -> Vec<i32>;
 
     /// Partitions of `__transaction_state` and of `__consumer_offsets` (Kafka's default: 50;
     /// `transaction.state.log.num.partitions`, `offsets.topic.num.partitions`).
+    ///
+    /// ```
+    /// # use flechtwerk::testing::conformance::ClusterControl;
+    /// # use flechtwerk::kafka::TopicPartition;
+    /// use flechtwerk::testing::conformance::{coordinator_partition, CoordinatorOf};
+    /// fn coordinator_of(control: &dyn ClusterControl, group: &str) -> TopicPartition {
+    ///     coordinator_partition(CoordinatorOf::Group(group), control.coordinator_partitions())
+    /// }
+    /// ```
     fn coordinator_partitions(&self) -> i32 {
         50
     }
 
     /// The leader of `partition` now, `None` while it has none (or it is unknown).
+    ///
+    /// ```
+    /// # use flechtwerk::testing::conformance::ClusterControl;
+    /// # use flechtwerk::kafka::TopicPartition;
+    /// async fn led_by(control: &dyn ClusterControl, broker: i32) -> bool {
+    ///     control.leader(&TopicPartition::new("t", 0)).await == Some(broker)
+    /// }
+    /// ```
     async fn leader(&self, partition: &TopicPartition) -> Option<i32>;
 
     /// Moves the leadership of `partition` to broker `to`, an in-sync replica, and returns once
     /// `to` leads it.
+    ///
+    /// ```
+    /// # use flechtwerk::testing::conformance::ClusterControl;
+    /// # use flechtwerk::kafka::TopicPartition;
+    /// async fn to_the_next(control: &dyn ClusterControl, partition: &TopicPartition) {
+    ///     if let Some(leader) = control.leader(partition).await {
+    ///         let next = control.brokers().into_iter().find(|&b| b != leader).expect("another broker");
+    ///         control.move_leader(partition, next).await;
+    ///     }
+    /// }
+    /// ```
     async fn move_leader(&self, partition: &TopicPartition, to: i32);
 
     /// Kills broker `broker` (SIGKILL: no controlled shutdown, its data kept); returns at once.
+    ///
+    /// ```
+    /// # use flechtwerk::testing::conformance::ClusterControl;
+    /// # use flechtwerk::kafka::TopicPartition;
+    /// async fn crash(control: &dyn ClusterControl, broker: i32) {
+    ///     control.kill(broker).await;
+    ///     control.start(broker).await; // back on its data
+    /// }
+    /// ```
     async fn kill(&self, broker: i32);
 
     /// Starts a killed broker again; returns once it answers.
+    ///
+    /// ```
+    /// # use flechtwerk::testing::conformance::ClusterControl;
+    /// # use flechtwerk::kafka::TopicPartition;
+    /// async fn restart(control: &dyn ClusterControl, broker: i32) {
+    ///     control.kill(broker).await;
+    ///     control.start(broker).await;
+    /// }
+    /// ```
     async fn start(&self, broker: i32);
 
     /// Freezes broker `broker` (SIGSTOP, a long GC pause).
+    ///
+    /// ```
+    /// # use flechtwerk::testing::conformance::ClusterControl;
+    /// # use flechtwerk::kafka::TopicPartition;
+    /// async fn freeze_for(control: &dyn ClusterControl, broker: i32, how_long: std::time::Duration) {
+    ///     control.pause(broker).await;
+    ///     tokio::time::sleep(how_long).await;
+    ///     control.resume(broker).await;
+    /// }
+    /// ```
     async fn pause(&self, broker: i32);
 
     /// Thaws a frozen broker (SIGCONT).
+    ///
+    /// ```
+    /// # use flechtwerk::testing::conformance::ClusterControl;
+    /// # use flechtwerk::kafka::TopicPartition;
+    /// async fn thaw_all(control: &dyn ClusterControl) {
+    ///     for broker in control.brokers() {
+    ///         control.resume(broker).await;
+    ///     }
+    /// }
+    /// ```
     async fn resume(&self, broker: i32);
 }
 
 /// Whose coordinator: a transactional id's or a group's.
+///
+/// ```
+/// use flechtwerk::testing::conformance::{coordinator_partition, CoordinatorOf};
+/// assert_eq!(coordinator_partition(CoordinatorOf::Transaction("txn-1"), 50).topic, "__transaction_state");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CoordinatorOf<'a> {
     /// The transaction coordinator of a transactional id.
@@ -135,6 +223,13 @@ pub fn cluster_scenarios() -> Vec<Scenario> {
 }
 
 /// Runs every [`cluster_scenarios`] scenario in order and returns the verdicts.
+///
+/// ```
+/// use flechtwerk::testing::conformance::{report, run_cluster, cluster_scenarios, Env};
+/// async fn failures(kafka: &dyn flechtwerk::kafka::Kafka, env: &Env) -> Vec<String> {
+///     report(&cluster_scenarios(), &run_cluster(kafka, env).await)
+/// }
+/// ```
 pub async fn run_cluster(kafka: &dyn Kafka, env: &Env) -> Vec<(&'static str, Result<(), Failure>)> {
     super::run_each(cluster_scenarios(), kafka, env).await
 }
