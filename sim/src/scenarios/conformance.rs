@@ -90,7 +90,9 @@ async fn run(ctx: Ctx) {
         restarter.restart_broker();
         Box::pin(async {})
     }));
-    let several = cluster.brokers() >= 3;
+    // The cluster scenarios on half the seeds of three brokers: each adds minutes of simulated
+    // failover, and CI runs 1000 seeds twice. (No draw on one broker: its seeds replay as before.)
+    let several = cluster.brokers() >= 3 && thread_rng().gen_bool(0.5);
     if several {
         env = env.with_cluster(std::sync::Arc::new(cluster.clone()));
     }
