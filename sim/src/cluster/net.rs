@@ -47,6 +47,15 @@ pub fn broker_addr(id: BrokerId) -> SocketAddr {
     SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1 + id as u8)), 9092)
 }
 
+/// Broker `id`'s node name: `kafka-broker` when it is the only one, else `kafka-broker-<id>`.
+fn broker_node_name(brokers: u32, id: BrokerId) -> String {
+    if brokers == 1 {
+        "kafka-broker".to_owned()
+    } else {
+        format!("kafka-broker-{id}")
+    }
+}
+
 /// The controller's address (KRaft's quorum, one node).
 const CONTROLLER_ADDR: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 100)), 9093);
 
@@ -259,12 +268,12 @@ async fn heartbeat(endpoint: Endpoint, broker: BrokerId, boot: u64) {
 /// it follows of `leader`'s partitions, again as soon as an answer came.
 async fn follow(endpoint: Endpoint, server: Arc<Server>, follower: BrokerId, leader: BrokerId) {
     loop {
-        let positions = server.broker.lock().expect("broker lock").follower_positions(follower).remove(&leader);
-        let Some(positions) = positions else {
+        let positions = server.broker.lock().expect("broker lock").follower_positions(follower, leader);
+        if positions.is_empty() {
             // Nothing of `leader`'s to follow (now): look again later.
             madsim::time::sleep(REPLICA_FETCH_WAIT_MAX).await;
             continue;
-        };
+        }
         let answers = async {
             let reply_tag: u64 = madsim::rand::random();
             let fetch = ReplicaFetch { reply_tag, follower, positions };
@@ -462,7 +471,7 @@ impl Cluster {
                     let (server, ctx) = (server.clone(), ctx.clone());
                     move || serve(server.clone(), ctx.clone(), id)
                 };
-                let name = if brokers == 1 { "kafka-broker".to_owned() } else { format!("kafka-broker-{id}") };
+                let name = broker_node_name(brokers, id);
                 handle.create_node().name(name).ip(broker_addr(id).ip()).init(init).build().id()
             })
             .collect();
@@ -512,11 +521,7 @@ impl Cluster {
     }
 
     fn broker_name(&self, id: BrokerId) -> String {
-        if self.nodes.len() == 1 {
-            "kafka-broker".to_owned()
-        } else {
-            format!("kafka-broker-{id}")
-        }
+        broker_node_name(self.brokers(), id)
     }
 
     /// Kills and restarts broker `id` (unless it is down): its requests in flight are lost, its

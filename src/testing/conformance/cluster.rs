@@ -158,6 +158,10 @@ pub enum CoordinatorOf<'a> {
 /// assert_eq!(coordinator_partition(CoordinatorOf::Group("group"), 50).partition, 47);
 /// assert_eq!(coordinator_partition(CoordinatorOf::Group("counter-group"), 50).partition, 48);
 /// assert_eq!(coordinator_partition(CoordinatorOf::Transaction("a"), 4).topic, "__transaction_state");
+/// assert_eq!(coordinator_partition(CoordinatorOf::Group(""), 50).partition, 0);
+/// assert_eq!(coordinator_partition(CoordinatorOf::Group("a"), 50).partition, 97 % 50);
+/// // Kafka's Utils.abs: i32::MIN is 0 ("polygenelubricants".hashCode() == i32::MIN).
+/// assert_eq!(coordinator_partition(CoordinatorOf::Group("polygenelubricants"), 50).partition, 0);
 /// ```
 pub fn coordinator_partition(whose: CoordinatorOf<'_>, partitions: i32) -> TopicPartition {
     let (topic, key) = match whose {

@@ -26,6 +26,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use flechtwerk::kafka::TopicPartition;
+use flechtwerk::testing::conformance::{coordinator_partition, CoordinatorOf};
 
 use super::Broker;
 use crate::cluster::protocol::{BrokerError, BrokerId, CoordinatorKey, ErrorCode, Request, Route};
@@ -45,20 +46,14 @@ pub const COORDINATOR_PARTITIONS: i32 = 50;
 /// topics.
 pub const DEFAULT_REPLICATION_FACTOR: i32 = 3;
 
-/// Java's `String.hashCode`, made non-negative as Kafka's `Utils.abs` does (`i32::MIN` becomes
-/// 0): which partition of a coordinator topic holds a key.
-pub fn coordinator_partition(key: &str) -> i32 {
-    let hash = key.encode_utf16().fold(0i32, |h, unit| h.wrapping_mul(31).wrapping_add(i32::from(unit)));
-    let abs = if hash == i32::MIN { 0 } else { hash.abs() };
-    abs % COORDINATOR_PARTITIONS
-}
-
-/// The partition of a coordinator topic that holds `key`'s coordinator.
+/// The partition of a coordinator topic that holds `key`'s coordinator, as Kafka places it
+/// (the conformance suite's [`coordinator_partition`], with Kafka's 50 partitions).
 pub fn coordinator_topic_partition(key: &CoordinatorKey) -> TopicPartition {
-    match key {
-        CoordinatorKey::Transaction(id) => TopicPartition::new(TRANSACTION_STATE, coordinator_partition(id)),
-        CoordinatorKey::Group(group) => TopicPartition::new(CONSUMER_OFFSETS, coordinator_partition(group)),
-    }
+    let whose = match key {
+        CoordinatorKey::Transaction(id) => CoordinatorOf::Transaction(id),
+        CoordinatorKey::Group(group) => CoordinatorOf::Group(group),
+    };
+    coordinator_partition(whose, COORDINATOR_PARTITIONS)
 }
 
 fn is_coordinator_topic(topic: &str) -> bool {
@@ -370,24 +365,21 @@ impl Broker {
         }
     }
 
-    /// The partitions `follower` replicates, grouped by their leaders, with its positions.
-    pub fn follower_positions(&self, follower: BrokerId) -> BTreeMap<BrokerId, Vec<ReplicaPosition>> {
-        let mut by_leader: BTreeMap<BrokerId, Vec<ReplicaPosition>> = BTreeMap::new();
+    /// The partitions `follower` replicates from `leader`, with its positions.
+    pub fn follower_positions(&self, follower: BrokerId, leader: BrokerId) -> Vec<ReplicaPosition> {
+        let mut positions = Vec::new();
         for (partition, placement) in &self.replication.placements {
-            if is_coordinator_topic(&partition.topic) {
+            if placement.leader != Some(leader) || leader == follower || is_coordinator_topic(&partition.topic) {
                 continue;
             }
-            let (Some(leader), Some(&log_end)) = (placement.leader, placement.log_end.get(&follower)) else { continue };
-            if leader == follower {
-                continue;
-            }
-            by_leader.entry(leader).or_default().push(ReplicaPosition {
+            let Some(&log_end) = placement.log_end.get(&follower) else { continue };
+            positions.push(ReplicaPosition {
                 partition: partition.clone(),
                 leader_epoch: placement.leader_epoch,
                 log_end,
             });
         }
-        by_leader
+        positions
     }
 
     /// The leader `leader` serves a follower's fetch: it learns the follower's positions (the
@@ -611,13 +603,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn coordinator_partitions_follow_javas_string_hash() {
-        // "".hashCode() == 0; "a".hashCode() == 97; "group".hashCode() == 98629247.
-        assert_eq!(coordinator_partition(""), 0);
-        assert_eq!(coordinator_partition("a"), 97 % 50);
-        assert_eq!(coordinator_partition("group"), 98_629_247 % 50);
-        // Kafka's Utils.abs: i32::MIN is 0, any other negative hash is negated.
-        assert_eq!(coordinator_partition("polygenelubricants"), 0); // hashCode() == i32::MIN
-        assert_eq!(coordinator_partition("counter-group"), 1_563_364_498 % 50); // hashCode() == -1563364498
+    fn coordinators_sit_on_the_partitions_kafka_places_them_on() {
+        // "group".hashCode() == 98629247; "counter-group".hashCode() == -1563364498.
+        let group = coordinator_topic_partition(&CoordinatorKey::Group("group".into()));
+        assert_eq!(group, TopicPartition::new(CONSUMER_OFFSETS, 98_629_247 % 50));
+        let txn = coordinator_topic_partition(&CoordinatorKey::Transaction("counter-group".into()));
+        assert_eq!(txn, TopicPartition::new(TRANSACTION_STATE, 1_563_364_498 % 50));
     }
 }

@@ -69,8 +69,7 @@ impl Three {
     fn fetch(&mut self, follower: BrokerId) {
         self.now += Duration::from_millis(10);
         let leader = self.leader();
-        let positions: Vec<ReplicaPosition> =
-            self.broker.follower_positions(follower).remove(&leader).unwrap_or_default();
+        let positions: Vec<ReplicaPosition> = self.broker.follower_positions(follower, leader);
         let answers = self.broker.replica_fetch(leader, follower, &positions, self.now);
         self.broker.replica_fetched(follower, &answers);
     }
