@@ -39,6 +39,9 @@ pub struct Ctx {
     pub trace: Trace,
     /// Brokers of the seed's simulated Kafka cluster (0 and 1 both mean one).
     pub brokers: u32,
+    /// The cluster's `transaction.version` (0 and 1 both mean 1; 2 is KIP-890's epoch bump
+    /// per transaction).
+    pub transaction_version: u8,
     faults: Arc<Mutex<BTreeMap<String, u64>>>,
     violations: Arc<Mutex<Vec<String>>>,
 }
@@ -96,18 +99,67 @@ impl Brokers {
     }
 }
 
-/// Runs `scenario` with `seed` on [`Brokers::Mixed`] and reports what happened (see
-/// [`run_seed_on`]).
-pub fn run_seed(scenario: &'static Scenario, seed: u64, keep_trace: bool) -> SeedReport {
-    run_seed_on(scenario, seed, keep_trace, Brokers::Mixed)
+/// Which `transaction.version` the seeds' clusters run (production clusters run both: 1 where
+/// brokers or clients predate KIP-890, 2 on clusters formatted by Kafka 4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TransactionVersions {
+    /// Half the seeds each, decided by the seed number alone (no draw): seeds alternate, and
+    /// the single-broker seeds of [`Brokers::Mixed`] (every fourth) alternate too.
+    Mixed,
+    /// Every seed on this version (1 or 2).
+    Fixed(u8),
 }
 
-/// Runs `scenario` with `seed` on a cluster of `brokers` and reports what happened. A panic
+impl TransactionVersions {
+    /// The `transaction.version` of `seed`'s cluster.
+    ///
+    /// ```
+    /// use flechtwerk_sim::runner::TransactionVersions;
+    /// let mixed: Vec<u8> = (0..8).map(|s| TransactionVersions::Mixed.for_seed(s)).collect();
+    /// assert_eq!(mixed, [1, 2, 1, 2, 2, 1, 2, 1]);
+    /// assert_eq!(TransactionVersions::Fixed(2).for_seed(0), 2);
+    /// ```
+    pub fn for_seed(self, seed: u64) -> u8 {
+        match self {
+            TransactionVersions::Mixed if (seed + seed / 4) % 2 == 1 => 2,
+            TransactionVersions::Mixed => 1,
+            TransactionVersions::Fixed(version) => version.clamp(1, 2),
+        }
+    }
+}
+
+/// The seeds' simulated clusters: how many brokers, which transaction version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Topology {
+    /// Brokers per seed.
+    pub brokers: Brokers,
+    /// `transaction.version` per seed.
+    pub transaction_versions: TransactionVersions,
+}
+
+impl Default for Topology {
+    /// Both mixed: what `scripts/sim` runs unless told otherwise.
+    fn default() -> Self {
+        Topology { brokers: Brokers::Mixed, transaction_versions: TransactionVersions::Mixed }
+    }
+}
+
+/// Runs `scenario` with `seed` on the default [`Topology`] and reports what happened (see
+/// [`run_seed_on`]).
+pub fn run_seed(scenario: &'static Scenario, seed: u64, keep_trace: bool) -> SeedReport {
+    run_seed_on(scenario, seed, keep_trace, Topology::default())
+}
+
+/// Runs `scenario` with `seed` on a cluster of `topology` and reports what happened. A panic
 /// anywhere in the simulation (an engine assertion, a scenario check) is a violation of the
 /// seed, not a crash of the CLI. The rendered trace is kept when `keep_trace` is set or the seed
 /// failed.
-pub fn run_seed_on(scenario: &'static Scenario, seed: u64, keep_trace: bool, brokers: Brokers) -> SeedReport {
-    let ctx = Ctx { brokers: brokers.for_seed(seed), ..Ctx::default() };
+pub fn run_seed_on(scenario: &'static Scenario, seed: u64, keep_trace: bool, topology: Topology) -> SeedReport {
+    let ctx = Ctx {
+        brokers: topology.brokers.for_seed(seed),
+        transaction_version: topology.transaction_versions.for_seed(seed),
+        ..Ctx::default()
+    };
     let run_ctx = ctx.clone();
     let outcome = std::thread::Builder::new()
         .name(format!("seed-{seed}"))

@@ -441,12 +441,19 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// Starts the broker nodes (`ctx.brokers` of them) with default settings, a seed for its
-    /// choices from the run's RNG, and the simulated wall clock for record timestamps.
+    /// Starts the broker nodes (`ctx.brokers` of them, on `ctx.transaction_version`) with
+    /// default settings otherwise, a seed for its choices from the run's RNG, and the simulated
+    /// wall clock for record timestamps.
     pub fn start(ctx: &Ctx) -> Cluster {
         let epoch_origin_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
         let brokers = ctx.brokers.max(1);
-        let config = BrokerConfig { seed: madsim::rand::random(), epoch_origin_ms, brokers, ..BrokerConfig::default() };
+        let config = BrokerConfig {
+            seed: madsim::rand::random(),
+            epoch_origin_ms,
+            brokers,
+            transaction_version: ctx.transaction_version.max(1),
+            ..BrokerConfig::default()
+        };
         Cluster::with_config(ctx, config)
     }
 

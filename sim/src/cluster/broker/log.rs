@@ -147,6 +147,9 @@ struct MarkerMeta {
     offset: i64,
     producer_id: i64,
     commit: bool,
+    /// The epoch the marker was written with, under transaction.version 2 (it fences the
+    /// producer's earlier epochs here); `None` under 1.
+    epoch: Option<i16>,
     /// First offset of the transaction it closed here, if one was open.
     first: Option<i64>,
 }
@@ -353,17 +356,42 @@ impl PartitionLog {
     }
 
     /// Writes a COMMIT or ABORT marker for `producer_id`: it closes the producer's open
-    /// transaction here (whatever records it holds), and an ABORT makes them invisible.
-    /// Returns the marker's offset.
-    pub fn write_marker(&mut self, producer_id: i64, commit: bool, now: Duration, segment: Duration) -> i64 {
+    /// transaction here (whatever records it holds), and an ABORT makes them invisible. Under
+    /// transaction.version 2 the marker carries the producer's bumped `epoch`, which becomes the
+    /// producer's epoch here: a batch of an earlier epoch still in flight is refused
+    /// (INVALID_PRODUCER_EPOCH) instead of joining a later transaction. Returns the marker's
+    /// offset.
+    pub fn write_marker(
+        &mut self,
+        producer_id: i64,
+        commit: bool,
+        epoch: Option<i16>,
+        now: Duration,
+        segment: Duration,
+    ) -> i64 {
         self.roll_segment_if_due(now, segment);
         let offset = self.push(Body::Marker { producer_id, commit }, now);
         let first = self.open.remove(&producer_id);
         if let (Some(first), false) = (first, commit) {
             self.aborted.entry(producer_id).or_default().push((first, offset));
         }
-        self.markers.push(MarkerMeta { offset, producer_id, commit, first });
+        if let Some(epoch) = epoch {
+            self.raise_epoch(producer_id, epoch);
+        }
+        self.markers.push(MarkerMeta { offset, producer_id, commit, epoch, first });
         offset
+    }
+
+    /// Makes `epoch` the producer's epoch here if it is newer: sequences start again at 0.
+    fn raise_epoch(&mut self, producer_id: i64, epoch: i16) {
+        let state = self.sequences.entry(producer_id).or_insert(SequenceState {
+            epoch,
+            next_sequence: 0,
+            recent: VecDeque::new(),
+        });
+        if state.epoch < epoch {
+            *state = SequenceState { epoch, next_sequence: 0, recent: VecDeque::new() };
+        }
     }
 
     /// Removes every entry at or past `offset` (at or above the high watermark): what a
@@ -417,6 +445,11 @@ impl PartitionLog {
                     let next_sequence = last.base_sequence + last.count as i32;
                     self.sequences.insert(producer_id, SequenceState { epoch: last.epoch, next_sequence, recent });
                 }
+            }
+            // A kept marker of a later epoch (transaction.version 2) still fences the earlier.
+            let marked = self.markers.iter().filter(|m| m.producer_id == producer_id).filter_map(|m| m.epoch).max();
+            if let Some(epoch) = marked {
+                self.raise_epoch(producer_id, epoch);
             }
         }
         let before = self.entries.len();

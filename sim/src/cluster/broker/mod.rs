@@ -76,6 +76,12 @@ pub struct BrokerConfig {
     pub replica_lag_max: Duration,
     /// How long a coordinator that moved loads its state (COORDINATOR_LOAD_IN_PROGRESS).
     pub coordinator_load: Duration,
+    /// The cluster's `transaction.version` feature (1 or 2; 0 counts as 1). Under 2 (KIP-890
+    /// part 2) every EndTxn bumps the producer's epoch: the reply carries the new epoch, the
+    /// markers are written with it (fencing, at each partition, whatever the previous epoch
+    /// still has in flight), and a retry of that EndTxn under the previous epoch is answered
+    /// as the call it repeats.
+    pub transaction_version: u8,
 }
 
 impl Default for BrokerConfig {
@@ -95,6 +101,7 @@ impl Default for BrokerConfig {
             min_insync_replicas: 2,
             replica_lag_max: Duration::from_secs(30),
             coordinator_load: Duration::from_millis(500),
+            transaction_version: 1,
         }
     }
 }
@@ -318,7 +325,10 @@ impl Broker {
             Request::Produce(produce) => self.produce(produce),
             Request::TxnOffsetCommit(commit) => self.txn_offset_commit(commit).map(|()| Reply::Done),
             Request::EndTxn { transactional_id, producer, commit } => {
-                self.end_txn(&transactional_id, producer, commit, faults).map(|()| Reply::Done)
+                self.end_txn(&transactional_id, producer, commit, faults).map(|bumped| match bumped {
+                    Some(identity) => Reply::ProducerId(identity),
+                    None => Reply::Done,
+                })
             }
             Request::JoinGroup(join) => self.join_group(join).map(Reply::Joined),
             Request::SyncGroup { group, member_id, generation } => {

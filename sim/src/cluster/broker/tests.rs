@@ -646,3 +646,72 @@ fn the_invariant_checks_catch_a_generation_that_went_back() {
     h.broker.seen.generations.insert("g".into(), i32::MAX);
     h.sleep(SECOND);
 }
+
+fn harness_on_transaction_version_2() -> Harness {
+    let mut h = Harness::new();
+    h.broker = Broker::new(BrokerConfig { transaction_version: 2, ..BrokerConfig::default() }, Trace::new());
+    h
+}
+
+#[test]
+fn under_transaction_version_2_every_end_txn_bumps_the_epoch_and_a_retry_gets_the_new_one() {
+    let mut h = harness_on_transaction_version_2();
+    h.topic("t", 1, false);
+    let p0 = tp("t", 0);
+    let first = h.init("tx");
+    h.produce(Some("tx"), first, &p0, &[record("k", Some("a"))]).expect("produce");
+    let bumped = ProducerIdentity { epoch: first.epoch + 1, ..first };
+    assert_eq!(h.end("tx", first, true), Ok(Reply::ProducerId(bumped)));
+    // A retry of the same EndTxn (its response lost) names the previous epoch: the same answer.
+    assert_eq!(h.end("tx", first, true), Ok(Reply::ProducerId(bumped)));
+    // The opposite outcome under the previous epoch is no retry.
+    assert_eq!(code(h.end("tx", first, false)), ErrorCode::InvalidTxnState);
+    // The previous epoch cannot start new work; the bumped one can, its sequences from 0.
+    assert_eq!(code(h.produce(Some("tx"), first, &p0, &[record("k", Some("late"))])), ErrorCode::ProducerFenced);
+    h.produce(Some("tx"), bumped, &p0, &[record("k", Some("b"))]).expect("the next transaction");
+    let again = ProducerIdentity { epoch: bumped.epoch + 1, ..bumped };
+    assert_eq!(h.end("tx", bumped, false), Ok(Reply::ProducerId(again)));
+    // Once the next transaction began, the first epoch's EndTxn is a zombie's.
+    h.produce(Some("tx"), again, &p0, &[record("k", Some("c"))]).expect("a third transaction");
+    assert_eq!(code(h.end("tx", first, true)), ErrorCode::ProducerFenced);
+    assert_eq!(h.end("tx", again, true), Ok(Reply::ProducerId(ProducerIdentity { epoch: again.epoch + 1, ..again })));
+    assert_eq!(h.values(&p0), ["a", "c"]);
+}
+
+#[test]
+fn under_transaction_version_2_the_marker_fences_the_ended_epoch_at_the_partition() {
+    let mut h = harness_on_transaction_version_2();
+    h.topic("t", 1, false);
+    let p0 = tp("t", 0);
+    let first = h.init("tx");
+    h.produce(Some("tx"), first, &p0, &[record("k", Some("a"))]).expect("produce");
+    let Ok(Reply::ProducerId(bumped)) = h.end("tx", first, false) else { panic!("EndTxn answers the new epoch") };
+    // The partition itself refuses the ended epoch now (a batch of it still in flight), even
+    // where the coordinator is not asked: the log's own producer state was raised by the marker.
+    let stale = Request::Produce(ProduceRequest {
+        producer: first,
+        transactional_id: None,
+        partition: p0.clone(),
+        base_sequence: 1,
+        records: vec![record("k", Some("late"))],
+    });
+    assert_eq!(code(h.call(stale)), ErrorCode::InvalidProducerEpoch);
+    h.produce(Some("tx"), bumped, &p0, &[record("k", Some("b"))]).expect("the next transaction");
+    assert_eq!(
+        h.end("tx", bumped, true),
+        Ok(Reply::ProducerId(ProducerIdentity { epoch: bumped.epoch + 1, ..bumped }))
+    );
+    assert_eq!(h.values(&p0), ["b"]);
+}
+
+#[test]
+fn under_transaction_version_1_end_txn_keeps_the_epoch() {
+    let mut h = Harness::new();
+    h.topic("t", 1, false);
+    let p0 = tp("t", 0);
+    let first = h.init("tx");
+    h.produce(Some("tx"), first, &p0, &[record("k", Some("a"))]).expect("produce");
+    assert_eq!(h.end("tx", first, true), Ok(Reply::Done));
+    assert_eq!(h.end("tx", first, true), Ok(Reply::Done), "a retry");
+    h.produce(Some("tx"), first, &p0, &[record("k", Some("b"))]).expect("the same epoch goes on");
+}

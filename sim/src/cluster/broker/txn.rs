@@ -1,12 +1,20 @@
-//! The transaction coordinator (transaction.version=1 semantics): producer ids and epochs,
-//! fencing, the transaction state machine, asynchronous markers, transaction timeouts, and
-//! offsets sent to transactions.
+//! The transaction coordinator: producer ids and epochs, fencing, the transaction state
+//! machine, asynchronous markers, transaction timeouts, and offsets sent to transactions, under
+//! `transaction.version` 1 or 2 ([`BrokerConfig::transaction_version`](super::BrokerConfig)).
 //!
 //! States per transactional id: `Empty` → `Ongoing` (first produce or offsets) →
 //! `PrepareCommit`/`PrepareAbort` (EndTxn, fencing, timeout) → `CompleteCommit`/`CompleteAbort`
 //! once every marker has landed. While a transaction completes, its id gets
 //! CONCURRENT_TRANSACTIONS for new work, which is how Kafka keeps the next transaction's records
 //! from being decided by a late marker of the previous one.
+//!
+//! Under transaction.version 2 (KIP-890 part 2) the end of every transaction bumps the
+//! producer's epoch: EndTxn answers with the new epoch, the markers carry it (so a batch of the
+//! ended transaction still in flight is refused at its partition instead of joining the next
+//! transaction), and an EndTxn of the previous epoch is a retry of the producer's own last call:
+//! answered with the new epoch when it asks for the same outcome, fenced otherwise. Under 1 the
+//! epoch changes only when a producer is fenced (InitProducerId, a timeout) or bumps it itself
+//! (KIP-360). Producer-id rollover at the epoch's maximum is not modelled (no run comes near it).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -74,6 +82,9 @@ struct TxnEntry {
     /// a retry of that request names it and gets the bumped epoch, not a second bump. A plain
     /// InitProducerId clears it.
     bumped_from: Option<i16>,
+    /// transaction.version 2: the epoch whose transaction the producer itself ended, and how
+    /// (commit or abort), while that ending is the id's last: a retry of that EndTxn names it.
+    ended: Option<(i16, bool)>,
 }
 
 #[derive(Clone, Debug)]
@@ -96,6 +107,8 @@ struct PendingMarker {
     transactional_id: String,
     serial: u64,
     producer_id: i64,
+    /// The epoch written with the marker (transaction.version 2 only).
+    epoch: Option<i16>,
     commit: bool,
     target: MarkerTarget,
 }
@@ -142,6 +155,13 @@ impl Coordinator {
         });
         in_txn || in_flight
     }
+}
+
+fn invalid_end(id: &str, commit: bool, status: TxnStatus) -> BrokerError {
+    BrokerError::new(
+        ErrorCode::InvalidTxnState,
+        format!("transactional id {id}: cannot {} in state {status:?}", if commit { "commit" } else { "abort" }),
+    )
 }
 
 fn concurrent(id: &str) -> BrokerError {
@@ -194,6 +214,7 @@ impl Broker {
                 serial: 0,
                 markers_pending: 0,
                 bumped_from: None,
+                ended: None,
             };
             self.txn.txns.insert(id.to_owned(), entry);
         }
@@ -201,6 +222,7 @@ impl Broker {
         // KIP-360: a producer bumping its own epoch names itself; the coordinator refuses a
         // producer that is no longer current (a zombie must not fence the new owner), and
         // answers a retry of its own bump with the bumped epoch.
+        entry.ended = None;
         match expected {
             None => entry.bumped_from = None,
             Some(expected) if expected.id != entry.producer_id => {
@@ -298,6 +320,7 @@ impl Broker {
                 entry.serial += 1;
                 entry.partitions.clear();
                 entry.offsets.clear();
+                entry.ended = None;
                 let (pid, epoch, serial) = (entry.producer_id, entry.epoch, entry.serial);
                 self.event(format!("txn {id}: begin #{serial} (producer {pid} epoch {epoch})"));
                 Ok(())
@@ -373,30 +396,71 @@ impl Broker {
         Ok(())
     }
 
+    /// EndTxn. Under transaction.version 2 returns the producer's new (bumped) identity.
     pub(super) fn end_txn(
         &mut self,
         id: &str,
         producer: ProducerIdentity,
         commit: bool,
         faults: &mut dyn BrokerFaults,
-    ) -> Result<(), BrokerError> {
+    ) -> Result<Option<ProducerIdentity>, BrokerError> {
+        if self.config.transaction_version >= 2 {
+            return self.end_txn_v2(id, producer, commit, faults);
+        }
         self.check_producer(id, producer)?;
         let status = self.txn.txns[id].status;
         match (status, commit) {
             (TxnStatus::Ongoing, _) => {
                 self.begin_completion(id, commit, faults);
-                Ok(())
+                Ok(None)
             }
             (TxnStatus::PrepareCommit | TxnStatus::CompleteCommit, true)
-            | (TxnStatus::PrepareAbort | TxnStatus::CompleteAbort, false) => Ok(()),
-            _ => Err(BrokerError::new(
-                ErrorCode::InvalidTxnState,
-                format!(
-                    "transactional id {id}: cannot {} in state {status:?}",
-                    if commit { "commit" } else { "abort" }
-                ),
-            )),
+            | (TxnStatus::PrepareAbort | TxnStatus::CompleteAbort, false) => Ok(None),
+            _ => Err(invalid_end(id, commit, status)),
         }
+    }
+
+    /// EndTxn under transaction.version 2: the current epoch ends its ongoing transaction and
+    /// gets the next epoch (the markers carry it); the previous epoch is a retry of that call.
+    fn end_txn_v2(
+        &mut self,
+        id: &str,
+        producer: ProducerIdentity,
+        commit: bool,
+        faults: &mut dyn BrokerFaults,
+    ) -> Result<Option<ProducerIdentity>, BrokerError> {
+        let retry =
+            self.txn.txns.get(id).is_some_and(|t| {
+                t.producer_id == producer.id && t.ended.is_some_and(|(epoch, _)| epoch == producer.epoch)
+            });
+        if retry {
+            let entry = &self.txn.txns[id];
+            let (ended_commit, status) = (entry.ended.is_some_and(|(_, c)| c), entry.status);
+            let current = ProducerIdentity { id: entry.producer_id, epoch: entry.epoch };
+            return match status {
+                _ if ended_commit != commit => Err(invalid_end(id, commit, status)),
+                TxnStatus::PrepareCommit | TxnStatus::PrepareAbort => Err(concurrent(id)),
+                _ => {
+                    self.event(format!(
+                        "txn {id}: EndTxn retry of epoch {}, answered epoch {}",
+                        producer.epoch, current.epoch
+                    ));
+                    Ok(Some(current))
+                }
+            };
+        }
+        self.check_producer(id, producer)?;
+        let status = self.txn.txns[id].status;
+        if status != TxnStatus::Ongoing {
+            return Err(invalid_end(id, commit, status));
+        }
+        let entry = self.txn.txns.get_mut(id).expect("checked");
+        entry.ended = Some((entry.epoch, commit));
+        entry.epoch += 1;
+        let bumped = ProducerIdentity { id: entry.producer_id, epoch: entry.epoch };
+        self.event(format!("txn {id}: epoch bumped to {} by EndTxn", bumped.epoch));
+        self.begin_completion(id, commit, faults);
+        Ok(Some(bumped))
     }
 
     /// Moves an ongoing transaction to Prepare{Commit,Abort} and writes (or schedules) its
@@ -411,13 +475,16 @@ impl Broker {
         }
         entry.markers_pending = targets.len();
         let (serial, producer_id) = (entry.serial, entry.producer_id);
+        // Under transaction.version 2 the markers carry the epoch current at the decision (the
+        // bumped one: EndTxn, a fence and a timeout all bump before deciding).
+        let epoch = (self.config.transaction_version >= 2).then_some(entry.epoch);
         let names: Vec<String> = targets.iter().map(MarkerTarget::name).collect();
         let verb = if commit { "commit" } else { "abort" };
         self.event(format!("txn {id}: prepare {verb} #{serial} [{}]", names.join(", ")));
         let early = faults.complete_before_markers(id);
         for target in targets {
             let delay = faults.marker_delay(id, &target.name());
-            let marker = PendingMarker { transactional_id: id.to_owned(), serial, producer_id, commit, target };
+            let marker = PendingMarker { transactional_id: id.to_owned(), serial, producer_id, epoch, commit, target };
             if delay.is_zero() && self.marker_deliverable(&marker) {
                 self.apply_marker(marker);
             } else if delay.is_zero() {
@@ -473,7 +540,8 @@ impl Broker {
             MarkerTarget::Partition(tp) => {
                 let (now, tp) = (self.now, tp.clone());
                 if let Ok((log, settings)) = self.log_mut(&tp) {
-                    let offset = log.write_marker(marker.producer_id, marker.commit, now, settings.segment);
+                    let offset =
+                        log.write_marker(marker.producer_id, marker.commit, marker.epoch, now, settings.segment);
                     self.appends += 1;
                     self.event(format!("marker {verb} {tp} @{offset} (txn {id} #{serial})"));
                     self.txn.landing.insert((tp.clone(), offset), marker);

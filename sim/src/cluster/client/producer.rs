@@ -390,6 +390,15 @@ impl SimProducer {
         let identity = identity.expect("a transaction runs after init_transactions");
         let request = Request::EndTxn { transactional_id: shared.txn_id().to_owned(), producer: identity, commit };
         match shared.conn.call(operation, &shared.context(), request, TRANSACTION_CALL_TIMEOUT).await {
+            // transaction.version 2: the coordinator bumped the epoch; the next transaction
+            // runs under it, its sequence numbers from 0.
+            Ok(Reply::ProducerId(bumped)) => {
+                let mut state = shared.state();
+                state.identity = Some(bumped);
+                state.sequences.clear();
+                state.epoch_bump_needed = false;
+                Ok(())
+            }
             Ok(_) => Ok(()),
             Err(error) => {
                 shared.note_failure(&error);
