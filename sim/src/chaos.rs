@@ -87,7 +87,7 @@ use crate::harness::{
     TRANSACTION_TIMEOUT,
 };
 use crate::mqtt::{MqttBroker, SimBrokerConfig};
-use crate::runner::Ctx;
+use crate::runner::{Ctx, TransactionVersions};
 
 /// How long the inputs and faults wait at most for a replica's first tasks.
 const FIRST_TASKS_MAX: Duration = Duration::from_secs(60);
@@ -202,6 +202,11 @@ pub struct Chaos {
     publisher: Option<(usize, MqttGenerator)>,
     slow_ack_max: Duration,
     profile: FaultProfile,
+    /// The profile is a preset (`profile(name)`, or the default): on several brokers it gets
+    /// the broker faults. A profile given knob by knob is run as given.
+    preset: bool,
+    brokers: u32,
+    transaction_versions: TransactionVersions,
     replicas: usize,
     period: Duration,
     max_poll_records: usize,
@@ -332,6 +337,9 @@ impl Chaos {
             publisher: None,
             slow_ack_max: Duration::ZERO,
             profile: FaultProfile::everything(),
+            preset: true,
+            brokers: 3,
+            transaction_versions: TransactionVersions::Mixed,
             replicas: 3,
             period: Duration::from_secs(15),
             max_poll_records: 50,
@@ -400,12 +408,35 @@ impl Chaos {
     pub fn profile(mut self, name: &str) -> Self {
         self.profile = FaultProfile::named(name)
             .unwrap_or_else(|| panic!("no fault profile {name:?}; presets: {:?}", FaultProfile::PRESETS));
+        self.preset = true;
         self
     }
 
-    /// A fault profile with its knobs set (start from a preset, e.g. `FaultProfile::crashes()`).
+    /// A fault profile with its knobs set (start from a preset, e.g. `FaultProfile::crashes()`),
+    /// run as given: on several brokers the broker faults fire only with weights set here
+    /// (e.g. `..FaultProfile::everything().on_brokers(3)`).
     pub fn fault_profile(mut self, profile: FaultProfile) -> Self {
         self.profile = profile;
+        self.preset = false;
+        self
+    }
+
+    /// Brokers of the simulated Kafka cluster (default 3, 1 to 9): partitions replicated 3×
+    /// (fewer on fewer brokers) with `min.insync.replicas` 2, leaders, the transaction and group
+    /// coordinators on the brokers Kafka places them on, and failover. On several brokers the
+    /// preset profiles get the broker faults too ([`FaultProfile::on_brokers`]: a broker
+    /// crashed, paused or cut off, leadership moved, a failover while the followers lag); on
+    /// one, the single node that every seed ran on before (its seeds draw the schedules they
+    /// drew then).
+    pub fn brokers(mut self, count: u32) -> Self {
+        self.brokers = count.clamp(1, 9);
+        self
+    }
+
+    /// The cluster's `transaction.version` per seed: 1, 2 (KIP-890: an epoch bump per
+    /// transaction), or by default both, seeds alternating ([`TransactionVersions::Mixed`]).
+    pub fn transaction_version(mut self, versions: TransactionVersions) -> Self {
+        self.transaction_versions = versions;
         self
     }
 
@@ -495,17 +526,18 @@ impl Chaos {
     }
 
     fn timed_profile(&self) -> FaultProfile {
+        let brokers = if self.preset { self.brokers } else { 1 };
         match self.shape {
             // The bridge's pages commit within the engine's page transaction timeout.
             Shape::Mqtt(_) => FaultProfile {
                 session_timeout: SESSION_TIMEOUT,
                 transaction_timeout: BRIDGE_TRANSACTION_TIMEOUT,
-                ..self.profile.for_mqtt()
+                ..self.profile.for_mqtt().on_brokers(brokers)
             },
             _ => FaultProfile {
                 session_timeout: SESSION_TIMEOUT,
                 transaction_timeout: TRANSACTION_TIMEOUT,
-                ..self.profile.clone()
+                ..self.profile.on_brokers(brokers)
             },
         }
     }
@@ -654,7 +686,9 @@ impl Chaos {
 
     fn simulate(&self, seed: u64, schedule: FaultSchedule, replicas: usize, feed: Feed, verbose: bool) -> RunResult {
         let spec = self.clone();
-        let ctx = Ctx::default();
+        let mut ctx = Ctx::default();
+        ctx.brokers = self.brokers;
+        ctx.transaction_version = self.transaction_versions.for_seed(seed);
         let run_ctx = ctx.clone();
         let result = Arc::new(Mutex::new(None));
         let out = result.clone();

@@ -172,3 +172,37 @@ fn a_stage_keeping_its_sum_in_memory_is_caught_by_clean_restarts_alone() {
     let calm = chaos(in_memory_sum).profile("calm").seeds(0..4).try_run();
     assert!(calm.is_ok(), "without faults the in-memory sum is right: {:?}", calm.err().map(|f| f.to_string()));
 }
+
+fn on_the_cluster(fault: &Fault) -> bool {
+    matches!(
+        fault,
+        Fault::BrokerCrash { .. }
+            | Fault::BrokerPause { .. }
+            | Fault::BrokerIsolate { .. }
+            | Fault::LeaderMove { .. }
+            | Fault::LaggingFailover { .. }
+    )
+}
+
+#[test]
+fn a_preset_on_three_brokers_fails_over_and_one_broker_keeps_its_old_schedules() {
+    // The default cluster has three brokers: the preset's schedules fail brokers over.
+    let three = chaos(running_sum);
+    let failovers: usize =
+        (0..20).map(|seed| three.schedule(seed).faults.iter().filter(|t| on_the_cluster(&t.fault)).count()).sum();
+    assert!(failovers >= 20, "20 seeds of `everything` on three brokers drew only {failovers} broker faults");
+    // On one broker there is nothing to fail over to: the schedules are the preset's own.
+    let one = chaos(running_sum).brokers(1);
+    let given = chaos(running_sum).fault_profile(FaultProfile::everything());
+    for seed in 0..20 {
+        let schedule = one.schedule(seed);
+        assert!(schedule.faults.iter().all(|t| !on_the_cluster(&t.fault)), "seed {seed} on one broker:\n{schedule}");
+        assert_eq!(schedule.to_string(), given.schedule(seed).to_string(), "seed {seed}");
+    }
+    // A profile given knob by knob runs as given, also on three brokers.
+    let rolling = rolling(running_sum);
+    assert!((0..20).all(|seed| rolling.schedule(seed).faults.iter().all(|t| !on_the_cluster(&t.fault))));
+    // Both cluster sizes keep the stage exactly-once (and the single broker on both
+    // transaction versions, seeds alternating).
+    chaos(running_sum).brokers(1).seeds(0..4).run();
+}
