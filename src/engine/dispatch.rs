@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 
 use super::tokens::cycle::{run_cycles, CycleContext, Token};
 use super::tokens::page::SharedState;
-use super::tokens::{bootstrap_entries, drained_entries, Cycles, Entries};
+use super::tokens::{bootstrap_configs, drained_entries, Cycles, Entries};
 use crate::engine::bounds::{CONFIG_DRAIN_INTERVAL, PAGE_TRANSACTION_TIMEOUT};
 use crate::engine::config_topics::ConfigTopics;
 use crate::engine::hooks::Hooks;
@@ -102,13 +102,11 @@ impl<S: Extractor> DispatchRunner<S> {
         let policy = |error: &crate::wire::InvalidMessageError| stage.on_invalid_message(error);
         let state_key = |key: &str, config: &Config| stage.extract_state_key(key, config);
         let hooks = Hooks { enricher: stage.config_enricher(), policy: &policy, state_key: Some(&state_key) };
-        let bootstrap =
-            ConfigTopics::bootstrap(&*self.kafka, &self.settings.client_id, &topics, hooks, &*self.observer);
-        let Some(configs) = stop.unless_raised(bootstrap).await else { return Ok(()) };
-        let mut configs = configs?;
         // One token in a one-token space: `token_for(anything, 1)` is 0, every config is owned.
-        let entries = Arc::new(Mutex::new(Entries::new(1)));
-        bootstrap_entries(stage, &*self.observer, &mut configs, &topics[0], &entries).await?;
+        let bootstrap =
+            bootstrap_configs(&*self.kafka, &self.settings.client_id, stage, &*self.observer, &topics, hooks, 1, stop);
+        let Some(bootstrapped) = bootstrap.await else { return Ok(()) };
+        let (mut configs, entries) = bootstrapped?;
         let started = match stop.unless_raised(self.start_producer()).await {
             None => None,
             Some(started) => Some(started?),

@@ -1,8 +1,8 @@
 //! The allocation-free check that bytes are already one canonical JSON object.
 
 use super::encode::python_float_repr;
-use super::lex::{plain_ascii_run_end, scan_number};
-use super::parse::{check_int_digits, Parser};
+use super::lex::plain_ascii_run_end;
+use super::parse::{read_number, Number, Parser};
 use super::{JsonError, JSON_DEPTH_MAX};
 
 /// Checks that `bytes` is one JSON object already in canonical form (what [`write_object`](super::write_object)
@@ -266,26 +266,23 @@ impl Scanner<'_> {
     }
 
     fn number(&mut self) -> Result<(), JsonError> {
-        let start = self.pos;
-        let end = scan_number(self.bytes, start).ok_or(JsonError::InvalidNumber { offset: start })?;
-        self.pos = end.end;
-        let text = std::str::from_utf8(&self.bytes[start..end.end]).expect("ascii number");
-        if end.is_float {
-            let v: f64 = text.parse().map_err(|_| JsonError::InvalidNumber { offset: start })?;
-            if !v.is_finite() {
-                return Err(JsonError::NumberOutOfRange { offset: start });
-            }
-            if self.canonical {
-                let mut repr = String::with_capacity(24);
-                python_float_repr(v, &mut repr);
-                if repr != text {
-                    self.canonical = false;
+        let (number, end) = read_number(self.bytes, self.pos)?;
+        self.pos = end;
+        match number {
+            Number::Float { text, value } => {
+                if self.canonical {
+                    let mut repr = String::with_capacity(24);
+                    python_float_repr(value, &mut repr);
+                    if repr != text {
+                        self.canonical = false;
+                    }
                 }
             }
-        } else if text == "-0" {
-            self.canonical = false; // Python prints 0
-        } else {
-            check_int_digits(text, start)?;
+            Number::Int { text } => {
+                if text == "-0" {
+                    self.canonical = false; // Python prints 0
+                }
+            }
         }
         Ok(())
     }

@@ -324,25 +324,44 @@ impl Parser<'_> {
     }
 
     pub(super) fn number(&mut self) -> Result<Value, JsonError> {
-        let start = self.pos;
-        let end = scan_number(self.bytes, start).ok_or(JsonError::InvalidNumber { offset: start })?;
-        self.pos = end.end;
-        let text = std::str::from_utf8(&self.bytes[start..end.end]).expect("ascii number");
-        if end.is_float {
-            let v: f64 = text.parse().map_err(|_| JsonError::InvalidNumber { offset: start })?;
-            if !v.is_finite() {
-                return Err(JsonError::NumberOutOfRange { offset: start });
-            }
-            Ok(Value::Float(v))
-        } else {
-            check_int_digits(text, start)?;
-            Ok(integer_value(text))
-        }
+        let (number, end) = read_number(self.bytes, self.pos)?;
+        self.pos = end;
+        Ok(match number {
+            Number::Float { value, .. } => Value::Float(value),
+            Number::Int { text } => integer_value(text),
+        })
     }
 }
 
+/// A number literal read as Python's `json` reads it.
+pub(super) enum Number<'a> {
+    /// A literal with a fraction or an exponent, and its (finite) value.
+    Float { text: &'a str, value: f64 },
+    /// An integer literal of at most [`INT_DIGITS_MAX`] digits.
+    Int { text: &'a str },
+}
+
+/// Reads the number literal at `start` (the parser and the canonical scan share it): the
+/// literal and where it ends, or why it is refused (malformed, a float out of range, an
+/// integer too long).
+pub(super) fn read_number(bytes: &[u8], start: usize) -> Result<(Number<'_>, usize), JsonError> {
+    let end = scan_number(bytes, start).ok_or(JsonError::InvalidNumber { offset: start })?;
+    let text = std::str::from_utf8(&bytes[start..end.end]).expect("ascii number");
+    let number = if end.is_float {
+        let value: f64 = text.parse().map_err(|_| JsonError::InvalidNumber { offset: start })?;
+        if !value.is_finite() {
+            return Err(JsonError::NumberOutOfRange { offset: start });
+        }
+        Number::Float { text, value }
+    } else {
+        check_int_digits(text, start)?;
+        Number::Int { text }
+    };
+    Ok((number, end.end))
+}
+
 /// Refuses an integer literal longer than [`INT_DIGITS_MAX`] digits (the sign does not count).
-pub(super) fn check_int_digits(text: &str, offset: usize) -> Result<(), JsonError> {
+fn check_int_digits(text: &str, offset: usize) -> Result<(), JsonError> {
     if text.trim_start_matches('-').len() > INT_DIGITS_MAX {
         return Err(JsonError::IntegerTooLong { offset });
     }

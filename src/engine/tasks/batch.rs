@@ -409,18 +409,10 @@ impl<S: Transformer> TaskRunner<S> {
     ) -> Result<(), Error> {
         let changelog = self.settings.changelog_topic();
         let producer = &**task.producer.as_ref().expect("the per-task shape: every task has its producer");
-        let mut txn = Txn::new(producer, task.txn, &*self.observer);
-        let filled = async {
-            self.send_task_writes(&mut txn, &changelog, task.partition, outputs, changes).await?;
-            if producer.transactional_id().is_some() {
-                txn.send_offsets(offsets, metadata).await?;
-            }
-            buggify::point("task.before_commit").await;
-            Ok(())
-        }
-        .await;
-        txn.finish(filled).await?;
-        Ok(())
+        let txn = Txn::new(producer, task.txn, &*self.observer);
+        // At least once: no transaction, so no offsets in it (the group commits them).
+        let offsets = producer.transactional_id().is_some().then_some((offsets, metadata));
+        self.fill_and_commit(txn, &changelog, [(task.partition, outputs, changes)], offsets).await
     }
 
     /// The per-instance shape's one transaction (TRX-44): every task's outputs and state
@@ -439,12 +431,26 @@ impl<S: Transformer> TaskRunner<S> {
         metadata: &GroupMetadata,
     ) -> Result<(), Error> {
         let changelog = self.settings.changelog_topic();
-        let mut txn = Txn::new(&*shared.producer, &mut shared.txn, &*self.observer);
+        let txn = Txn::new(&*shared.producer, &mut shared.txn, &*self.observer);
+        let offsets = (!offsets.is_empty()).then_some((offsets, metadata));
+        self.fill_and_commit(txn, &changelog, writes, offsets).await
+    }
+
+    /// Fills one transaction, in both shapes: each task's outputs and state changes, then the
+    /// input offsets with the group's metadata (when given); then commits it, or aborts it if
+    /// anything failed (TRX-10, TRX-44).
+    async fn fill_and_commit<'c>(
+        &self,
+        mut txn: Txn<'_>,
+        changelog: &str,
+        writes: impl IntoIterator<Item = (i32, Vec<ProducerRecord>, &'c [StateChange])>,
+        offsets: Option<(&[(TopicPartition, i64)], &GroupMetadata)>,
+    ) -> Result<(), Error> {
         let filled = async {
             for (partition, outputs, changes) in writes {
-                self.send_task_writes(&mut txn, &changelog, partition, outputs, changes).await?;
+                self.send_task_writes(&mut txn, changelog, partition, outputs, changes).await?;
             }
-            if !offsets.is_empty() {
+            if let Some((offsets, metadata)) = offsets {
                 txn.send_offsets(offsets, metadata).await?;
             }
             buggify::point("task.before_commit").await;

@@ -201,12 +201,18 @@ impl<S: Extractor> TokenRunner<S> {
         let policy = |error: &crate::wire::InvalidMessageError| stage.on_invalid_message(error);
         let state_key = |key: &str, config: &Config| stage.extract_state_key(key, config);
         let hooks = Hooks { enricher: stage.config_enricher(), policy: &policy, state_key: Some(&state_key) };
-        let bootstrap =
-            ConfigTopics::bootstrap(&*self.kafka, &self.settings.client_id, &topics, hooks, &*self.observer);
-        let Some(configs) = stop.unless_raised(bootstrap).await else { return Ok(()) };
-        let mut configs = configs?;
-        let entries = Arc::new(Mutex::new(Entries::new(tokens)));
-        bootstrap_entries(stage, &*self.observer, &mut configs, &topics[0], &entries).await?;
+        let bootstrap = bootstrap_configs(
+            &*self.kafka,
+            &self.settings.client_id,
+            stage,
+            &*self.observer,
+            &topics,
+            hooks,
+            tokens,
+            stop,
+        );
+        let Some(bootstrapped) = bootstrap.await else { return Ok(()) };
+        let (mut configs, entries) = bootstrapped?;
         let mut membership = self.kafka.consumer(ConsumerConfig {
             offset_reset: OffsetReset::Latest,
             session_timeout: self.settings.session_timeout,
@@ -466,7 +472,31 @@ impl Restore {
 }
 
 /// The entries of every config the bootstrap stored (CFG-30..33), in either runner.
-pub(super) async fn bootstrap_entries<S: Extractor>(
+/// The config bootstrap both extractor runners start with: the config topics read through the
+/// stage's hooks, raced against the stop (`None` when the stop came first), then the entries of
+/// a space of `tokens` ownership tokens built from the store.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn bootstrap_configs<S: Extractor>(
+    kafka: &dyn Kafka,
+    client_id: &str,
+    stage: &S,
+    observer: &dyn Observer,
+    topics: &[String],
+    hooks: Hooks<'_>,
+    tokens: u32,
+    stop: &Stop,
+) -> Option<Result<(ConfigTopics, Arc<Mutex<Entries>>), Error>> {
+    let configs = stop.unless_raised(ConfigTopics::bootstrap(kafka, client_id, topics, hooks, observer)).await?;
+    let bootstrapped = async {
+        let mut configs = configs?;
+        let entries = Arc::new(Mutex::new(Entries::new(tokens)));
+        bootstrap_entries(stage, observer, &mut configs, &topics[0], &entries).await?;
+        Ok((configs, entries))
+    };
+    Some(bootstrapped.await)
+}
+
+async fn bootstrap_entries<S: Extractor>(
     stage: &S,
     observer: &dyn Observer,
     configs: &mut ConfigTopics,
