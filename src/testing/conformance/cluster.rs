@@ -10,7 +10,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use super::{await_assignment, check, create, keys_of, read_at_least, values, Env, Failure, Scenario};
+use super::{
+    await_assignment, check, create, input_and_output, keys_of, member_holding, read_at_least, values, Env, Failure,
+    Scenario,
+};
 use crate::kafka::{
     ConsumerConfig, Extent, Kafka, KafkaError, LogEnd, ProducerConfig, ProducerRecord, Rebalance, TopicPartition,
 };
@@ -373,18 +376,11 @@ async fn zombie_after_coordinator_move(kafka: &dyn Kafka, env: &Env) -> Result<(
 
 async fn offsets_while_group_coordinator_moves(kafka: &dyn Kafka, env: &Env) -> Result<(), Failure> {
     let control = control(env)?;
-    let input = env.name("input");
-    let output = env.name("output");
-    create(kafka, env, &input, 1, false).await?;
-    create(kafka, env, &output, 1, false).await?;
+    let (input, output) = input_and_output(kafka, env).await?;
     let group = env.name("group");
     let tp = TopicPartition::new(&input, 0);
-    let mut member = kafka.consumer(ConsumerConfig::member(env.name("member"), &group))?;
-    member.subscribe(std::slice::from_ref(&input)).await?;
-    await_assignment(member.as_mut(), env, |parts| parts.contains(&tp)).await?;
-    let metadata = member
-        .group_metadata()
-        .ok_or_else(|| Failure::Verdict("a member with an assignment has no group metadata".into()))?;
+    let (mut member, metadata) =
+        member_holding(kafka, env, ConsumerConfig::member(env.name("member"), &group), &tp).await?;
     let producer = kafka.producer(ProducerConfig::transactional(env.name("p"), env.name("txn")))?;
     producer.init_transactions().await?;
     producer.begin_transaction().await?;

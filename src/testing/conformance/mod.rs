@@ -19,8 +19,8 @@ use bytes::Bytes;
 
 use super::read_topic;
 use crate::kafka::{
-    ConsumerConfig, Kafka, KafkaError, KafkaErrorKind, NewTopic, ProducerConfig, ProducerRecord, Rebalance,
-    TopicCreation, TopicPartition,
+    Consumer, ConsumerConfig, GroupMetadata, Kafka, KafkaError, KafkaErrorKind, NewTopic, ProducerConfig,
+    ProducerRecord, Rebalance, TopicCreation, TopicPartition,
 };
 use crate::wire::{Header, RawRecord};
 
@@ -357,6 +357,31 @@ async fn create(kafka: &dyn Kafka, env: &Env, topic: &str, partitions: u32, comp
     Ok(())
 }
 
+/// The input and output topics most scenarios start with: one partition each, not compacted.
+async fn input_and_output(kafka: &dyn Kafka, env: &Env) -> Result<(String, String), Failure> {
+    let (input, output) = (env.name("input"), env.name("output"));
+    create(kafka, env, &input, 1, false).await?;
+    create(kafka, env, &output, 1, false).await?;
+    Ok((input, output))
+}
+
+/// A member made with `config`, subscribed to `tp`'s topic, once it holds `tp`; and its group
+/// metadata (what a transaction sends its offsets with).
+async fn member_holding(
+    kafka: &dyn Kafka,
+    env: &Env,
+    config: ConsumerConfig,
+    tp: &TopicPartition,
+) -> Result<(Box<dyn Consumer>, GroupMetadata), Failure> {
+    let mut member = kafka.consumer(config)?;
+    member.subscribe(std::slice::from_ref(&tp.topic)).await?;
+    await_assignment(member.as_mut(), env, |held| held.contains(tp)).await?;
+    let metadata = member
+        .group_metadata()
+        .ok_or_else(|| Failure::Verdict("a member with an assignment has no group metadata".into()))?;
+    Ok((member, metadata))
+}
+
 /// Reads every committed record of `topic` (all partitions) to the end captured now.
 async fn read_all(kafka: &dyn Kafka, env: &Env, topic: &str) -> Result<Vec<RawRecord>, Failure> {
     tokio::time::timeout(env.read_max, read_topic(kafka, &env.name("reader"), topic))
@@ -554,10 +579,7 @@ async fn fencing(kafka: &dyn Kafka, env: &Env) -> Result<(), Failure> {
 }
 
 async fn offsets_in_transaction(kafka: &dyn Kafka, env: &Env) -> Result<(), Failure> {
-    let input = env.name("input");
-    let output = env.name("output");
-    create(kafka, env, &input, 1, false).await?;
-    create(kafka, env, &output, 1, false).await?;
+    let (input, output) = input_and_output(kafka, env).await?;
     let seed = kafka.producer(ProducerConfig::idempotent(env.name("seed")))?;
     for i in 0..3 {
         seed.send(ProducerRecord::new(&input, "k", format!("in-{i}").into_bytes())).await?.await?;
@@ -567,12 +589,8 @@ async fn offsets_in_transaction(kafka: &dyn Kafka, env: &Env) -> Result<(), Fail
     let tp = TopicPartition::new(&input, 0);
 
     // A member that owns input-0, so its group metadata is real.
-    let mut member = kafka.consumer(ConsumerConfig::member(env.name("member"), &group))?;
-    member.subscribe(std::slice::from_ref(&input)).await?;
-    await_assignment(member.as_mut(), env, |parts| parts.contains(&tp)).await?;
-    let metadata = member
-        .group_metadata()
-        .ok_or_else(|| Failure::Verdict("a member with an assignment has no group metadata".into()))?;
+    let (mut member, metadata) =
+        member_holding(kafka, env, ConsumerConfig::member(env.name("member"), &group), &tp).await?;
 
     // IT-EOS-2: an aborted transaction commits no offset.
     let producer = kafka.producer(ProducerConfig::transactional(env.name("p"), env.name("txn")))?;
@@ -709,18 +727,10 @@ async fn group_handover(kafka: &dyn Kafka, env: &Env) -> Result<(), Failure> {
 /// offsets are unchanged. A's fresh metadata is accepted again. The producer's transactional
 /// id plays no part: nothing fences it by id.
 async fn generation_fencing(kafka: &dyn Kafka, env: &Env) -> Result<(), Failure> {
-    let input = env.name("input");
-    let output = env.name("output");
-    create(kafka, env, &input, 1, false).await?;
-    create(kafka, env, &output, 1, false).await?;
+    let (input, output) = input_and_output(kafka, env).await?;
     let group = env.name("group");
     let tp = TopicPartition::new(&input, 0);
-    let mut a = kafka.consumer(ConsumerConfig::member(env.name("a"), &group))?;
-    a.subscribe(std::slice::from_ref(&input)).await?;
-    await_assignment(a.as_mut(), env, |held| held.contains(&tp)).await?;
-    let stale = a
-        .group_metadata()
-        .ok_or_else(|| Failure::Verdict("a member with an assignment has no group metadata".into()))?;
+    let (mut a, stale) = member_holding(kafka, env, ConsumerConfig::member(env.name("a"), &group), &tp).await?;
     let producer = kafka.producer(ProducerConfig::transactional(env.name("p"), env.name("instance")))?;
     producer.init_transactions().await?;
     producer.begin_transaction().await?;
@@ -974,12 +984,8 @@ async fn unstable_offsets(kafka: &dyn Kafka, env: &Env) -> Result<(), Failure> {
     create(kafka, env, &input, 1, false).await?;
     let group = env.name("group");
     let tp = TopicPartition::new(&input, 0);
-    let mut member = kafka.consumer(ConsumerConfig::member(env.name("member"), &group))?;
-    member.subscribe(std::slice::from_ref(&input)).await?;
-    await_assignment(member.as_mut(), env, |parts| parts.contains(&tp)).await?;
-    let metadata = member
-        .group_metadata()
-        .ok_or_else(|| Failure::Verdict("a member with an assignment has no group metadata".into()))?;
+    let (mut member, metadata) =
+        member_holding(kafka, env, ConsumerConfig::member(env.name("member"), &group), &tp).await?;
     let producer = kafka.producer(ProducerConfig::transactional(env.name("p"), env.name("txn")))?;
     producer.init_transactions().await?;
     producer.begin_transaction().await?;
@@ -1008,10 +1014,7 @@ async fn unstable_offsets(kafka: &dyn Kafka, env: &Env) -> Result<(), Failure> {
 /// transactional id) fences the silent member and aborts its transaction: nothing of it is
 /// visible, the group's offsets stay uncommitted, and the silent member's commit fails fenced.
 async fn silent_member_open_transaction(kafka: &dyn Kafka, env: &Env) -> Result<(), Failure> {
-    let input = env.name("input");
-    let output = env.name("output");
-    create(kafka, env, &input, 1, false).await?;
-    create(kafka, env, &output, 1, false).await?;
+    let (input, output) = input_and_output(kafka, env).await?;
     let group = env.name("group");
     let tp = TopicPartition::new(&input, 0);
     let id = env.name("task-0");
@@ -1028,12 +1031,7 @@ async fn silent_member_open_transaction(kafka: &dyn Kafka, env: &Env) -> Result<
     let mut attempt = 0;
     let (mut silent, zombie) = loop {
         attempt += 1;
-        let mut silent = kafka.consumer(silent_config.clone())?;
-        silent.subscribe(std::slice::from_ref(&input)).await?;
-        await_assignment(silent.as_mut(), env, |parts| parts.contains(&tp)).await?;
-        let metadata = silent
-            .group_metadata()
-            .ok_or_else(|| Failure::Verdict("a member with an assignment has no group metadata".into()))?;
+        let (mut silent, metadata) = member_holding(kafka, env, silent_config.clone(), &tp).await?;
         // The member stays alive (keeps polling) until its transaction holds output and
         // offsets, however slow the network; then it goes silent.
         let zombie = kafka.producer(ProducerConfig::transactional(env.name("zombie"), &id))?;
