@@ -560,15 +560,37 @@ impl ProducerRecord {
     /// let record = ProducerRecord::new("clicks", "ada", "{}");
     /// assert_eq!(record.key.as_deref(), Some(&b"ada"[..]));
     /// ```
-    pub fn new(topic: impl Into<String>, key: impl Into<Bytes>, value: impl Into<Bytes>) -> Self {
+    ///
+    /// Key and value take owned bytes as they are and copy borrowed ones, so a key built at
+    /// run time works as well as a literal:
+    ///
+    /// ```
+    /// # use flechtwerk::kafka::ProducerRecord;
+    /// let account = format!("account-{}", 7);
+    /// let record = ProducerRecord::new("totals", account.as_str(), br#"{"total":3}"#);
+    /// assert_eq!(record.key.as_deref(), Some(&b"account-7"[..]));
+    /// ```
+    pub fn new(topic: impl Into<String>, key: impl IntoRecordBytes, value: impl IntoRecordBytes) -> Self {
         ProducerRecord {
             topic: topic.into(),
             partition: None,
-            key: Some(key.into()),
-            value: Some(value.into()),
+            key: Some(key.into_record_bytes()),
+            value: Some(value.into_record_bytes()),
             headers: Vec::new(),
             timestamp_ms: None,
         }
+    }
+
+    /// A tombstone: a keyed record without a value, which deletes the key from a compacted
+    /// topic (a config topic also reads an empty value and exactly `{}` as deletes, CFG-31).
+    ///
+    /// ```
+    /// # use flechtwerk::kafka::ProducerRecord;
+    /// let delete = ProducerRecord::tombstone("endpoints", "eu-1");
+    /// assert_eq!((delete.key.as_deref(), delete.value), (Some(&b"eu-1"[..]), None));
+    /// ```
+    pub fn tombstone(topic: impl Into<String>, key: impl IntoRecordBytes) -> Self {
+        ProducerRecord { value: None, ..ProducerRecord::new(topic, key, Bytes::new()) }
     }
 
     /// Sends to an explicit partition instead of hashing the key.
@@ -580,6 +602,73 @@ impl ProducerRecord {
     pub fn to_partition(mut self, partition: i32) -> Self {
         self.partition = Some(partition);
         self
+    }
+}
+
+/// What a record's key or value can be made of: owned bytes (`Bytes`, `Vec<u8>`, `String`,
+/// `Box<[u8]>`) are taken as they are, borrowed ones (`&str`, `&[u8]`, a byte-string literal)
+/// copied.
+///
+/// ```
+/// use flechtwerk::kafka::IntoRecordBytes;
+/// let key = String::from("ada");
+/// assert_eq!(key.as_str().into_record_bytes(), "ada".into_record_bytes());
+/// assert_eq!(b"{}".into_record_bytes(), bytes::Bytes::from_static(b"{}"));
+/// ```
+pub trait IntoRecordBytes {
+    /// The bytes.
+    ///
+    /// ```
+    /// use flechtwerk::kafka::IntoRecordBytes;
+    /// assert_eq!(vec![1u8, 2].into_record_bytes().len(), 2);
+    /// ```
+    fn into_record_bytes(self) -> Bytes;
+}
+
+macro_rules! owned_record_bytes {
+    ($($owned:ty),*) => {$(
+        impl IntoRecordBytes for $owned {
+            fn into_record_bytes(self) -> Bytes {
+                Bytes::from(self)
+            }
+        }
+    )*};
+}
+owned_record_bytes!(Bytes, Vec<u8>, String, Box<[u8]>);
+
+impl IntoRecordBytes for &str {
+    fn into_record_bytes(self) -> Bytes {
+        Bytes::copy_from_slice(self.as_bytes())
+    }
+}
+
+impl IntoRecordBytes for &String {
+    fn into_record_bytes(self) -> Bytes {
+        Bytes::copy_from_slice(self.as_bytes())
+    }
+}
+
+impl IntoRecordBytes for &[u8] {
+    fn into_record_bytes(self) -> Bytes {
+        Bytes::copy_from_slice(self)
+    }
+}
+
+impl IntoRecordBytes for &Vec<u8> {
+    fn into_record_bytes(self) -> Bytes {
+        Bytes::copy_from_slice(self)
+    }
+}
+
+impl IntoRecordBytes for &Bytes {
+    fn into_record_bytes(self) -> Bytes {
+        self.clone()
+    }
+}
+
+impl<const N: usize> IntoRecordBytes for &[u8; N] {
+    fn into_record_bytes(self) -> Bytes {
+        Bytes::copy_from_slice(self)
     }
 }
 
