@@ -13,8 +13,9 @@ use std::sync::{Arc, Mutex};
 
 use flechtwerk::attribute::{Attribute, INT, STR};
 use flechtwerk::stage::{transformer, FnTransformer};
-use flechtwerk::{Event, Message};
-use flechtwerk_sim::chaos::{Chaos, Input};
+use flechtwerk::wire::decode_value;
+use flechtwerk::{Event, Message, Record};
+use flechtwerk_sim::chaos::{Chaos, Input, Outcome};
 use flechtwerk_sim::harness::faults::{Fault, FaultProfile};
 
 const AMOUNT: Attribute<i64> = Attribute::new("amount", &INT);
@@ -50,9 +51,58 @@ fn chaos(stage: impl Fn() -> FnTransformer + Send + Sync + 'static) -> Chaos {
         .replicas(3)
 }
 
+/// A property of the stage's own logic, which the oracle cannot see (the reference run executes
+/// the same code): each account's last sum is the total of its committed amounts.
+fn last_sum_is_the_total(outcome: &Outcome) -> Result<(), String> {
+    let field = |bytes: Option<&[u8]>, attribute: &Attribute<i64>| -> Result<Option<i64>, String> {
+        let map = decode_value(bytes).map_err(|e| e.to_string())?;
+        Record::wrap(map).get(attribute).map_err(|e| e.to_string())
+    };
+    let mut totals: BTreeMap<String, i64> = BTreeMap::new();
+    for input in outcome.inputs.iter().filter(|r| &*r.topic == "amounts") {
+        let account = String::from_utf8_lossy(input.key.as_deref().unwrap_or_default()).into_owned();
+        *totals.entry(account).or_default() += field(input.value.as_deref(), &AMOUNT)?.unwrap_or(0);
+    }
+    for (account, total) in totals {
+        let sums = outcome.outputs.get(&("sums".to_owned(), account.clone()));
+        let last = match sums.and_then(|values| values.last()) {
+            Some(value) => field(value.as_deref(), &SUM)?,
+            None => None,
+        };
+        if last != Some(total) {
+            return Err(format!("{account}: the last sum is {last:?}, its amounts add up to {total}"));
+        }
+    }
+    Ok(())
+}
+
 #[test]
 fn running_sums_are_exactly_once_under_chaos() {
-    chaos(running_sum).seeds(0..12).run();
+    chaos(running_sum).check(last_sum_is_the_total).seeds(0..12).run();
+}
+
+/// Planted bug 3, a plain logic bug: an odd amount's output carries the sum from *before* the
+/// update (the state is right). The reference run has the same bug, so the oracle passes every
+/// seed; only a property of the stage's own (`.check`) catches it, with no fault at all.
+fn stale_sum_on_odd_amounts() -> FnTransformer {
+    transformer(["amounts"]).config_topics(["accounts"]).transform(|msg, mut state, out| {
+        let amount = msg.value.as_ref().map(|v| v.get(&AMOUNT)).transpose()?.flatten().unwrap_or(0);
+        let before = state.get(&SUM)?.unwrap_or(0);
+        let sum = before + amount;
+        state.set(&SUM, sum)?;
+        let shown = if amount % 2 == 1 { before } else { sum };
+        out.send(Message::new("sums", msg.key.as_str(), Event::new().with(&SUM, shown)?));
+        out.set_state(state);
+        Ok(())
+    })
+}
+
+#[test]
+fn a_logic_bug_passes_the_oracle_and_fails_the_stages_own_property() {
+    let oracle_only = chaos(stale_sum_on_odd_amounts).profile("calm").seeds(0..2);
+    assert!(oracle_only.try_run().is_ok(), "the oracle alone cannot see a bug the reference run shares");
+    let failure = oracle_only.check(last_sum_is_the_total).try_run().expect_err("the property sees it");
+    assert!(failure.violations.iter().any(|v| v.contains("the last sum is")), "{failure}");
 }
 
 /// Planted bug 1: the sum lives in the stage's memory instead of its `State`. Any restart or
