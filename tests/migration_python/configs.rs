@@ -103,6 +103,11 @@ fn compare_stores(
 }
 
 /// Config topics written by one implementation and read by the other.
+///
+/// Pins: ATTR-43 (the Rust writer's records are Python's byte for byte: values as canonical JSON,
+/// keys as raw UTF-8, which the `quoted-key` planted bug breaks), CFG-10 and CFG-12 (the bootstrap
+/// reads every partition and compacts by wire key), CFG-20 (a running store drains new records),
+/// CFG-22 (a keyless record is stored under `""`), CFG-31 (null, empty and `{}` all delete).
 pub(crate) fn configs(setup: Setup) -> String {
     let started = Instant::now();
     let p = &setup.prefix;

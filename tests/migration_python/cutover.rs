@@ -111,6 +111,13 @@ pub(crate) fn fenced(watermarks: &Watermarks, killed: &SwitchedOff, successor: &
 }
 
 /// Python → Rust → Python, each switch a stop or a kill.
+///
+/// Pins: LIFE-03 (the changelog, the group and the per-task transactional ids are Python's: the
+/// `app-id` planted bug fails it), TRX-30 (the task producers' ids `{application_id}-{p}`: a
+/// killed owner's open transaction is aborted by its successor's fence, long before it could time
+/// out), TRX-31 (fence, then restore the changelog the other side wrote: the `forget` planted bug
+/// fails it), TRX-11 (each side goes on from the offsets the other committed: every key counts
+/// 1..n), ATTR-43 (Python's consumer reads Rust's outputs byte for byte, canonical JSON).
 pub(crate) fn cutover(setup: Setup, how: Switch) -> String {
     let started = Instant::now();
     let p = &setup.prefix;

@@ -14,6 +14,12 @@ use crate::{wait_until, Setup, ACCOUNTS, CUTOVER_ITEMS, FEEDS, PHASE_MAX};
 /// A Python extractor, killed mid-page, replaced by a Rust one, killed mid-page, replaced by
 /// Python again; the feeds of an account share a state keyed by the account as written, while
 /// the configs are enriched with a rewritten account (CFG-30).
+///
+/// Pins: CFG-30 (the state key comes from the config before enrichment: an account's feeds find
+/// their shared cursors), EXT-37 (a new holder's token producers fence the killed holder's open
+/// page, then the changelog is restored: each side goes on from the other's cursors), LIFE-03 (the
+/// per-token transactional ids and the changelog are Python's), EXT-10 and EXT-25 (killed
+/// mid-page, every feed's items still arrive once, in order).
 pub(crate) fn extractor_cutover(setup: Setup) -> String {
     let started = Instant::now();
     let label = "extractor cut-over (Kill)";

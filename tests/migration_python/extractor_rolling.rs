@@ -9,6 +9,10 @@ use crate::{wait_until, Setup, ACCOUNTS, FEEDS, PARTITIONS, PHASE_MAX, ROLLING_I
 
 /// Two Python extractor replicas replaced one at a time by Rust replicas while they extract:
 /// mixed groups of both implementations share the tokens, each handover by a rebalance.
+///
+/// Pins: EXT-33 (the membership group `application_id` with the Range assignor: mixed groups
+/// share the tokens), EXT-30 and EXT-32 (both sides give a config the same owner, by `token_for`
+/// of its state key: no item twice, none missing), EXT-25 (every feed's items once, in order).
 pub(crate) fn extractor_rolling(setup: Setup) -> String {
     let started = Instant::now();
     let label = "extractor rolling";

@@ -11,6 +11,11 @@ use crate::topics::{committed, create_topics, feed};
 use crate::{block, kafka, wait_until, Setup, INPUTS, PARTITIONS, PHASE_MAX};
 
 /// Two Python replicas replaced one at a time by Rust replicas while the input flows.
+///
+/// Pins: TRX-01 (the Range assignor and the group `application_id`: Rust members join Python's
+/// group and share its tasks), LIFE-03 (the changelog and the transactional ids are shared),
+/// TRX-31 (a task handed over between the implementations restores its state: every key counts
+/// 1..n).
 pub(crate) fn rolling(setup: Setup) -> String {
     let started = Instant::now();
     let p = &setup.prefix;
