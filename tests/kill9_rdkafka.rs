@@ -66,6 +66,13 @@ async fn read_all(kafka: &dyn Kafka, topic: &str) -> Vec<RawRecord> {
     read_topic(kafka, "kill9-reader", topic).await.expect("read")
 }
 
+/// The test: children SIGKILLed over and over while the inputs flow, then every key's committed
+/// counts and the changelog checked.
+///
+/// Pins: IT-X-1 (SIGKILL chaos: every key counts 1..n, no gap, no repeat), TRX-10 (outputs,
+/// state changes and input offsets commit in one transaction per task: a kill between them would
+/// repeat or lose a count), TRX-11 (the committed offset is the batch's last + 1), TRX-31 (a
+/// restarted task restores its state from the changelog after the fence, so it counts on from n).
 async fn parent() {
     let nanos = SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_nanos();
     let prefix = format!("kill9-{nanos:x}");

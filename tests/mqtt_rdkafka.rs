@@ -132,6 +132,9 @@ fn is_publish(event: &MqttEvent) -> bool {
 }
 
 /// IT-MQ-1, IT-MQ-2, IT-MQ-5 on the adapter.
+///
+/// Pins: IT-MQ-1, IT-MQ-2, IT-MQ-5 (asserted in turn), MQ-02 and MQ-03 (the session survives a
+/// plain disconnect: `clean_start=false`, the expiry sent, never set to 0 on DISCONNECT).
 async fn port_level() {
     let id = unique("itmq");
     let filter = format!("flechtwerk/{id}/+/events");
@@ -261,6 +264,10 @@ fn payloads(range: std::ops::RangeInclusive<i64>) -> Vec<String> {
 }
 
 /// End to end, with a Mosquitto restart in the middle.
+///
+/// Pins: MQ-04 (the bridge reconnects by itself: a Mosquitto restart within the grace does not
+/// end the run), MQ-06 (it subscribes again after the reconnect: messages get through), MQ-31
+/// (`relay` gets the publish topic and the decoded payload), MQ-51 (per topic, order holds).
 async fn end_to_end_with_restart() {
     let prefix = unique("mqe2e");
     let filters = vec![format!("{prefix}/a/#"), format!("{prefix}/b/#")];
@@ -321,6 +328,9 @@ async fn end_to_end_with_restart() {
 }
 
 /// MQ-38: SIGKILL between the Kafka commit and the acknowledgement.
+///
+/// Pins: MQ-34 (a relayed message is acknowledged only after its Kafka commit: the probe
+/// committed before the kill comes again), MQ-38 (across the crash no message is lost).
 async fn kill_between_commit_and_ack() {
     let prefix = unique("mqkill");
     let filters = vec![format!("{prefix}/#")];
@@ -367,6 +377,12 @@ async fn kill_between_commit_and_ack() {
 }
 
 /// The Python cut-over: Python → Rust → Python on one MQTT session, clean stops.
+///
+/// Pins: MQ-38 (a stopping Rust bridge acknowledges its last committed poll: the switch from Rust
+/// leaves no duplicate), MQ-10 and LIFE-40 (Rust subscribes `$share/{application_id}/{filter}`
+/// as Python does: any other subscription in the session Python left would deliver twice),
+/// LIFE-04 (the client id names the MQTT session each side takes over: every message arrives, in
+/// order of first arrival).
 async fn python_cutover() {
     let python = env("PYTHON_REF");
     let prefix = unique("mqpy");

@@ -432,6 +432,9 @@ impl Fleet {
 
     /// Restarts the replicas due, sees clean stops through (killed past [`STOP_MAX`]), and
     /// records the replicas that ended on their own or did not stop cleanly.
+    ///
+    /// Pins: LIFE-21 (a clean stop, SIGTERM to `run_until`'s end, ends within `STOP_MAX` whatever the
+    /// brokers do, and with no error but the let-it-crash ends the fleet tolerates).
     fn tend(&mut self) {
         let keys: Vec<(Stage, usize)> = self.replicas.keys().copied().collect();
         for key in keys {
@@ -937,6 +940,14 @@ fn nemesis() {
     }
 }
 
+/// The counter's checks: per key the counts are exactly 1..n, every output joined with its
+/// config, the group's offsets at the end of the input.
+///
+/// Pins: TRX-10 (one transaction per task holds outputs, state and offsets: counts exactly 1..n
+/// per key across every fault), TRX-11 (the group's committed offsets end exactly at the input's
+/// end), TRX-31 (restarted and handed-over tasks restore their state after the fence), CFG-10 and
+/// CFG-24 (the config store is read in full before the group subscription: every output joined
+/// with its key's config, written before the replicas started).
 fn check_counter(n: &Names) -> Vec<String> {
     let mut per_key: BTreeMap<String, i64> = BTreeMap::new();
     let inputs = read_committed(&n.input);
@@ -1000,6 +1011,11 @@ fn check_counter(n: &Names) -> Vec<String> {
     violations
 }
 
+/// The extractor's checks: per feed items 1..N exactly once, in order; the cursors in the
+/// changelog never regress.
+///
+/// Pins: EXT-10 (a page's items and its cursor commit together: every feed's items exactly once,
+/// in order, across every fault), EXT-25 (per feed the cursors in the changelog never regress).
 fn check_extractor(n: &Names, feed_items: i64) -> Vec<String> {
     let mut violations = Vec::new();
     let mut per_feed: BTreeMap<String, Vec<i64>> = BTreeMap::new();

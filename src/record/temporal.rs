@@ -5,8 +5,8 @@
 //! `time.fromisoformat` (the C implementation, `_datetimemodule.c`), ported byte for byte: the
 //! parsers below walk the UTF-8 bytes the same way, including the C code's reliance on the NUL
 //! terminator. Encoding is `date.isoformat()`, `time.isoformat()`, and for DATETIME
-//! `isoformat()` with `+00:00` replaced by `Z` when the zone is UTC. `tests/golden.rs` pins both
-//! directions against vectors recorded from the Python implementation.
+//! `isoformat()` with `+00:00` replaced by `Z` when the zone is UTC. `tests/golden/datetime.rs`
+//! pins both directions against vectors recorded from the Python implementation.
 //!
 //! ## What decodes
 //!

@@ -1,4 +1,4 @@
-"""The Python side of tests/migration_python.rs: Python flechtwerk 0.17.0 as a config-topic
+"""The Python side of tests/migration_python/: Python flechtwerk 0.17.0 as a config-topic
 writer, a config-store reader and a topic reader, each through the package's own code.
 
     eval "$(scripts/python-ref | grep '^PYTHON_REF=')"
@@ -22,7 +22,7 @@ writer, a config-store reader and a topic reader, each through the package's own
   account share one state (`extract_state_key` returns the account of the config as written):
   `{"cursors": {"feed-k": n, ...}}`. Configs are enriched on their way into the store: the
   account becomes `directory:<account>`, which the state key must not see (CFG-30). The Rust
-  child `extractor` of tests/migration_python.rs is the same stage (its cut-over and rolling
+  child `extractor` of tests/migration_python/ is the same stage (its cut-over and rolling
   scenarios).
 - `mqtt-bridge` runs an MQTT → Kafka bridge (`MqttExtractor`, drain limit 50, a cycle every
   200 ms; until SIGTERM or SIGINT, then a clean stop): every MQTT message `{"seq": n}` on a
@@ -82,7 +82,7 @@ IMPL = Attribute("impl", STR)
 ACCOUNT = Attribute("account", STR)
 CURSORS = Attribute("cursors", DICT(INT))
 PAGE_ITEMS = 5
-"""Items per page, one page per poll (tests/migration_python.rs: `PAGE_ITEMS`)."""
+"""Items per page, one page per poll (tests/migration_python/main.rs: `PAGE_ITEMS`)."""
 ITEM_PAUSE_S = 0.01
 """A pause after each item, so that a page's transaction stays open long enough to be killed in."""
 
