@@ -66,6 +66,9 @@ impl Chaos {
         Chaos::new(Shape::Mqtt(factory))
     }
 
+    /// The run of an MQTT bridge: set-up, the devices publishing while the faults fire,
+    /// quiescence, and the checks of the run's end (subscriptions, config stores, the
+    /// acknowledgements seen while it ran).
     pub(super) async fn run_once_mqtt(
         &self,
         ctx: Ctx,
@@ -77,42 +80,13 @@ impl Chaos {
         let chaos = !schedule.is_empty();
         ctx.event(format!("{replica_count} replicas, {} faults:\n{schedule}", schedule.len()));
         let cluster = Cluster::start(&ctx);
-        let topics = self.outputs_topics.iter().map(|(t, p)| topic(t.as_str(), *p, false));
-        let topics = topics.chain(self.config_topics.iter().map(|(t, p)| topic(t.as_str(), *p, true))).collect();
-        let configs = self.configs.iter().map(|record| producer_record(record, None)).collect();
-        crate::harness::setup(&cluster, topics, configs).await;
+        self.set_up_bridge_topics(&cluster).await;
 
         let broker = bridge::start_broker(&ctx, SimBrokerConfig::default());
         let names: Vec<String> = (0..replica_count).map(|i| format!("replica-{i}")).collect();
         let relays = Relays::default();
         let acks: Arc<Mutex<AckJournal>> = Arc::default();
-        {
-            let (cluster, relays, acks) = (cluster.clone(), relays.clone(), acks.clone());
-            let ids: Vec<String> = names.iter().map(|n| format!("{}-{n}", self.application_id)).collect();
-            let outputs: Vec<String> = self.outputs_topics.iter().map(|(t, _)| t.clone()).collect();
-            broker.on_ack(Arc::new(move |ack| {
-                let Some(content) = canonical_bytes(&ack.message.payload) else { return };
-                let key = (ack.client_id.clone(), ack.message.topic.clone(), content);
-                let Some(Some(out)) = relays.lock().expect("relays lock").get(&key).cloned() else { return };
-                let mut journal = acks.lock().expect("acks lock");
-                if journal.decided.contains(&out) {
-                    return;
-                }
-                for topic in &outputs {
-                    let decided = bridge::decided_outputs(&cluster, &ids, topic, |key, value| {
-                        let key = String::from_utf8_lossy(key.unwrap_or_default()).into_owned();
-                        Some((topic.clone(), key, value.map(Bytes::copy_from_slice)))
-                    });
-                    journal.decided.extend(decided);
-                }
-                if !journal.decided.contains(&out) {
-                    journal.violations.push(format!(
-                        "{} acknowledged {} (publish #{}) before the Kafka transaction carrying its output {}/{} committed",
-                        ack.client_id, ack.message.topic, ack.message.number, out.0, out.1
-                    ));
-                }
-            }));
-        }
+        self.check_acks_on(&broker, &cluster, &names, &relays, &acks);
         let own = OwnSubscriptions::default();
         let run = BridgeRun {
             application_id: self.application_id.clone(),
@@ -127,14 +101,9 @@ impl Chaos {
         let mut replicas = Replicas::start(&cluster, &ctx, &disk, factory(run), replica_count, replica_count);
         replicas.set_mqtt_broker(broker.clone());
         let config_topics: Vec<&str> = self.config_topics.iter().map(|(t, _)| t.as_str()).collect();
-        // The devices begin once every replica subscribed the configs' filters: messages that
-        // no subscription matches are lost before any bridge sees them.
-        let want = bridge::wanted_subscriptions(&cluster, &self.application_id, &config_topics);
-        let deadline = ctx.now() + FIRST_TASKS_MAX;
-        let subscribed = |n: &String| broker.subscriptions(n).is_some_and(|s| want.is_subset(&s.into_iter().collect()));
-        while ctx.now() < deadline && !names.iter().all(subscribed) {
-            sleep(Duration::from_millis(100)).await;
-        }
+        let parts =
+            BridgeParts { cluster: &cluster, broker: &broker, own: &own, names: &names, config_topics: &config_topics };
+        self.await_first_subscriptions(&ctx, &parts).await;
         if chaos && madsim::rand::thread_rng().next_u64() % 1000 < (self.profile.buggify * 1000.0) as u64 {
             madsim::buggify::enable();
             ctx.event("buggify on");
@@ -145,15 +114,95 @@ impl Chaos {
             devices.spawn(publish_mqtt(broker.clone(), ctx.clone(), messages, self.period, journal.clone()));
         replicas.run_faults(&schedule, vec![publishing]).await;
 
-        // Quiescence: nothing held at the broker, every active filter subscribed (none that the
-        // current processes retired), no transaction open.
         let mut violations = Vec::new();
         let outputs: Vec<&str> = self.outputs_topics.iter().map(|(t, _)| t.as_str()).collect();
+        let quiesced = self.await_bridge_quiescence(&ctx, &parts, &outputs).await;
+        if !quiesced {
+            violations.push(self.bridge_unsettled(&parts, &outputs));
+        }
+        // Every last reconcile sees the final configs.
+        sleep(Duration::from_secs(3)).await;
+        violations.extend(self.bridge_subscription_violations(&ctx, &parts));
+        let want = self.config_compaction(&cluster);
+        replicas.await_configs(&want, CONFIG_CONVERGENCE_MAX).await;
+        violations.extend(replicas.config_mismatches(&want, &config_topics.join("+")));
+        violations.extend(acks.lock().expect("acks lock").violations.iter().take(DIFFS_SHOWN).cloned());
+
+        let outcome = self.bridge_outcome(&cluster, &broker, &journal);
+        for v in &violations {
+            ctx.violation(v.clone());
+        }
+        RunResult { outcome, violations, quiesced, events: Vec::new(), relays }
+    }
+
+    /// Set-up: creates the output and config topics and writes the config records.
+    async fn set_up_bridge_topics(&self, cluster: &Cluster) {
+        let topics = self.outputs_topics.iter().map(|(t, p)| topic(t.as_str(), *p, false));
+        let topics = topics.chain(self.config_topics.iter().map(|(t, p)| topic(t.as_str(), *p, true))).collect();
+        let configs = self.configs.iter().map(|record| producer_record(record, None)).collect();
+        crate::harness::setup(cluster, topics, configs).await;
+    }
+
+    /// The check at every acknowledgement the broker applies: the output the relay made of the
+    /// message must already be committed (decided, on the Kafka broker's own state). Its
+    /// violations go to `acks`.
+    fn check_acks_on(
+        &self,
+        broker: &MqttBroker,
+        cluster: &Cluster,
+        names: &[String],
+        relays: &Relays,
+        acks: &Arc<Mutex<AckJournal>>,
+    ) {
+        let (cluster, relays, acks) = (cluster.clone(), relays.clone(), acks.clone());
+        let ids: Vec<String> = names.iter().map(|n| format!("{}-{n}", self.application_id)).collect();
+        let outputs: Vec<String> = self.outputs_topics.iter().map(|(t, _)| t.clone()).collect();
+        broker.on_ack(Arc::new(move |ack| {
+            let Some(content) = canonical_bytes(&ack.message.payload) else { return };
+            let key = (ack.client_id.clone(), ack.message.topic.clone(), content);
+            let Some(Some(out)) = relays.lock().expect("relays lock").get(&key).cloned() else { return };
+            let mut journal = acks.lock().expect("acks lock");
+            if journal.decided.contains(&out) {
+                return;
+            }
+            for topic in &outputs {
+                let decided = bridge::decided_outputs(&cluster, &ids, topic, |key, value| {
+                    let key = String::from_utf8_lossy(key.unwrap_or_default()).into_owned();
+                    Some((topic.clone(), key, value.map(Bytes::copy_from_slice)))
+                });
+                journal.decided.extend(decided);
+            }
+            if !journal.decided.contains(&out) {
+                journal.violations.push(format!(
+                    "{} acknowledged {} (publish #{}) before the Kafka transaction carrying its output {}/{} committed",
+                    ack.client_id, ack.message.topic, ack.message.number, out.0, out.1
+                ));
+            }
+        }));
+    }
+
+    /// Waits, at most [`FIRST_TASKS_MAX`], until every replica subscribed the configs' filters:
+    /// the devices begin then, since messages that no subscription matches are lost before any
+    /// bridge sees them.
+    async fn await_first_subscriptions(&self, ctx: &Ctx, parts: &BridgeParts<'_>) {
+        let want = self.wanted_subscriptions(parts);
+        let deadline = ctx.now() + FIRST_TASKS_MAX;
+        let subscribed =
+            |n: &String| parts.broker.subscriptions(n).is_some_and(|s| want.is_subset(&s.into_iter().collect()));
+        while ctx.now() < deadline && !parts.names.iter().all(subscribed) {
+            sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Quiescence, within [`QUIESCENCE_MAX`]: nothing held at the broker, every active filter
+    /// subscribed (none that the current processes retired), no transaction open. Whether it
+    /// came.
+    async fn await_bridge_quiescence(&self, ctx: &Ctx, parts: &BridgeParts<'_>, outputs: &[&str]) -> bool {
         let deadline = ctx.now() + QUIESCENCE_MAX;
-        let quiesced = loop {
-            let want = bridge::wanted_subscriptions(&cluster, &self.application_id, &config_topics);
-            let idle = names.iter().all(|n| bridge::settled(&broker, &own, n, &want))
-                && outputs.iter().all(|t| truth::no_open_transactions(&cluster, t));
+        loop {
+            let want = self.wanted_subscriptions(parts);
+            let idle = parts.names.iter().all(|n| bridge::settled(parts.broker, parts.own, n, &want))
+                && outputs.iter().all(|t| truth::no_open_transactions(parts.cluster, t));
             if idle {
                 break true;
             }
@@ -161,36 +210,53 @@ impl Chaos {
                 break false;
             }
             sleep(Duration::from_secs(1)).await;
-        };
-        if !quiesced {
-            let want = bridge::wanted_subscriptions(&cluster, &self.application_id, &config_topics);
-            let held: Vec<String> = names
-                .iter()
-                .filter(|n| broker.held(n) > 0)
-                .map(|n| format!("{} messages held for {n}", broker.held(n)))
-                .collect();
-            let unsettled: Vec<&String> = names.iter().filter(|n| !bridge::settled(&broker, &own, n, &want)).collect();
-            let open: Vec<&&str> = outputs.iter().filter(|t| !truth::no_open_transactions(&cluster, t)).collect();
-            violations.push(format!(
-                "liveness: not settled {QUIESCENCE_MAX:?} after the faults stopped: unacknowledged at the MQTT broker: \
-                 {held:?}; replicas unsettled (held messages or subscriptions): {unsettled:?}; open transactions on \
-                 {open:?}"
-            ));
         }
-        // Every last reconcile sees the final configs.
-        sleep(Duration::from_secs(3)).await;
-        let want = bridge::wanted_subscriptions(&cluster, &self.application_id, &config_topics);
-        let (subscriptions, extra) = bridge::subscription_violations(&broker, &own, &names, &want);
-        violations.extend(subscriptions);
+    }
+
+    /// The liveness violation of a run that did not quiesce: what was still held at the broker,
+    /// which replicas had not settled, which outputs had a transaction open.
+    fn bridge_unsettled(&self, parts: &BridgeParts<'_>, outputs: &[&str]) -> String {
+        let BridgeParts { cluster, broker, own, names, .. } = *parts;
+        let want = self.wanted_subscriptions(parts);
+        let held: Vec<String> = names
+            .iter()
+            .filter(|n| broker.held(n) > 0)
+            .map(|n| format!("{} messages held for {n}", broker.held(n)))
+            .collect();
+        let unsettled: Vec<&String> = names.iter().filter(|n| !bridge::settled(broker, own, n, &want)).collect();
+        let open: Vec<&&str> = outputs.iter().filter(|t| !truth::no_open_transactions(cluster, t)).collect();
+        format!(
+            "liveness: not settled {QUIESCENCE_MAX:?} after the faults stopped: unacknowledged at the MQTT broker: \
+             {held:?}; replicas unsettled (held messages or subscriptions): {unsettled:?}; open transactions on \
+             {open:?}"
+        )
+    }
+
+    /// Every replica subscribes the active configs' filters and none that its process retired;
+    /// left-over subscriptions of previous processes are counted in the trace.
+    fn bridge_subscription_violations(&self, ctx: &Ctx, parts: &BridgeParts<'_>) -> Vec<String> {
+        let want = self.wanted_subscriptions(parts);
+        let (subscriptions, extra) = bridge::subscription_violations(parts.broker, parts.own, parts.names, &want);
         if extra > 0 {
             ctx.event(format!("{extra} left-over subscriptions of previous processes"));
         }
-        let want = self.config_compaction(&cluster);
-        replicas.await_configs(&want, CONFIG_CONVERGENCE_MAX).await;
-        violations.extend(replicas.config_mismatches(&want, &config_topics.join("+")));
-        violations.extend(acks.lock().expect("acks lock").violations.iter().take(DIFFS_SHOWN).cloned());
+        subscriptions
+    }
 
-        let mut outcome = self.outcome(&cluster);
+    /// The live subscriptions every replica must have: the active configs' filters, shared.
+    fn wanted_subscriptions(&self, parts: &BridgeParts<'_>) -> BTreeSet<(Option<String>, String)> {
+        bridge::wanted_subscriptions(parts.cluster, &self.application_id, parts.config_topics)
+    }
+
+    /// What the run's brokers hold: the committed outcome, and every message the devices
+    /// published with what the MQTT broker did with it.
+    fn bridge_outcome(
+        &self,
+        cluster: &Cluster,
+        broker: &MqttBroker,
+        journal: &Mutex<Vec<(u64, MqttInput)>>,
+    ) -> Outcome {
+        let mut outcome = self.outcome(cluster);
         outcome.published = journal
             .lock()
             .expect("journal lock")
@@ -203,10 +269,7 @@ impl Chaos {
                 deliveries: broker.deliveries(*number),
             })
             .collect();
-        for v in &violations {
-            ctx.violation(v.clone());
-        }
-        RunResult { outcome, violations, quiesced, events: Vec::new(), relays }
+        outcome
     }
 }
 
@@ -271,6 +334,18 @@ pub(super) struct BridgeRun {
     slow_ack_max: Duration,
     own: OwnSubscriptions,
     relays: Relays,
+}
+
+/// What the phases of a bridge run look at: the Kafka cluster, the MQTT broker, the replicas'
+/// names and the subscriptions of their current processes, the config topics naming the
+/// filters.
+#[derive(Clone, Copy)]
+struct BridgeParts<'a> {
+    cluster: &'a Cluster,
+    broker: &'a MqttBroker,
+    own: &'a OwnSubscriptions,
+    names: &'a [String],
+    config_topics: &'a [&'a str],
 }
 
 /// The replicas' launch of a bridge run.
