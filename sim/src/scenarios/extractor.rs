@@ -421,6 +421,8 @@ fn extracted_everything(cluster: &Cluster, source: &Source, wanted: &BTreeMap<St
         && truth::no_open_transactions(cluster, &format!("{APP}-changelog"))
 }
 
+/// One run: set-up, the replicas under the fault schedule while the config writer and the
+/// source grow, quiescence (everything extracted, the group settled), the checks.
 async fn run(ctx: Ctx) {
     let profile = FaultProfile {
         session_timeout: SESSION_TIMEOUT,
