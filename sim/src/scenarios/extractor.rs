@@ -53,7 +53,7 @@ use madsim::time::sleep;
 
 use crate::cluster::{Cluster, KafkaClient, MarkerFaults};
 use crate::harness::disk::SimDisk;
-use crate::harness::faults::FaultProfile;
+use crate::harness::faults::{FaultProfile, FaultSchedule};
 use crate::harness::replicas::{error_kind, Launch, ReplicaEnv, ReplicaObserver, ReplicaView, Replicas};
 use crate::harness::{topic, truth};
 use crate::runner::{Ctx, Scenario};
@@ -421,6 +421,8 @@ fn extracted_everything(cluster: &Cluster, source: &Source, wanted: &BTreeMap<St
         && truth::no_open_transactions(cluster, &format!("{APP}-changelog"))
 }
 
+/// One run: set-up, the replicas under the fault schedule while the config writer and the
+/// source grow, quiescence (everything extracted, the group settled), the checks.
 async fn run(ctx: Ctx) {
     let profile = FaultProfile {
         session_timeout: SESSION_TIMEOUT,
@@ -433,6 +435,74 @@ async fn run(ctx: Ctx) {
         ctx.event("buggify on");
     }
     let cluster = Cluster::start(&ctx);
+    let plan = draw_plan(&ctx, &cluster, &profile);
+    let directory = Directory::default();
+    // The changelog is created here, uncompactable within a run (its segment never rolls): the
+    // cursor checks read its whole history. The engine adopts it.
+    let changelog = topic(format!("{APP}-changelog"), plan.changelog_partitions, true).config("segment.ms", "86400000");
+    let topics = vec![topic(CONFIGS, plan.partitions, true), topic(OUTPUT, 2, false), changelog];
+    crate::harness::setup(&cluster, topics, Vec::new()).await;
+
+    let source = Source::default();
+    for k in 0..plan.keys {
+        source.grow(&format!("feed-{k}"), thread_rng().gen_range(1..20));
+    }
+    let journal: Arc<Mutex<Journal>> = Arc::default();
+    let disk = SimDisk::default();
+    let launch = launch(&plan, &source, &journal, &directory);
+    let mut replicas = Replicas::start(&cluster, &ctx, &disk, launch, plan.replica_count, REPLICAS_MAX);
+    if plan.slow_changelog {
+        ctx.event("changelog markers late all through the fault period");
+        replicas.set_baseline_markers(MarkerFaults {
+            delay: 0.5,
+            delay_max: Duration::from_secs(3),
+            only_targets_containing: Some("-changelog/".to_owned()),
+            ..MarkerFaults::default()
+        });
+    }
+    let writer = Handle::current().create_node().name("config-writer").ip(cluster.client_ip()).build();
+    let writing = writer.spawn(write_configs(
+        cluster.kafka(),
+        ctx.clone(),
+        plan.keys,
+        plan.accounts,
+        plan.config_writes,
+        plan.period,
+    ));
+    let grower = Handle::current().create_node().name("source").build();
+    let growing = grower.spawn(grow(source.clone(), plan.keys, plan.period, plan.shared.then(|| directory.clone())));
+
+    replicas.run_faults(&plan.schedule, vec![writing, growing]).await;
+
+    // What the config topic really says (a write the faults refused never happened).
+    let wanted = config_states(&cluster);
+    await_extracted(&ctx, &cluster, &source, &wanted).await;
+    await_settled_group(&ctx, &cluster, &replicas, plan.partitions).await;
+    check(&ctx, &cluster, &source, &wanted, &replicas, &journal, plan.partitions as usize);
+}
+
+/// What one seed draws for its run: the replicas, the configs and their token space, the
+/// source's faults, the fault period and schedule, whether feeds share their account's state.
+struct Plan {
+    replica_count: usize,
+    keys: u32,
+    config_writes: usize,
+    /// Tokens: the config topic's partitions.
+    partitions: u32,
+    changelog_partitions: u32,
+    error_rate: f64,
+    period: Duration,
+    /// The changelog's markers land late all through the fault period.
+    slow_changelog: bool,
+    /// Feeds share their account's state, with an enricher (CFG-30).
+    shared: bool,
+    /// The accounts whose states the feeds share (`shared` seeds).
+    accounts: Option<u32>,
+    schedule: FaultSchedule,
+}
+
+/// Draws the seed's plan and traces it.
+fn draw_plan(ctx: &Ctx, cluster: &Cluster, profile: &FaultProfile) -> Plan {
     let (
         replica_count,
         keys,
@@ -474,7 +544,6 @@ async fn run(ctx: Ctx) {
     };
     // About three feeds per account.
     let accounts = shared.then(|| (keys / 3).max(1));
-    let directory = Directory::default();
     let schedule = profile.on_brokers(cluster.brokers()).generate(&mut thread_rng(), period);
     ctx.event(format!(
         "extractor: {replica_count} replicas, {keys} configs over {partitions} tokens ({changelog_partitions} changelog \
@@ -486,76 +555,70 @@ async fn run(ctx: Ctx) {
         },
         schedule.len()
     ));
-    // The changelog is created here, uncompactable within a run (its segment never rolls): the
-    // cursor checks read its whole history. The engine adopts it.
-    let changelog = topic(format!("{APP}-changelog"), changelog_partitions, true).config("segment.ms", "86400000");
-    let topics = vec![topic(CONFIGS, partitions, true), topic(OUTPUT, 2, false), changelog];
-    crate::harness::setup(&cluster, topics, Vec::new()).await;
-
-    let source = Source::default();
-    for k in 0..keys {
-        source.grow(&format!("feed-{k}"), thread_rng().gen_range(1..20));
+    Plan {
+        replica_count,
+        keys,
+        config_writes,
+        partitions,
+        changelog_partitions,
+        error_rate,
+        period,
+        slow_changelog,
+        shared,
+        accounts,
+        schedule,
     }
-    let journal: Arc<Mutex<Journal>> = Arc::default();
-    let disk = SimDisk::default();
-    let launch: Launch = {
+}
+
+/// The replicas' launch: each start builds a paging extractor over the shared source, its
+/// polls journaled for the checks.
+fn launch(plan: &Plan, source: &Source, journal: &Arc<Mutex<Journal>>, directory: &Directory) -> Launch {
+    let (error_rate, accounts) = (plan.error_rate, plan.accounts);
+    let (source, journal, directory) = (source.clone(), journal.clone(), directory.clone());
+    Arc::new(move |env: ReplicaEnv| {
         let (source, journal, directory) = (source.clone(), journal.clone(), directory.clone());
-        Arc::new(move |env: ReplicaEnv| {
-            let (source, journal, directory) = (source.clone(), journal.clone(), directory.clone());
-            Box::pin(async move {
-                let side: Arc<Mutex<ReplicaSide>> = Arc::default();
-                let stage = Pager {
-                    name: env.name.clone(),
-                    source,
-                    view: env.view.clone(),
-                    journal,
-                    side: side.clone(),
-                    error_rate,
-                    shared: accounts.map(|accounts| (accounts, directory)),
-                };
-                let observer = PagerObserver { inner: env.observer(), side };
-                let app = Flechtwerk::builder()
-                    .application_id(APP)
-                    .client_id(&env.name)
-                    .kafka(Arc::new(env.kafka.clone()))
-                    .session_timeout(SESSION_TIMEOUT)
-                    .poll_interval(Duration::from_millis(thread_rng().gen_range(100..1_000)))
-                    .replication_factor(env.kafka.replication_factor())
-                    .observer(Arc::new(observer))
-                    .state_stores(Arc::new(env.stores.clone()))
-                    .build(stage)
-                    .map_err(|e| e.to_string())?;
-                app.run_until(env.stop_requested()).await.map_err(|error| error_kind(&error))
-            })
+        Box::pin(async move {
+            let side: Arc<Mutex<ReplicaSide>> = Arc::default();
+            let stage = Pager {
+                name: env.name.clone(),
+                source,
+                view: env.view.clone(),
+                journal,
+                side: side.clone(),
+                error_rate,
+                shared: accounts.map(|accounts| (accounts, directory)),
+            };
+            let observer = PagerObserver { inner: env.observer(), side };
+            let app = Flechtwerk::builder()
+                .application_id(APP)
+                .client_id(&env.name)
+                .kafka(Arc::new(env.kafka.clone()))
+                .session_timeout(SESSION_TIMEOUT)
+                .poll_interval(Duration::from_millis(thread_rng().gen_range(100..1_000)))
+                .replication_factor(env.kafka.replication_factor())
+                .observer(Arc::new(observer))
+                .state_stores(Arc::new(env.stores.clone()))
+                .build(stage)
+                .map_err(|e| e.to_string())?;
+            app.run_until(env.stop_requested()).await.map_err(|error| error_kind(&error))
         })
-    };
-    let mut replicas = Replicas::start(&cluster, &ctx, &disk, launch, replica_count, REPLICAS_MAX);
-    if slow_changelog {
-        ctx.event("changelog markers late all through the fault period");
-        replicas.set_baseline_markers(MarkerFaults {
-            delay: 0.5,
-            delay_max: Duration::from_secs(3),
-            only_targets_containing: Some("-changelog/".to_owned()),
-            ..MarkerFaults::default()
-        });
-    }
-    let writer = Handle::current().create_node().name("config-writer").ip(cluster.client_ip()).build();
-    let writing = writer.spawn(write_configs(cluster.kafka(), ctx.clone(), keys, accounts, config_writes, period));
-    let grower = Handle::current().create_node().name("source").build();
-    let growing = grower.spawn(grow(source.clone(), keys, period, shared.then(|| directory.clone())));
+    })
+}
 
-    replicas.run_faults(&schedule, vec![writing, growing]).await;
-
-    // What the config topic really says (a write the faults refused never happened).
-    let wanted = config_states(&cluster);
+/// Quiescence: waits, at most [`QUIESCENCE_MAX`], until every active config's items are all
+/// extracted and no transaction is open on the output or the changelog.
+async fn await_extracted(ctx: &Ctx, cluster: &Cluster, source: &Source, wanted: &BTreeMap<String, Option<bool>>) {
     let deadline = ctx.now() + QUIESCENCE_MAX;
-    while !extracted_everything(&cluster, &source, &wanted) && ctx.now() < deadline {
+    while !extracted_everything(cluster, source, wanted) && ctx.now() < deadline {
         sleep(Duration::from_secs(1)).await;
     }
-    // The group settles: every token has one holder (a replica back from a fault may still be
-    // rejoining), and one more cycle's worth, so every last reconcile sees the final configs.
-    // Settled: the group is stable with exactly the live replicas (a crashed incarnation's
-    // member is evicted only at its session timeout, and that rebalances once more).
+}
+
+/// The group settles: every token has one holder (a replica back from a fault may still be
+/// rejoining), and one more cycle's worth, so every last reconcile sees the final configs.
+/// Settled: the group is stable with exactly the live replicas (a crashed incarnation's
+/// member is evicted only at its session timeout, and that rebalances once more).
+async fn await_settled_group(ctx: &Ctx, cluster: &Cluster, replicas: &Replicas, partitions: u32) {
     let deadline = ctx.now() + Duration::from_secs(120);
     let alive = replicas.alive().count();
     let settled = |replicas: &Replicas| {
@@ -569,7 +632,7 @@ async fn run(ctx: Ctx) {
     // was turned off can still evict a member right after the group looked stable.
     let mut stable_since = None;
     while ctx.now() < deadline {
-        if settled(&replicas) {
+        if settled(replicas) {
             let since = *stable_since.get_or_insert(ctx.now());
             if ctx.now() - since >= SESSION_TIMEOUT + Duration::from_secs(2) {
                 break;
@@ -579,9 +642,10 @@ async fn run(ctx: Ctx) {
         }
         sleep(Duration::from_millis(500)).await;
     }
-    check(&ctx, &cluster, &source, &wanted, &replicas, &journal, partitions as usize);
 }
 
+/// The checks after quiescence, each family in turn, on the broker's own log and the polls'
+/// journal.
 fn check(
     ctx: &Ctx,
     cluster: &Cluster,
@@ -592,7 +656,36 @@ fn check(
     tokens: usize,
 ) {
     let outputs = outputs_per_key(cluster);
-    for (key, emitted) in &outputs {
+    check_outputs(ctx, &outputs);
+    check_extracted(ctx, &outputs, source, wanted, replicas);
+    let journal = journal.lock().expect("journal lock");
+    check_cursors(ctx, cluster, &journal);
+    for v in journal
+        .polls_outside_active
+        .iter()
+        .chain(&journal.stale_active)
+        .chain(&journal.standby_polls)
+        .chain(&journal.wrong_state)
+        .take(5)
+    {
+        ctx.violation(v.clone());
+    }
+    let held: usize = replicas.alive().map(|r| r.view.tokens.load(Ordering::SeqCst)).sum();
+    if held != tokens {
+        ctx.violation(format!("after quiescence the replicas hold {held} tokens of {tokens}"));
+    }
+    ctx.event(format!(
+        "end: {} keys with output, {} items, {} polls",
+        outputs.len(),
+        outputs.values().map(Vec::len).sum::<usize>(),
+        journal.handed.len()
+    ));
+}
+
+/// Per key, the emitted sequence numbers are exactly 1..n in order, and each owner emits one
+/// contiguous run (no two owners interleave).
+fn check_outputs(ctx: &Ctx, outputs: &BTreeMap<String, Vec<(i64, String)>>) {
+    for (key, emitted) in outputs {
         let seqs: Vec<i64> = emitted.iter().map(|(s, _)| *s).collect();
         let want: Vec<i64> = (1..=seqs.len() as i64).collect();
         if seqs != want {
@@ -616,6 +709,16 @@ fn check(
             }
         }
     }
+}
+
+/// Every config still active at the end had all of its source's items extracted.
+fn check_extracted(
+    ctx: &Ctx,
+    outputs: &BTreeMap<String, Vec<(i64, String)>>,
+    source: &Source,
+    wanted: &BTreeMap<String, Option<bool>>,
+    replicas: &Replicas,
+) {
     for (key, state) in wanted {
         if *state == Some(true) {
             let got = outputs.get(key).map_or(0, |o| o.len() as i64);
@@ -636,7 +739,11 @@ fn check(
             }
         }
     }
-    // Changelog cursors never regress; handed cursors were all committed.
+}
+
+/// Changelog cursors never regress, and every cursor a poll was handed was committed by some
+/// page (never one of an aborted page).
+fn check_cursors(ctx: &Ctx, cluster: &Cluster, journal: &Journal) {
     let mut committed: BTreeMap<String, BTreeSet<i64>> = BTreeMap::new();
     let mut last: BTreeMap<String, i64> = BTreeMap::new();
     for record in truth::committed_records(cluster, &format!("{APP}-changelog")) {
@@ -648,30 +755,9 @@ fn check(
             committed.entry(key).or_default().insert(cursor);
         }
     }
-    let journal = journal.lock().expect("journal lock");
     for (replica, key, cursor) in &journal.handed {
         if *cursor != 0 && !committed.get(key).is_some_and(|c| c.contains(cursor)) {
             ctx.violation(format!("{replica} was handed cursor {cursor} of {key}, which no page committed"));
         }
     }
-    for v in journal
-        .polls_outside_active
-        .iter()
-        .chain(&journal.stale_active)
-        .chain(&journal.standby_polls)
-        .chain(&journal.wrong_state)
-        .take(5)
-    {
-        ctx.violation(v.clone());
-    }
-    let held: usize = replicas.alive().map(|r| r.view.tokens.load(Ordering::SeqCst)).sum();
-    if held != tokens {
-        ctx.violation(format!("after quiescence the replicas hold {held} tokens of {tokens}"));
-    }
-    ctx.event(format!(
-        "end: {} keys with output, {} items, {} polls",
-        outputs.len(),
-        outputs.values().map(Vec::len).sum::<usize>(),
-        journal.handed.len()
-    ));
 }

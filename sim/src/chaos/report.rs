@@ -1,0 +1,124 @@
+//! What a failing seed reports: the [`Failure`] a test panics with, the timeline of its shrunk
+//! run, and the oracle's differences per key between the reference and the chaos run.
+
+use std::fmt;
+
+use bytes::Bytes;
+
+use super::{Chaos, Outcome, DIFFS_SHOWN};
+use crate::harness::faults::FaultSchedule;
+
+/// Why a seed failed.
+#[derive(Clone, Debug)]
+pub struct Failure {
+    /// The seed.
+    pub seed: u64,
+    /// What was violated.
+    pub violations: Vec<String>,
+    /// The seed's fault schedule.
+    pub schedule: FaultSchedule,
+    /// The fewest faults found that still fail (the seed's schedule when nothing could go).
+    pub shrunk: FaultSchedule,
+    /// The SVG timeline of the shrunk schedule's failing run (see [`crate::timeline`]), if it
+    /// could be written.
+    pub timeline: Option<std::path::PathBuf>,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "seed {} failed:", self.seed)?;
+        for v in &self.violations {
+            writeln!(f, "  - {v}")?;
+        }
+        writeln!(f, "its {} faults shrink to {} that still fail:", self.schedule.len(), self.shrunk.len())?;
+        for line in self.shrunk.to_string().lines() {
+            writeln!(f, "  {line}")?;
+        }
+        if let Some(path) = &self.timeline {
+            writeln!(f, "timeline of the shrunk run: {}", path.display())?;
+        }
+        write!(f, "replay: FLECHTWERK_CHAOS_SEED={} RUSTFLAGS=\"--cfg madsim\" cargo test <this test>", self.seed)
+    }
+}
+
+impl Chaos {
+    /// Runs `schedule` on `seed` again and writes the chaos run's timeline: into
+    /// `FLECHTWERK_CHAOS_TIMELINE_DIR`, or `flechtwerk-chaos` in the system's temporary
+    /// directory, named after the test (its thread) and the seed.
+    pub(super) fn write_timeline(&self, seed: u64, schedule: &FaultSchedule) -> Option<std::path::PathBuf> {
+        let (violations, events) = self.run_seed_traced(seed, schedule, false);
+        let dir = std::env::var_os("FLECHTWERK_CHAOS_TIMELINE_DIR")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| std::env::temp_dir().join("flechtwerk-chaos"));
+        let test = std::thread::current().name().unwrap_or("chaos").replace("::", "-");
+        let path = dir.join(format!("{test}-seed-{seed}.svg"));
+        let mut notes: Vec<String> = violations.iter().map(|v| format!("violated: {v}")).collect();
+        notes.push(format!("faults ({}):", schedule.len()));
+        notes.extend(schedule.to_string().lines().map(|l| format!("  {l}")));
+        let svg = crate::timeline::render_svg(&events, &format!("{test}: seed {seed}"), &notes);
+        std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, svg)).ok().map(|()| path)
+    }
+}
+
+/// The differences between the reference outcome and the chaos run's, per key.
+pub(super) fn diff(reference: &Outcome, chaos: &Outcome) -> Vec<String> {
+    let mut diffs = Vec::new();
+    let show = |values: &[Option<Bytes>]| -> String {
+        let shown: Vec<String> = values
+            .iter()
+            .take(8)
+            .map(|v| v.as_deref().map_or("null".into(), |b| String::from_utf8_lossy(b).into_owned()))
+            .collect();
+        let more = if values.len() > 8 { format!(" … ({} in all)", values.len()) } else { String::new() };
+        format!("[{}]{more}", shown.join(", "))
+    };
+    let keys: std::collections::BTreeSet<_> = reference.outputs.keys().chain(chaos.outputs.keys()).collect();
+    let mut differing = 0;
+    for key in keys {
+        let want = reference.outputs.get(key).map(Vec::as_slice).unwrap_or_default();
+        let got = chaos.outputs.get(key).map(Vec::as_slice).unwrap_or_default();
+        if want != got {
+            differing += 1;
+            if differing > DIFFS_SHOWN {
+                continue;
+            }
+            let at = want.iter().zip(got).position(|(a, b)| a != b).unwrap_or(want.len().min(got.len()));
+            diffs.push(format!(
+                "outputs of {}/{}: {} under chaos, {} in the reference; first difference at #{at}: chaos {} vs \
+                 reference {}",
+                key.0,
+                key.1,
+                got.len(),
+                want.len(),
+                show(&got[at.min(got.len())..]),
+                show(&want[at.min(want.len())..]),
+            ));
+        }
+    }
+    if differing > DIFFS_SHOWN {
+        diffs.push(format!("… and the outputs of {} more keys differ", differing - DIFFS_SHOWN));
+    }
+    let keys: std::collections::BTreeSet<_> = reference.state.keys().chain(chaos.state.keys()).collect();
+    let mut differing = 0;
+    for key in keys {
+        let want = reference.state.get(key).cloned().flatten();
+        let got = chaos.state.get(key).cloned().flatten();
+        if want != got {
+            differing += 1;
+            if differing > DIFFS_SHOWN {
+                continue;
+            }
+            diffs.push(format!(
+                "final state of {} (changelog partition {}): chaos {:?}, reference {:?}",
+                key.1,
+                key.0,
+                got.as_deref().map(String::from_utf8_lossy),
+                want.as_deref().map(String::from_utf8_lossy),
+            ));
+        }
+    }
+    if differing > DIFFS_SHOWN {
+        diffs.push(format!("… and the final states of {} more keys differ", differing - DIFFS_SHOWN));
+    }
+    diffs
+}

@@ -1,0 +1,203 @@
+//! One seed of a chaos test: the chaos run and, once it quiesced, its reference run (one
+//! replica, no faults, fed what the chaos run committed), each on its own madsim runtime in a
+//! thread of its own; and what the checks read of a run's cluster.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use flechtwerk::kafka::ProducerRecord;
+use flechtwerk::wire::RawRecord;
+use madsim::runtime::Runtime;
+
+use super::mqtt::{mqtt_diff, MqttInput, Relays};
+use super::report::diff;
+use super::{Chaos, Gen, Input, Outcome, Shape};
+use crate::cluster::Cluster;
+use crate::harness::faults::FaultSchedule;
+use crate::harness::truth;
+use crate::runner::Ctx;
+
+impl Chaos {
+    /// Panics on a test that feeds its stage the wrong way (a bridge gets MQTT messages, the
+    /// other stages Kafka inputs): such a test would run without the records its author meant.
+    fn assert_feed(&self) {
+        let kafka_inputs = self.generator.is_some() || !self.inputs_topics.is_empty();
+        match self.shape {
+            Shape::Mqtt(_) => assert!(
+                !kafka_inputs,
+                "an MQTT bridge is fed by `publishes(..)`, not by Kafka `input(..)`/`inputs(..)`"
+            ),
+            _ => assert!(self.publisher.is_none(), "`publishes(..)` feeds MQTT bridges (`Chaos::mqtt`) only"),
+        }
+    }
+
+    /// Runs one seed with `schedule`: the chaos run, the test's properties over its outcome,
+    /// and once it quiesced the reference run and the oracle's differences. Returns the
+    /// violations and the chaos run's trace.
+    pub(super) fn run_seed_traced(
+        &self,
+        seed: u64,
+        schedule: &FaultSchedule,
+        verbose: bool,
+    ) -> (Vec<String>, Vec<crate::trace::Event>) {
+        self.assert_feed();
+        let mqtt = matches!(self.shape, Shape::Mqtt(_));
+        let feed =
+            if mqtt { Feed::Mqtt(self.generate_messages(seed)) } else { Feed::Generated(self.generate_inputs(seed)) };
+        let chaos = self.simulate(seed, schedule.clone(), self.replicas, feed, verbose);
+        let mut violations = chaos.violations.clone();
+        for property in &self.properties {
+            if let Err(why) = property(&chaos.outcome) {
+                violations.push(format!("property: {why}"));
+            }
+        }
+        if chaos.quiesced {
+            let feed = if mqtt {
+                let queued = chaos.outcome.published.iter().filter(|p| p.queued);
+                Feed::Mqtt(queued.map(|p| MqttInput::new(p.topic.clone(), p.payload.to_vec())).collect())
+            } else {
+                Feed::Recorded(chaos.outcome.inputs.clone())
+            };
+            let reference = self.simulate(seed, FaultSchedule::none(), 1, feed, false);
+            if !reference.violations.is_empty() || !reference.quiesced {
+                violations
+                    .push(format!("the reference run (no faults, one replica) failed: {:?}", reference.violations));
+            } else if mqtt {
+                violations.extend(mqtt_diff(&reference, &chaos));
+            } else {
+                violations.extend(diff(&reference.outcome, &chaos.outcome));
+            }
+        }
+        (violations, chaos.events)
+    }
+
+    /// The seed's Kafka inputs, from the test's generator.
+    fn generate_inputs(&self, seed: u64) -> Vec<Input> {
+        let Some((count, generate)) = &self.generator else { return Vec::new() };
+        let mut rng = Gen::new(seed, 2);
+        (0..*count).map(|i| generate(&mut rng, i)).collect()
+    }
+
+    /// The seed's MQTT messages, from the test's generator.
+    fn generate_messages(&self, seed: u64) -> Vec<MqttInput> {
+        let Some((count, generate)) = &self.publisher else { return Vec::new() };
+        let mut rng = Gen::new(seed, 2);
+        (0..*count).map(|i| generate(&mut rng, i)).collect()
+    }
+
+    /// One run on a madsim runtime of its own, seeded with `seed`, in a thread of its own (a
+    /// panic in the run is a violation); its trace printed when `verbose`.
+    fn simulate(&self, seed: u64, schedule: FaultSchedule, replicas: usize, feed: Feed, verbose: bool) -> RunResult {
+        let spec = self.clone();
+        let mut ctx = Ctx::default();
+        ctx.brokers = self.brokers;
+        ctx.transaction_version = self.transaction_versions.for_seed(seed);
+        let run_ctx = ctx.clone();
+        let result = Arc::new(Mutex::new(None));
+        let out = result.clone();
+        let joined = std::thread::Builder::new()
+            .name(format!("chaos-seed-{seed}"))
+            .spawn(move || {
+                let mut runtime = Runtime::with_seed_and_config(seed, madsim::Config::default());
+                runtime.set_time_limit(crate::runner::SIMULATED_TIME_MAX);
+                runtime.block_on(async move {
+                    let result = spec.run_once(run_ctx, schedule, replicas, feed).await;
+                    *out.lock().expect("result lock") = Some(result);
+                })
+            })
+            .expect("spawn a seed thread")
+            .join();
+        let mut result = result.lock().expect("result lock").take().unwrap_or_default();
+        if let Err(panic) = joined {
+            let message = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                .unwrap_or_else(|| "non-string panic".to_owned());
+            result.violations.push(format!("panicked: {message}"));
+        }
+        if verbose {
+            eprintln!("{}", ctx.trace.render());
+        }
+        result.events = ctx.trace.events();
+        result
+    }
+
+    /// One run of the stage on a fresh cluster: `replica_count` replicas under `schedule`, fed
+    /// `feed`, then quiescence and the checks of its shape.
+    async fn run_once(&self, ctx: Ctx, schedule: FaultSchedule, replica_count: usize, feed: Feed) -> RunResult {
+        match &self.shape {
+            Shape::Mqtt(factory) => {
+                let Feed::Mqtt(messages) = feed else { unreachable!("a bridge is fed MQTT messages") };
+                self.run_once_mqtt(ctx, schedule, replica_count, messages, factory).await
+            }
+            Shape::Transformer(factory) => {
+                self.run_once_kafka(ctx, schedule, replica_count, feed, factory.clone(), false).await
+            }
+            Shape::Extractor(factory) => {
+                self.run_once_kafka(ctx, schedule, replica_count, feed, factory.clone(), true).await
+            }
+        }
+    }
+
+    /// The compaction of the config topics, as the cluster committed them.
+    pub(super) fn config_compaction(&self, cluster: &Cluster) -> BTreeMap<String, Vec<u8>> {
+        let records: Vec<RawRecord> =
+            self.config_topics.iter().flat_map(|(topic, _)| truth::committed_records(cluster, topic)).collect();
+        truth::config_compaction(&records)
+    }
+
+    /// What the run's cluster committed: the outputs per key, the final state per changelog
+    /// key, the inputs.
+    pub(super) fn outcome(&self, cluster: &Cluster) -> Outcome {
+        let mut outcome = Outcome::default();
+        for (topic, _) in &self.outputs_topics {
+            for r in truth::committed_records(cluster, topic) {
+                let key = String::from_utf8_lossy(r.key.as_deref().unwrap_or_default()).into_owned();
+                outcome.outputs.entry((topic.clone(), key)).or_default().push(r.value.clone());
+            }
+        }
+        for r in truth::committed_records(cluster, &format!("{}-changelog", self.application_id)) {
+            let key = String::from_utf8_lossy(r.key.as_deref().unwrap_or_default()).into_owned();
+            let value = r.value.clone().filter(|v| !flechtwerk::wire::is_tombstone(Some(v)));
+            outcome.state.insert((r.partition, key), value);
+        }
+        for (topic, _) in &self.inputs_topics {
+            outcome.inputs.extend(truth::committed_records(cluster, topic));
+        }
+        outcome
+    }
+}
+
+/// What the feeder writes.
+#[derive(Clone)]
+pub(super) enum Feed {
+    /// Generated inputs, placed by key hash, spread over the fault period.
+    Generated(Vec<Input>),
+    /// A chaos run's committed inputs, each to its partition, in order.
+    Recorded(Vec<RawRecord>),
+    /// MQTT messages, published in order over the fault period.
+    Mqtt(Vec<MqttInput>),
+}
+
+/// What one run left: what its broker committed, its violations, whether it quiesced, its
+/// trace.
+#[derive(Default)]
+pub(super) struct RunResult {
+    pub(super) outcome: Outcome,
+    pub(super) violations: Vec<String>,
+    pub(super) quiesced: bool,
+    pub(super) events: Vec<crate::trace::Event>,
+    /// MQTT bridges: what the relays made of the messages.
+    pub(super) relays: Relays,
+}
+
+/// A record to write: an input or config record, to `partition` or placed by its key.
+pub(super) fn producer_record(input: &Input, partition: Option<i32>) -> ProducerRecord {
+    ProducerRecord {
+        partition,
+        value: input.value.clone().map(Bytes::from),
+        ..ProducerRecord::new(input.topic.clone(), input.key.clone(), Vec::new())
+    }
+}
