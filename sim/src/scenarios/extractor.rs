@@ -660,6 +660,9 @@ fn check(
     check_extracted(ctx, &outputs, source, wanted, replicas);
     let journal = journal.lock().expect("journal lock");
     check_cursors(ctx, cluster, &journal);
+    // EXT-01, EXT-41: a replica polls only the configs of the active set it last reported
+    // through on_active_configs, and only while it holds tokens; CFG-30: under the state key
+    // extract_state_key gave the config, with the config enriched.
     for v in journal
         .polls_outside_active
         .iter()
@@ -686,6 +689,8 @@ fn check(
 /// contiguous run (no two owners interleave).
 fn check_outputs(ctx: &Ctx, outputs: &BTreeMap<String, Vec<(i64, String)>>) {
     for (key, emitted) in outputs {
+        // EXT-18: each poll starts from the state read fresh from the store (a stale one repeats
+        // items), as every page's outputs are committed with its cursor.
         let seqs: Vec<i64> = emitted.iter().map(|(s, _)| *s).collect();
         let want: Vec<i64> = (1..=seqs.len() as i64).collect();
         if seqs != want {
@@ -755,6 +760,8 @@ fn check_cursors(ctx: &Ctx, cluster: &Cluster, journal: &Journal) {
             committed.entry(key).or_default().insert(cursor);
         }
     }
+    // EXT-23: a page that failed or aborted leaves the stored state as it was, so no poll is
+    // handed a cursor that no page committed.
     for (replica, key, cursor) in &journal.handed {
         if *cursor != 0 && !committed.get(key).is_some_and(|c| c.contains(cursor)) {
             ctx.violation(format!("{replica} was handed cursor {cursor} of {key}, which no page committed"));
