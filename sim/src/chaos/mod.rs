@@ -301,6 +301,7 @@ impl Chaos {
 
     /// A fault profile by preset name: `calm`, `rebalances`, `crashes`, `zombies`, `network`,
     /// `broker` or `everything` (the default). Panics on another name, listing the presets.
+    #[track_caller]
     pub fn profile(mut self, name: &str) -> Self {
         self.profile = FaultProfile::named(name)
             .unwrap_or_else(|| panic!("no fault profile {name:?}; presets: {:?}", FaultProfile::PRESETS));
@@ -379,25 +380,33 @@ impl Chaos {
         self
     }
 
-    /// Runs every seed; panics with the first failure (shrunk) and its replay line.
+    /// Runs every seed; panics with the first failure (shrunk) and its replay line. The panic
+    /// names the caller's line (your test), not the harness's.
+    #[track_caller]
     pub fn run(self) {
         if let Err(failure) = self.try_run() {
             panic!("{failure}");
         }
     }
 
-    /// Runs every seed; the first failure, shrunk.
+    /// Runs every seed; the first failure, shrunk. Prints one line to stderr at the end (seeds,
+    /// faults by kind, handovers, aborted transactions, simulated time), shown by
+    /// `cargo test -- --nocapture` or when the test fails.
     pub fn try_run(&self) -> Result<(), Failure> {
         let (seeds, verbose) = self.seeds_to_run();
+        let mut summary = report::RunSummary::default();
         for seed in seeds {
             let schedule = self.schedule(seed);
-            let violations = self.run_seed(seed, &schedule, verbose);
+            let (violations, events) = self.run_seed_traced(seed, &schedule, verbose);
+            summary.add(&schedule, &events);
             if !violations.is_empty() {
+                eprintln!("{summary} (seed {seed} failed)");
                 let shrunk = self.shrink(seed, &schedule);
                 let timeline = self.write_timeline(seed, &shrunk);
                 return Err(Failure { seed, violations, schedule, shrunk, timeline });
             }
         }
+        eprintln!("{summary}");
         Ok(())
     }
 

@@ -1,12 +1,62 @@
 //! What a failing seed reports: the [`Failure`] a test panics with, the timeline of its shrunk
 //! run, and the oracle's differences per key between the reference and the chaos run.
 
+use std::collections::BTreeMap;
 use std::fmt;
+use std::time::Duration;
 
 use bytes::Bytes;
 
 use super::{Chaos, Outcome, DIFFS_SHOWN};
 use crate::harness::faults::FaultSchedule;
+use crate::trace::Event;
+
+/// What the seeds of one `Chaos` run did, for the line it prints at its end: a green run says
+/// how much it tried, not nothing.
+#[derive(Debug, Default)]
+pub(super) struct RunSummary {
+    seeds: usize,
+    faults: BTreeMap<&'static str, usize>,
+    handovers: usize,
+    aborted: usize,
+    simulated: Duration,
+}
+
+impl RunSummary {
+    /// Adds one seed's chaos run: its schedule and its trace.
+    pub(super) fn add(&mut self, schedule: &FaultSchedule, events: &[Event]) {
+        self.seeds += 1;
+        for timed in &schedule.faults {
+            *self.faults.entry(timed.fault.kind()).or_default() += 1;
+        }
+        for event in events {
+            // The simulated broker's words for a producer fenced by its successor's
+            // InitProducerId (a task or token changing hands) and for an aborted transaction.
+            if event.what.contains("fenced by InitProducerId") {
+                self.handovers += 1;
+            } else if event.what.contains(": complete abort #") {
+                self.aborted += 1;
+            }
+        }
+        self.simulated += events.last().map_or(Duration::ZERO, |e| e.at);
+    }
+}
+
+impl fmt::Display for RunSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let faults: Vec<String> = self.faults.iter().map(|(kind, n)| format!("{kind}={n}")).collect();
+        write!(
+            f,
+            "chaos: {} seeds, {:.0} s simulated; faults: {}; {} handovers (a producer fenced by its \
+             successor), {} transactions aborted",
+            self.seeds,
+            self.simulated.as_secs_f64(),
+            if faults.is_empty() { "none".to_owned() } else { faults.join(", ") },
+            self.handovers,
+            self.aborted
+        )
+    }
+}
 
 /// Why a seed failed.
 #[derive(Clone, Debug)]
