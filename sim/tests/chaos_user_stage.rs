@@ -97,6 +97,43 @@ fn stale_sum_on_odd_amounts() -> FnTransformer {
     })
 }
 
+const PROCESSED_AT: Attribute<i64> = Attribute::new("processed_at", &INT);
+
+/// Planted bug 4: the stage stamps its processing time into each output, so two runs of the same
+/// inputs never agree, faults or not.
+fn stamped_sum() -> FnTransformer {
+    transformer(["amounts"]).config_topics(["accounts"]).transform(|msg, mut state, out| {
+        let amount = msg.value.as_ref().map(|v| v.get(&AMOUNT)).transpose()?.flatten().unwrap_or(0);
+        let sum = state.get(&SUM)?.unwrap_or(0) + amount;
+        state.set(&SUM, sum)?;
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_millis() as i64;
+        out.send(Message::new("sums", msg.key.as_str(), Event::new().with(&SUM, sum)?.with(&PROCESSED_AT, now)?));
+        out.set_state(state);
+        Ok(())
+    })
+}
+
+/// Drops the `processed_at` field of an output value.
+fn without_processed_at(_topic: &str, value: Option<bytes::Bytes>) -> Option<bytes::Bytes> {
+    use flechtwerk::json::{self, Value};
+    let value = value?;
+    let Some(Ok(Value::Object(mut map))) = std::str::from_utf8(&value).ok().map(json::parse) else {
+        return Some(value);
+    };
+    map.remove("processed_at");
+    json::to_canonical_bytes(&Value::Object(map)).ok().map(Into::into)
+}
+
+#[test]
+fn a_stage_stamping_its_processing_time_is_named_non_deterministic() {
+    let calm = chaos(stamped_sum).profile("calm").seeds(0..1);
+    let failure = calm.try_run().expect_err("two runs never agree on a clock");
+    assert!(failure.shrunk.is_empty(), "{failure}");
+    assert!(failure.to_string().contains("the stage itself is not deterministic"), "{failure}");
+    assert!(failure.violations.iter().any(|v| v.contains("(fields that differ: processed_at)")), "{failure}");
+    calm.normalize_outputs(without_processed_at).run();
+}
+
 #[test]
 fn a_logic_bug_passes_the_oracle_and_fails_the_stages_own_property() {
     let oracle_only = chaos(stale_sum_on_odd_amounts).profile("calm").seeds(0..2);
@@ -162,6 +199,7 @@ fn caught(
                 !test.run_seed(seed, &failure.shrunk, false).is_empty(),
                 "the shrunk schedule of seed {seed} passes when replayed:\n{failure}"
             );
+            assert_replays_the_shrunk_schedule(&failure);
             largest_shrunk = largest_shrunk.max(failure.shrunk.len());
             if examples.len() < 2 {
                 examples.push(failure.to_string());
@@ -169,6 +207,21 @@ fn caught(
         }
     }
     (caught, largest_shrunk, examples)
+}
+
+/// The printed replay line names this test binary and test, the seed, and the positions of the
+/// shrunk schedule's faults in the seed's schedule: they select exactly the shrunk schedule.
+fn assert_replays_the_shrunk_schedule(failure: &flechtwerk_sim::chaos::Failure) {
+    let replay = &failure.replay;
+    assert!(replay.starts_with(&format!("FLECHTWERK_CHAOS_SEED={} ", failure.seed)), "{replay}");
+    assert!(replay.contains(" --test chaos_user_stage "), "{replay}");
+    let test = std::thread::current().name().expect("a test thread").to_owned();
+    assert!(replay.ends_with(&format!(" -- --exact {test} --nocapture")), "{replay}");
+    let faults = replay.split_whitespace().find_map(|w| w.strip_prefix("FLECHTWERK_CHAOS_FAULTS=")).expect("faults");
+    let kept: Vec<usize> =
+        if faults == "none" { Vec::new() } else { faults.split(',').map(|n| n.parse().expect("a position")).collect() };
+    let dropped: Vec<usize> = (0..failure.schedule.len()).filter(|i| !kept.contains(i)).collect();
+    assert_eq!(failure.schedule.without(&dropped), failure.shrunk, "{replay}");
 }
 
 #[test]

@@ -179,6 +179,8 @@ pub struct Outcome {
 }
 
 type Property = Arc<dyn Fn(&Outcome) -> Result<(), String> + Send + Sync>;
+/// Rewrites an output value (topic, value) before the oracle compares the two runs.
+type Normalize = Arc<dyn Fn(&str, Option<Bytes>) -> Option<Bytes> + Send + Sync>;
 type Generator = Arc<dyn Fn(&mut Gen, usize) -> Input + Send + Sync>;
 /// The replicas' launch, given the application id, `max_poll_records` and the poll interval.
 type Factory = Arc<dyn Fn(String, usize, Duration) -> Launch + Send + Sync>;
@@ -216,6 +218,7 @@ pub struct Chaos {
     max_poll_records: usize,
     seeds: Range<u64>,
     properties: Vec<Property>,
+    normalize: Option<Normalize>,
 }
 
 impl Chaos {
@@ -241,6 +244,7 @@ impl Chaos {
             max_poll_records: 50,
             seeds: 0..20,
             properties: Vec::new(),
+            normalize: None,
         }
     }
 
@@ -380,6 +384,29 @@ impl Chaos {
         self
     }
 
+    /// Rewrites every output value of both runs before the oracle compares them, for a stage
+    /// whose outputs carry what may legitimately differ between two runs (a processing time, a
+    /// replica's name): mask or drop that field here. Your `.check` properties still see the
+    /// outputs as committed.
+    ///
+    /// ```ignore
+    /// use flechtwerk::json::{self, Value};
+    /// // Drop the `processed_at` field of every output before the comparison.
+    /// test.normalize_outputs(|_topic, value| {
+    ///     let value = value?;
+    ///     let Ok(Value::Object(mut map)) = json::parse(std::str::from_utf8(&value).ok()?) else { return Some(value) };
+    ///     map.remove("processed_at");
+    ///     Some(json::to_canonical_bytes(&Value::Object(map)).ok()?.into())
+    /// })
+    /// ```
+    pub fn normalize_outputs(
+        mut self,
+        normalize: impl Fn(&str, Option<Bytes>) -> Option<Bytes> + Send + Sync + 'static,
+    ) -> Self {
+        self.normalize = Some(Arc::new(normalize));
+        self
+    }
+
     /// Runs every seed; panics with the first failure (shrunk) and its replay line. The panic
     /// names the caller's line (your test), not the harness's.
     #[track_caller]
@@ -392,18 +419,27 @@ impl Chaos {
     /// Runs every seed; the first failure, shrunk. Prints one line to stderr at the end (seeds,
     /// faults by kind, handovers, aborted transactions, simulated time), shown by
     /// `cargo test -- --nocapture` or when the test fails.
+    #[allow(clippy::result_large_err, reason = "a test's failure path, returned once")]
     pub fn try_run(&self) -> Result<(), Failure> {
         let (seeds, verbose) = self.seeds_to_run();
         let mut summary = report::RunSummary::default();
+        let only = self.faults_to_replay();
         for seed in seeds {
-            let schedule = self.schedule(seed);
+            let mut schedule = self.schedule(seed);
+            if let Some(kept) = &only {
+                let dropped: Vec<usize> = (0..schedule.len()).filter(|i| !kept.contains(i)).collect();
+                schedule = schedule.without(&dropped);
+            }
             let (violations, events) = self.run_seed_traced(seed, &schedule, verbose);
             summary.add(&schedule, &events);
             if !violations.is_empty() {
                 eprintln!("{summary} (seed {seed} failed)");
                 let shrunk = self.shrink(seed, &schedule);
                 let timeline = self.write_timeline(seed, &shrunk);
-                return Err(Failure { seed, violations, schedule, shrunk, timeline });
+                // Positions in the seed's whole schedule, so the replay line names them alike.
+                let whole = self.schedule(seed);
+                let replay = Failure::replay_command(seed, &Failure::kept(&whole, &shrunk));
+                return Err(Failure { seed, violations, schedule, shrunk, timeline, replay });
             }
         }
         eprintln!("{summary}");

@@ -72,6 +72,58 @@ pub struct Failure {
     /// The SVG timeline of the shrunk schedule's failing run (see [`crate::timeline`]), if it
     /// could be written.
     pub timeline: Option<std::path::PathBuf>,
+    /// A shell command that replays the shrunk failure as pasted: the seed, the shrunk
+    /// schedule's faults (`FLECHTWERK_CHAOS_FAULTS`, their positions in the seed's schedule),
+    /// the test binary, its profile and target directory, and the test's name.
+    pub replay: String,
+}
+
+impl Failure {
+    /// The positions in `schedule` of the faults `shrunk` kept (the shrinker only removes).
+    pub(super) fn kept(schedule: &FaultSchedule, shrunk: &FaultSchedule) -> Vec<usize> {
+        let mut kept = Vec::new();
+        let mut wanted = shrunk.faults.iter().peekable();
+        for (i, fault) in schedule.faults.iter().enumerate() {
+            if wanted.peek() == Some(&fault) {
+                kept.push(i);
+                wanted.next();
+            }
+        }
+        assert!(wanted.next().is_none(), "a shrunk schedule is a subsequence of its seed's schedule");
+        kept
+    }
+
+    /// The command that replays `seed` with the faults at `kept`, built from this process: the
+    /// running test binary names the target (`--test NAME`), its directory the target
+    /// directory and the profile, the thread the test.
+    pub(super) fn replay_command(seed: u64, kept: &[usize]) -> String {
+        let faults: Vec<String> = kept.iter().map(ToString::to_string).collect();
+        let mut command = format!(
+            "FLECHTWERK_CHAOS_SEED={seed} FLECHTWERK_CHAOS_FAULTS={} RUSTFLAGS=\"--cfg madsim\"",
+            if faults.is_empty() { "none".to_owned() } else { faults.join(",") }
+        );
+        let exe = std::env::current_exe().ok();
+        // <target>/<profile>/deps/<name>-<hash>
+        let deps = exe.as_deref().and_then(std::path::Path::parent);
+        let profile_dir = deps.and_then(std::path::Path::parent);
+        let target = profile_dir.and_then(std::path::Path::parent);
+        if let Some(target) = target {
+            command.push_str(&format!(" CARGO_TARGET_DIR={}", target.display()));
+        }
+        command.push_str(" cargo test");
+        if profile_dir.and_then(std::path::Path::file_name).is_some_and(|p| p == "release") {
+            command.push_str(" --release");
+        }
+        let stem = exe.as_deref().and_then(std::path::Path::file_stem).map(|s| s.to_string_lossy().into_owned());
+        if let Some((name, _hash)) = stem.as_deref().and_then(|s| s.rsplit_once('-')) {
+            command.push_str(&format!(" --test {name}"));
+        }
+        match std::thread::current().name() {
+            Some(test) if test != "main" => command.push_str(&format!(" -- --exact {test} --nocapture")),
+            _ => command.push_str(" -- --nocapture"),
+        }
+        command
+    }
 }
 
 impl fmt::Display for Failure {
@@ -84,10 +136,19 @@ impl fmt::Display for Failure {
         for line in self.shrunk.to_string().lines() {
             writeln!(f, "  {line}")?;
         }
+        if self.shrunk.is_empty() {
+            writeln!(
+                f,
+                "with no fault at all the chaos run differs from the reference: the stage itself is not \
+                 deterministic. The oracle needs the same outputs from the same inputs — look for a clock, \
+                 randomness, a replica's name or an unordered iteration in what it writes (the fields that \
+                 differ are named above); `Chaos::normalize_outputs` can mask a field that may differ"
+            )?;
+        }
         if let Some(path) = &self.timeline {
             writeln!(f, "timeline of the shrunk run: {}", path.display())?;
         }
-        write!(f, "replay: FLECHTWERK_CHAOS_SEED={} RUSTFLAGS=\"--cfg madsim\" cargo test <this test>", self.seed)
+        write!(f, "replay the shrunk run: {}", self.replay)
     }
 }
 
@@ -133,13 +194,18 @@ pub(super) fn diff(reference: &Outcome, chaos: &Outcome) -> Vec<String> {
                 continue;
             }
             let at = want.iter().zip(got).position(|(a, b)| a != b).unwrap_or(want.len().min(got.len()));
+            let fields = match (want.get(at), got.get(at)) {
+                (Some(Some(a)), Some(Some(b))) => differing_fields(a, b),
+                _ => Vec::new(),
+            };
             diffs.push(format!(
-                "outputs of {}/{}: {} under chaos, {} in the reference; first difference at #{at}: chaos {} vs \
+                "outputs of {}/{}: {} under chaos, {} in the reference; first difference at #{at}{}: chaos {} vs \
                  reference {}",
                 key.0,
                 key.1,
                 got.len(),
                 want.len(),
+                if fields.is_empty() { String::new() } else { format!(" (fields that differ: {})", fields.join(", ")) },
                 show(&got[at.min(got.len())..]),
                 show(&want[at.min(want.len())..]),
             ));
@@ -171,4 +237,16 @@ pub(super) fn diff(reference: &Outcome, chaos: &Outcome) -> Vec<String> {
         diffs.push(format!("… and the final states of {} more keys differ", differing - DIFFS_SHOWN));
     }
     diffs
+}
+
+/// The top-level fields whose values differ between two JSON objects (empty when either is not
+/// one).
+fn differing_fields(a: &[u8], b: &[u8]) -> Vec<String> {
+    let object = |bytes: &[u8]| match std::str::from_utf8(bytes).ok().map(flechtwerk::json::parse) {
+        Some(Ok(flechtwerk::json::Value::Object(map))) => Some(map),
+        _ => None,
+    };
+    let (Some(a), Some(b)) = (object(a), object(b)) else { return Vec::new() };
+    let names: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    names.into_iter().filter(|name| a.get(*name) != b.get(*name)).cloned().collect()
 }

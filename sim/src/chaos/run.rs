@@ -65,6 +65,17 @@ impl Chaos {
                     .push(format!("the reference run (no faults, one replica) failed: {:?}", reference.violations));
             } else if mqtt {
                 violations.extend(mqtt_diff(&reference, &chaos));
+            } else if let Some(normalize) = &self.normalize {
+                let normalized = |outcome: &Outcome| {
+                    let mut outcome = outcome.clone();
+                    for ((topic, _), values) in &mut outcome.outputs {
+                        for value in values.iter_mut() {
+                            *value = normalize(topic, value.take());
+                        }
+                    }
+                    outcome
+                };
+                violations.extend(diff(&normalized(&reference.outcome), &normalized(&chaos.outcome)));
             } else {
                 violations.extend(diff(&reference.outcome, &chaos.outcome));
             }

@@ -51,6 +51,23 @@ impl Chaos {
         current
     }
 
+    /// `FLECHTWERK_CHAOS_FAULTS` (with `FLECHTWERK_CHAOS_SEED`): the positions of the seed's
+    /// faults to keep (`2,5`, or `none`), as a failure's replay line prints them for its shrunk
+    /// schedule. Panics on anything else, naming the variable.
+    #[track_caller]
+    pub(super) fn faults_to_replay(&self) -> Option<Vec<usize>> {
+        std::env::var("FLECHTWERK_CHAOS_SEED").ok()?;
+        let value = std::env::var("FLECHTWERK_CHAOS_FAULTS").ok()?;
+        let value = value.trim();
+        if value == "none" || value.is_empty() {
+            return Some(Vec::new());
+        }
+        let kept = value.split(',').map(|n| n.trim().parse::<usize>()).collect::<Result<Vec<_>, _>>();
+        Some(kept.unwrap_or_else(|_| {
+            panic!("FLECHTWERK_CHAOS_FAULTS={value:?}: expected fault positions such as `2,5`, or `none`")
+        }))
+    }
+
     /// The seeds to run: `FLECHTWERK_CHAOS_SEED` (one seed, verbose), else
     /// `FLECHTWERK_CHAOS_SEEDS` (`N` or `A..B`), else the test's own. Whether to print traces.
     pub(super) fn seeds_to_run(&self) -> (Vec<u64>, bool) {
