@@ -117,6 +117,12 @@ impl<S: Extractor> Run for dispatch::DispatchRunner<S> {
 pub trait IntoRunner<M>: sealed::Sealed<M> {
     #[doc(hidden)]
     fn into_runner(self, parts: RunnerParts) -> Result<Arc<dyn RunHandle>, Error>;
+
+    /// The Kafka topics the stage reads: its input topics (a transformer's; none for the other
+    /// shapes) and its config topics. For test harnesses that check a test's set-up against the
+    /// stage before running it.
+    #[doc(hidden)]
+    fn read_topics(&self) -> (Vec<String>, Vec<String>);
 }
 
 /// The runner of a built stage (opaque).
@@ -157,6 +163,10 @@ impl<S: Transformer> IntoRunner<TransformerShape> for S {
         let RunnerParts { settings, kafka, observer, stores, mqtt: _ } = parts;
         Ok(Arc::new(tasks::TaskRunner { stage: Arc::new(self), settings, kafka, observer, stores }))
     }
+
+    fn read_topics(&self) -> (Vec<String>, Vec<String>) {
+        (self.input_topics(), self.config_topics())
+    }
 }
 
 impl<S: Extractor> IntoRunner<ExtractorShape> for S {
@@ -164,6 +174,10 @@ impl<S: Extractor> IntoRunner<ExtractorShape> for S {
         let RunnerParts { settings, kafka, observer, stores, mqtt: _ } = parts;
         check_poll_interval(&settings)?;
         Ok(Arc::new(tokens::TokenRunner { stage: Arc::new(self), settings, kafka, observer, stores }))
+    }
+
+    fn read_topics(&self) -> (Vec<String>, Vec<String>) {
+        (Vec::new(), self.config_topics())
     }
 }
 
@@ -179,6 +193,10 @@ impl<S: MqttExtractor> IntoRunner<MqttShape> for S {
         let bridge =
             Bridge::new(self, mqtt, settings.client_id.clone(), settings.application_id.clone(), observer.clone())?;
         Ok(Arc::new(dispatch::DispatchRunner { stage: Arc::new(bridge), settings, kafka, observer }))
+    }
+
+    fn read_topics(&self) -> (Vec<String>, Vec<String>) {
+        (Vec::new(), self.config_topics())
     }
 }
 

@@ -309,3 +309,24 @@ fn a_preset_on_three_brokers_fails_over_and_one_broker_keeps_its_old_schedules()
     // transaction versions, seeds alternating).
     chaos(running_sum).brokers(1).seeds(0..4).run();
 }
+
+#[test]
+#[should_panic(expected = "set-up: the stage reads input topic \"amounts\", which this test does not create")]
+fn a_misspelt_input_topic_is_named_before_the_first_seed() {
+    Chaos::transformer(running_sum).input("amount", 4).output("sums", 4).config("accounts", 2).seeds(0..1).run();
+}
+
+#[test]
+fn a_missing_output_topic_is_named() {
+    let failure = Chaos::transformer(running_sum)
+        .input("amounts", 4)
+        .config("accounts", 2)
+        .inputs(20, |_, i| Input::new("amounts", format!("acct-{}", i % 3), r#"{"amount":1}"#))
+        .profile("calm")
+        .seeds(0..1)
+        .try_run()
+        .expect_err("nothing can be written to sums");
+    let first = &failure.violations[0];
+    assert!(first.starts_with("set-up: replicas crashed") && first.contains(".output(name, partitions)"), "{failure}");
+    assert!(!failure.to_string().contains("not deterministic"), "{failure}");
+}

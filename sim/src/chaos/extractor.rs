@@ -8,7 +8,7 @@ use std::time::Duration;
 use flechtwerk::IntoRunner;
 use madsim::time::sleep;
 
-use super::{Chaos, Factory, Shape};
+use super::{Chaos, Factory, ReadTopics, Shape};
 use crate::cluster::Cluster;
 use crate::harness::replicas::stage_launch;
 use crate::harness::{truth, QUIESCENCE_MAX};
@@ -30,11 +30,13 @@ impl Chaos {
         M: 'static,
     {
         let stage = Arc::new(stage);
+        let read = stage.clone();
         let factory: Factory = Arc::new(move |app: String, max_poll_records: usize, poll_interval: Duration| {
             let stage = stage.clone();
             stage_launch(app, max_poll_records, Some(poll_interval), move || stage())
         });
-        Chaos::new(Shape::Extractor(factory))
+        let read_topics: ReadTopics = Arc::new(move || read.as_ref()().read_topics());
+        Chaos::new(Shape::Extractor(factory), read_topics)
     }
 
     /// Extractors: waits until the output topics stay unchanged with no transaction open (on

@@ -179,6 +179,8 @@ pub struct Outcome {
 }
 
 type Property = Arc<dyn Fn(&Outcome) -> Result<(), String> + Send + Sync>;
+/// The topics the stage reads (its inputs, its config topics), from a fresh instance of it.
+type ReadTopics = Arc<dyn Fn() -> (Vec<String>, Vec<String>) + Send + Sync>;
 /// Rewrites an output value (topic, value) before the oracle compares the two runs.
 type Normalize = Arc<dyn Fn(&str, Option<Bytes>) -> Option<Bytes> + Send + Sync>;
 type Generator = Arc<dyn Fn(&mut Gen, usize) -> Input + Send + Sync>;
@@ -197,6 +199,7 @@ enum Shape {
 #[derive(Clone)]
 pub struct Chaos {
     shape: Shape,
+    read_topics: ReadTopics,
     poll_interval: Duration,
     settle: Option<Duration>,
     application_id: String,
@@ -222,9 +225,10 @@ pub struct Chaos {
 }
 
 impl Chaos {
-    fn new(shape: Shape) -> Self {
+    fn new(shape: Shape, read_topics: ReadTopics) -> Self {
         Chaos {
             shape,
+            read_topics,
             poll_interval: Duration::from_millis(500),
             settle: None,
             application_id: "chaos-app".into(),
@@ -420,6 +424,7 @@ impl Chaos {
     /// faults by kind, handovers, aborted transactions, simulated time), shown by
     /// `cargo test -- --nocapture` or when the test fails.
     #[allow(clippy::result_large_err, reason = "a test's failure path, returned once")]
+    #[track_caller]
     pub fn try_run(&self) -> Result<(), Failure> {
         let (seeds, verbose) = self.seeds_to_run();
         let mut summary = report::RunSummary::default();
@@ -484,6 +489,7 @@ impl Chaos {
     }
 
     /// Runs one seed with `schedule` (the chaos run and its reference): its violations.
+    #[track_caller]
     pub fn run_seed(&self, seed: u64, schedule: &FaultSchedule, verbose: bool) -> Vec<String> {
         self.run_seed_traced(seed, schedule, verbose).0
     }

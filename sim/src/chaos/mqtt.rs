@@ -15,7 +15,7 @@ use madsim::runtime::Handle;
 use madsim::time::sleep;
 
 use super::run::{producer_record, RunResult};
-use super::{Chaos, Gen, Outcome, Shape, DIFFS_SHOWN, FIRST_TASKS_MAX};
+use super::{Chaos, Gen, Outcome, ReadTopics, Shape, DIFFS_SHOWN, FIRST_TASKS_MAX};
 use crate::cluster::Cluster;
 use crate::harness::disk::SimDisk;
 use crate::harness::faults::FaultSchedule;
@@ -42,6 +42,8 @@ impl Chaos {
     /// message must be committed (no acknowledgement before the commit).
     pub fn mqtt<S: MqttExtractor>(stage: impl Fn() -> S + Send + Sync + 'static) -> Self {
         let stage = Arc::new(stage);
+        let read = stage.clone();
+        let read_topics: ReadTopics = Arc::new(move || (Vec::new(), read.as_ref()().config_topics()));
         let factory: BridgeFactory = Arc::new(move |run: BridgeRun| {
             let stage = stage.clone();
             Arc::new(move |env: ReplicaEnv| {
@@ -63,7 +65,7 @@ impl Chaos {
                 }) as std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>>>>
             }) as Launch
         });
-        Chaos::new(Shape::Mqtt(factory))
+        Chaos::new(Shape::Mqtt(factory), read_topics)
     }
 
     /// The run of an MQTT bridge: set-up, the devices publishing while the faults fire,

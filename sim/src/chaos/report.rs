@@ -136,7 +136,8 @@ impl fmt::Display for Failure {
         for line in self.shrunk.to_string().lines() {
             writeln!(f, "  {line}")?;
         }
-        if self.shrunk.is_empty() {
+        let differs = self.violations.iter().any(|v| v.starts_with("outputs of") || v.starts_with("final state of"));
+        if self.shrunk.is_empty() && differs {
             writeln!(
                 f,
                 "with no fault at all the chaos run differs from the reference: the stage itself is not \

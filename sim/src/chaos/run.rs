@@ -21,6 +21,39 @@ use crate::runner::Ctx;
 impl Chaos {
     /// Panics on a test that feeds its stage the wrong way (a bridge gets MQTT messages, the
     /// other stages Kafka inputs): such a test would run without the records its author meant.
+    /// Set-up mistakes, named before anything runs: a topic the stage reads that the test does
+    /// not create, or an input topic the test feeds that the stage does not read (its inputs
+    /// would never be consumed, and the run would end in a liveness failure far from the cause).
+    #[track_caller]
+    fn assert_topics(&self) {
+        let (inputs, configs) = (self.read_topics)();
+        let declared = |topics: &[(String, u32)]| topics.iter().map(|(t, _)| t.clone()).collect::<Vec<_>>();
+        let (test_inputs, test_configs) = (declared(&self.inputs_topics), declared(&self.config_topics));
+        for topic in &inputs {
+            assert!(
+                test_inputs.contains(topic),
+                "set-up: the stage reads input topic {topic:?}, which this test does not create: declare it with \
+                 .input({topic:?}, partitions) (the test's inputs: {test_inputs:?})"
+            );
+        }
+        for topic in &configs {
+            assert!(
+                test_configs.contains(topic),
+                "set-up: the stage reads config topic {topic:?}, which this test does not create: declare it with \
+                 .config({topic:?}, partitions) (the test's config topics: {test_configs:?})"
+            );
+        }
+        if matches!(self.shape, Shape::Transformer(_)) {
+            for topic in &test_inputs {
+                assert!(
+                    inputs.contains(topic),
+                    "set-up: this test feeds input topic {topic:?}, which the stage does not read (its inputs: \
+                     {inputs:?}): its records would never be consumed"
+                );
+            }
+        }
+    }
+
     fn assert_feed(&self) {
         let kafka_inputs = self.generator.is_some() || !self.inputs_topics.is_empty();
         match self.shape {
@@ -35,6 +68,7 @@ impl Chaos {
     /// Runs one seed with `schedule`: the chaos run, the test's properties over its outcome,
     /// and once it quiesced the reference run and the oracle's differences. Returns the
     /// violations and the chaos run's trace.
+    #[track_caller]
     pub(super) fn run_seed_traced(
         &self,
         seed: u64,
@@ -42,6 +76,7 @@ impl Chaos {
         verbose: bool,
     ) -> (Vec<String>, Vec<crate::trace::Event>) {
         self.assert_feed();
+        self.assert_topics();
         let mqtt = matches!(self.shape, Shape::Mqtt(_));
         let feed =
             if mqtt { Feed::Mqtt(self.generate_messages(seed)) } else { Feed::Generated(self.generate_inputs(seed)) };
@@ -78,6 +113,24 @@ impl Chaos {
                 violations.extend(diff(&normalized(&reference.outcome), &normalized(&chaos.outcome)));
             } else {
                 violations.extend(diff(&reference.outcome, &chaos.outcome));
+            }
+        }
+        if !violations.is_empty() {
+            let unknown =
+                chaos.events.iter().filter(|e| e.what.contains("application crashed: kafka send UnknownTopic"));
+            if let Some(first) = unknown.clone().next() {
+                let outputs: Vec<&String> = self.outputs_topics.iter().map(|(t, _)| t).collect();
+                violations.insert(
+                    0,
+                    format!(
+                        "set-up: replicas crashed {} times sending to a topic that does not exist (first at {:?}: \
+                         {}); declare every topic the stage writes with .output(name, partitions) (the test's \
+                         outputs: {outputs:?})",
+                        unknown.count(),
+                        first.at,
+                        first.what
+                    ),
+                );
             }
         }
         (violations, chaos.events)

@@ -12,7 +12,7 @@ use madsim::time::sleep;
 
 use super::mqtt::Relays;
 use super::run::{producer_record, Feed, RunResult};
-use super::{Chaos, Factory, Shape, FIRST_TASKS_MAX};
+use super::{Chaos, Factory, ReadTopics, Shape, FIRST_TASKS_MAX};
 use crate::cluster::{Cluster, KafkaClient};
 use crate::harness::disk::SimDisk;
 use crate::harness::faults::FaultSchedule;
@@ -28,11 +28,13 @@ impl Chaos {
         M: 'static,
     {
         let stage = Arc::new(stage);
+        let read = stage.clone();
         let factory: Factory = Arc::new(move |app: String, max_poll_records: usize, _: Duration| {
             let stage = stage.clone();
             transformer_launch(app, max_poll_records, move || stage())
         });
-        Chaos::new(Shape::Transformer(factory))
+        let read_topics: ReadTopics = Arc::new(move || read.as_ref()().read_topics());
+        Chaos::new(Shape::Transformer(factory), read_topics)
     }
 
     /// The run of a stage fed Kafka inputs (a transformer, or with `extractor` an extractor,
