@@ -241,6 +241,8 @@ def build_keyrings() -> None:
                        signers={k: public_only(v) for k, v in SIG.items()}))
     keyring("recipient-primary", "an X25519 recipient bound to 'api' as the primary itself, no oct key",
             Keyring.of({}, primary="rec-api", recipients={"rec-api": REC["rec-api"]}, scopes={"rec-api": {"api"}}))
+    keyring("non-ascii", "a kid and a scope outside ASCII: the header escapes them (\\uXXXX), the keyring file too",
+            Keyring.of({"schlüssel-1": OCT["oct-2026-02"]}, primary="schlüssel-1"))
     keyring("python-fixture", "flechtwerk.testing.fixture_keyring()", Keyring.of({"test-key": OCT["test-key"]}, primary="test-key"))
     import flechtwerk.testing as fwt
     keyring("python-fixture-asymmetric", "flechtwerk.testing.fixture_asymmetric_keyring()", fwt.fixture_asymmetric_keyring())
@@ -327,7 +329,7 @@ def gen_encrypt() -> list:
         ("oct-scoped", ""), ("oct-scoped", "db"), ("oct-scoped", "api"),
         ("full", ""), ("full", "api"), ("full", "other"),
         ("writer", "api"), ("recipient-primary", "api"),
-        ("python-fixture", ""), ("python-fixture", "api_key"),
+        ("python-fixture", ""), ("python-fixture", "api_key"), ("non-ascii", "zähler"),
         ("python-fixture-asymmetric", "api_key"),
     ]
     out = []
@@ -466,6 +468,9 @@ def gen_malformed_tokens() -> list:
     add("ecdh-with-apu-apv", mint_jwe({"alg": "ECDH-ES+A256KW", "enc": "A256GCM", "kid": "rec-api", "flenc_scope": "api", "apu": b64u(b"alice"), "apv": b64u(b"bob")}, b'"v"',
                                       OKPKey.import_key({"crv": "X25519", "kty": "OKP", "x": b64u(REC["rec-api"].public)}), ["ECDH-ES+A256KW", "A256GCM"]), "api",
         note="apu/apv are optional ECDH-ES header parameters; they enter the Concat KDF")
+    epk_zero = {**json.loads(unb64u(rs[0])), "epk": {"crv": "X25519", "x": b64u(bytes(32)), "kty": "OKP"}}
+    add("ecdh-low-order-epk", with_segments(good_scoped, [b64u(json.dumps(epk_zero, separators=(",", ":")).encode()), *rs[1:]]), "api",
+        note="an all-zero ephemeral public key: the X25519 exchange itself fails (all-zero shared secret)")
     add("payload-not-json", mint_jwe({"alg": "dir", "enc": "A256GCM", "kid": "oct-2026-01"}, b"not json", key, ["dir", "A256GCM"]),
         note="decrypt_bytes succeeds; decrypt's JSON parse fails with a plain JSONDecodeError (not a SecretError)")
     add("payload-not-utf8", mint_jwe({"alg": "dir", "enc": "A256GCM", "kid": "oct-2026-01"}, b"\xff\xfe", key, ["dir", "A256GCM"]))
