@@ -11,7 +11,10 @@
 #   "$PYTHON_REF" tests/golden/generate_secrets.py          # writes secrets_vectors.json
 #   "$PYTHON_REF" tests/golden/generate_secrets.py --check  # regenerates in memory and diffs
 #
-# Takes ~10 s: each password-protected keyring costs a PBKDF2-HMAC-SHA512 of 210 000 rounds.
+# Takes ~3 s. Only flechtwerk and flechtctl are pinned: joserfc (flechtctl asks for ~=1.7) and
+# cryptography float, and their versions are recorded under "meta"; if --check reports a
+# difference after the venv was rebuilt, look at those first (header member order, error texts of
+# the chained causes).
 #
 # Determinism. Every key is fixed (below). The only randomness in the format is the AES-GCM IV,
 # the ephemeral X25519 key of an ECDH-ES token and the PBES2 salt of a protected keyring; joserfc
