@@ -104,6 +104,8 @@ struct Lanes {
     bands: Vec<Band>,
     violations: Vec<(f64, String)>,
     buggify: Option<(f64, Option<f64>)>,
+    /// The engine's stalls at its fault points: (from, until, what).
+    stalls: Vec<(f64, f64, String)>,
     faults_stop: Option<f64>,
     end: f64,
 }
@@ -230,6 +232,9 @@ fn lanes(events: &[Event], shift: f64) -> Lanes {
             }
         } else if let Some(rest) = what.strip_prefix("VIOLATION ") {
             lanes.violations.push((at, rest.to_owned()));
+        } else if let Some(stall) = what.strip_prefix("buggify: ") {
+            let ms = stall.rsplit(' ').nth(1).and_then(|ms| ms.parse::<f64>().ok()).unwrap_or(0.0);
+            lanes.stalls.push((at, at + ms / 1e3, stall.to_owned()));
         } else if what == "buggify on" {
             lanes.buggify = Some((at, None));
         } else if what == "faults stop" {
@@ -311,8 +316,11 @@ pub fn render(picture: &Picture<'_>) -> String {
             at: from,
             until: until.unwrap_or(run.end),
             label: "buggify (engine)".to_owned(),
-            detail: "the engine's fault points (buggify) on: each may stall the engine, up to 3 s".to_owned(),
-            color: "#bd10e0",
+            detail: format!(
+                "the engine's fault points (buggify) on: each may stall the engine, up to 3 s; {} stalled",
+                run.stalls.len()
+            ),
+            color: "#e6b3f2",
         });
     }
     let reference = picture.reference.map(|(events, ref_origin)| lanes(events, origin - seconds(ref_origin)));
@@ -368,7 +376,7 @@ pub fn render(picture: &Picture<'_>) -> String {
             r##"<line x1="{0}" y1="{axis_y}" x2="{0}" y2="{lanes_bottom}" stroke="#eee"/><text x="{0}" y="{1}" text-anchor="middle" fill="#666">{2}s</text>"##,
             x(t),
             axis_y - 4.0,
-            k * step
+            k * step + 0.0 // not "-0s"
         );
         k += 1.0;
     }
@@ -384,9 +392,9 @@ pub fn render(picture: &Picture<'_>) -> String {
     if let Some(stop) = run.faults_stop {
         let _ = writeln!(
             svg,
-            r##"<line x1="{0}" y1="{axis_y}" x2="{0}" y2="{lanes_bottom}" stroke="#999" stroke-dasharray="2 2"/><text x="{1}" y="{2}" fill="#666">faults stop</text>"##,
+            r##"<line x1="{0}" y1="{axis_y}" x2="{0}" y2="{lanes_bottom}" stroke="#999" stroke-dasharray="2 2"/><text x="{1}" y="{2}" text-anchor="end" fill="#666">faults stop</text>"##,
             x(stop),
-            x(stop) + 3.0,
+            x(stop) - 3.0,
             axis_y + 12.0
         );
     }
@@ -413,6 +421,20 @@ pub fn render(picture: &Picture<'_>) -> String {
             escape(&band.detail),
             band.at - origin
         );
+        if band.label.starts_with("buggify") {
+            for (from, until, what) in &run.stalls {
+                let _ = writeln!(
+                    svg,
+                    r##"<rect class="stall" x="{}" y="{}" width="{}" height="{}" fill="#7b1fa2"><title>buggify: {} at {:.3}s</title></rect>"##,
+                    x(*from),
+                    y + 3.0,
+                    (x(*until) - x(*from)).max(1.5),
+                    LANE - 6.0,
+                    escape(what),
+                    from - origin
+                );
+            }
+        }
         y += LANE;
     }
     draw_lanes(&mut svg, &run, &mut y, &x, end, origin, &label);

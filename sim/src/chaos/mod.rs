@@ -88,6 +88,7 @@ mod mqtt;
 mod report;
 mod run;
 mod shrink;
+mod stalls;
 mod transformer;
 
 pub use mqtt::{MqttInput, Published};
@@ -453,6 +454,7 @@ impl Chaos {
                     schedule,
                     shrunk,
                     buggify: report::buggify_window(&run.events, run.origin),
+                    buggify_stalls: report::buggify_stalls(&run.events, run.origin),
                     shrunk_violations: run.violations,
                     shrunk_hits: run.hits,
                     timeline,

@@ -80,6 +80,9 @@ pub struct Failure {
     /// Whether the engine's fault points (buggify) were on in the shrunk run, and from when
     /// to when (from the start of the fault period).
     pub buggify: Option<(Duration, Duration)>,
+    /// The engine's stalls at its fault points in the shrunk run: when (from the start of the
+    /// fault period) and what (`task.before_commit stalled 1234 ms`).
+    pub buggify_stalls: Vec<(Duration, String)>,
     /// The SVG timeline of the shrunk schedule's failing run (see [`crate::timeline`]), if it
     /// could be written.
     pub timeline: Option<std::path::PathBuf>,
@@ -121,6 +124,14 @@ pub(super) fn schedule_lines(schedule: &FaultSchedule, hits: &[Option<String>]) 
             let hit = hits.get(i).and_then(Option::as_deref);
             format!("+{:>7.3}s {}", timed.at.as_secs_f64(), with_hit(&timed.fault, hit))
         })
+        .collect()
+}
+
+/// The engine's stalls at its fault points in a run (see `stalls`), from `origin`.
+pub(super) fn buggify_stalls(events: &[Event], origin: Duration) -> Vec<(Duration, String)> {
+    events
+        .iter()
+        .filter_map(|e| Some((e.at.saturating_sub(origin), e.what.strip_prefix("buggify: ")?.to_owned())))
         .collect()
 }
 
@@ -219,13 +230,32 @@ impl fmt::Display for Failure {
             writeln!(f, "  {line}")?;
         }
         match self.buggify {
-            Some((on, off)) => writeln!(
-                f,
-                "the engine's fault points (buggify) were on in the shrunk run, from +{:.3}s to +{:.3}s: any of them may \
-                 have stalled the engine (up to 3 s each) besides the faults above",
-                on.as_secs_f64(),
-                off.as_secs_f64()
-            )?,
+            Some((on, off)) => {
+                let shown: Vec<String> = self
+                    .buggify_stalls
+                    .iter()
+                    .take(3)
+                    .map(|(at, what)| format!("+{:.3}s {what}", at.as_secs_f64()))
+                    .collect();
+                writeln!(
+                    f,
+                    "the engine's fault points (buggify) were on in the shrunk run, from +{:.3}s to +{:.3}s, besides the \
+                     faults above: {} stall{}{}",
+                    on.as_secs_f64(),
+                    off.as_secs_f64(),
+                    self.buggify_stalls.len(),
+                    if self.buggify_stalls.len() == 1 { "" } else { "s" },
+                    if shown.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            " ({}{})",
+                            shown.join(", "),
+                            if self.buggify_stalls.len() > shown.len() { ", …" } else { "" }
+                        )
+                    }
+                )?
+            }
             None => writeln!(f, "the engine's fault points (buggify) were off in the shrunk run")?,
         }
         let differs =
@@ -269,9 +299,10 @@ impl Chaos {
         notes.extend(schedule_lines(schedule, &run.hits).into_iter().map(|l| format!("  {l}")));
         if let Some((on, off)) = buggify_window(&run.events, run.origin) {
             notes.push(format!(
-                "the engine's fault points (buggify) were on from +{:.3}s to +{:.3}s: any may have stalled the engine, up to 3 s each",
+                "the engine's fault points (buggify) were on from +{:.3}s to +{:.3}s: {} stalls (the dark marks in their row)",
                 on.as_secs_f64(),
-                off.as_secs_f64()
+                off.as_secs_f64(),
+                buggify_stalls(&run.events, run.origin).len()
             ));
         }
         let faults = schedule

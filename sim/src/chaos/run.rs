@@ -161,9 +161,13 @@ impl Chaos {
             .spawn(move || {
                 let mut runtime = Runtime::with_seed_and_config(seed, madsim::Config::default());
                 runtime.set_time_limit(crate::runner::SIMULATED_TIME_MAX);
-                runtime.block_on(async move {
-                    let result = spec.run_once(run_ctx, schedule, replicas, feed).await;
-                    *out.lock().expect("result lock") = Some(result);
+                // The engine's stalls at its fault points, into the run's trace.
+                let stalls = tracing::Dispatch::new(super::stalls::Stalls::new(run_ctx.clone()));
+                tracing::dispatcher::with_default(&stalls, || {
+                    runtime.block_on(async move {
+                        let result = spec.run_once(run_ctx, schedule, replicas, feed).await;
+                        *out.lock().expect("result lock") = Some(result);
+                    })
                 })
             })
             .expect("spawn a seed thread")
