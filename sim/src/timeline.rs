@@ -196,8 +196,7 @@ fn schedule_kind(traced: &str) -> &str {
 
 /// The lanes of `events`, their times shifted by `shift` seconds.
 fn lanes(events: &[Event], shift: f64) -> Lanes {
-    let mut lanes = Lanes::default();
-    lanes.end = events.last().map_or(0.0, |e| seconds(e.at) + shift);
+    let mut lanes = Lanes { end: events.last().map_or(0.0, |e| seconds(e.at) + shift), ..Lanes::default() };
     // Isolations end when the network heals: (name, band index).
     let mut isolated: Vec<(String, usize)> = Vec::new();
     for event in events {
