@@ -305,6 +305,14 @@ impl Chaos {
                 buggify_stalls(&run.events, run.origin).len()
             ));
         }
+        let differs = run.violations.iter().any(|v| v.starts_with("outputs of") || v.starts_with("final state of"));
+        if schedule.is_empty() && differs {
+            notes.push(
+                "with no fault at all the chaos run differs from the reference run (its lanes under the line): the \
+                 stage itself is not deterministic; the violations above name the keys and fields that differ"
+                    .to_owned(),
+            );
+        }
         let faults = schedule
             .faults
             .iter()
