@@ -1,7 +1,7 @@
 //! A failing run as a picture: an SVG timeline rendered from a run's trace.
 //!
 //! Lanes over simulated time, top to bottom:
-//! - the faults, one row each, named by the schedule's kind names ([`Fault::kind`]) and the
+//! - the faults, one row each, named by the schedule's kind names (`Fault::kind`) and the
 //!   node they hit: a band as long as the fault lasts, a tick for the instantaneous ones;
 //! - the engine's fault points (buggify), when on: a band while they were on;
 //! - one lane per replica: alive from its start, each application start (▲), crash (✖) and
@@ -21,8 +21,6 @@
 //! [`render_svg`] reads only the trace's text (the events every scenario and the harness
 //! already record), so it works for any run: `flechtwerk-sim --seed S --timeline FILE`. The
 //! chaos harness calls [`render`] with its schedule, what each fault hit, and the reference run.
-//!
-//! [`Fault::kind`]: crate::harness::faults::Fault::kind
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -68,7 +66,7 @@ pub struct ScheduledFault {
     pub at: Duration,
     /// How long it lasted (zero: instantaneous).
     pub duration: Duration,
-    /// The schedule's kind name ([`crate::harness::faults::Fault::kind`]).
+    /// The schedule's kind name (`harness::faults::Fault::kind`, in simulation builds).
     pub kind: &'static str,
     /// What it hit (`replica-1`, `kafka-broker-2`), if it names a node.
     pub hit: Option<String>,
