@@ -126,11 +126,13 @@ fn the_failing_seeds_timeline_renders_in_headless_chromium() {
     assert!(text.contains(&format!("  - {first}")), "the console lists them too:\n{text}");
 
     let Some(chromium) = chromium() else {
-        eprintln!(
+        // Straight to the process's stderr, past the test harness's capture: a skip must show.
+        let warning = format!(
             "\n!!!!!!!!\n!!! SKIPPED: no `chromium` binary on the PATH: the timeline {} was NOT opened in a browser.\n\
              !!! Run scripts/chromium (Debian's package) or scripts/test, which installs it and sets FLECHTWERK_CHROMIUM.\n!!!!!!!!\n",
             path.display()
         );
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), warning.as_bytes());
         return;
     };
     let profile = dir.join("chromium-profile");
