@@ -131,6 +131,10 @@ fn a_stage_stamping_its_processing_time_is_named_non_deterministic() {
     assert!(failure.shrunk.is_empty(), "{failure}");
     assert!(failure.to_string().contains("the stage itself is not deterministic"), "{failure}");
     assert!(failure.violations.iter().any(|v| v.contains("(fields that differ: processed_at)")), "{failure}");
+    // The picture of a chaos run alone is all green: the timeline draws the reference run too,
+    // and says what the difference means.
+    let svg = std::fs::read_to_string(failure.timeline.as_ref().expect("a timeline")).expect("the timeline");
+    assert!(svg.contains(r#"id="reference""#) && svg.contains("the stage itself is not deterministic"), "{failure}");
     calm.normalize_outputs(without_processed_at).run();
 }
 

@@ -88,6 +88,7 @@ mod mqtt;
 mod report;
 mod run;
 mod shrink;
+mod stalls;
 mod transformer;
 
 pub use mqtt::{MqttInput, Published};
@@ -435,16 +436,30 @@ impl Chaos {
                 let dropped: Vec<usize> = (0..schedule.len()).filter(|i| !kept.contains(i)).collect();
                 schedule = schedule.without(&dropped);
             }
-            let (violations, events) = self.run_seed_traced(seed, &schedule, verbose);
+            let run::SeedRun { violations, events, .. } = self.run_seed_traced(seed, &schedule, verbose);
             summary.add(&schedule, &events);
             if !violations.is_empty() {
                 eprintln!("{summary} (seed {seed} failed)");
                 let shrunk = self.shrink(seed, &schedule);
-                let timeline = self.write_timeline(seed, &shrunk);
+                // The shrunk schedule's run once more, traced: the one the timeline draws and
+                // the failure lists.
+                let run = self.run_seed_traced(seed, &shrunk, false);
+                let timeline = self.write_timeline(seed, &shrunk, &run);
                 // Positions in the seed's whole schedule, so the replay line names them alike.
                 let whole = self.schedule(seed);
                 let replay = Failure::replay_command(seed, &Failure::kept(&whole, &shrunk));
-                return Err(Failure { seed, violations, schedule, shrunk, timeline, replay });
+                return Err(Failure {
+                    seed,
+                    violations,
+                    schedule,
+                    shrunk,
+                    buggify: report::buggify_window(&run.events, run.origin),
+                    buggify_stalls: report::buggify_stalls(&run.events, run.origin),
+                    shrunk_violations: run.violations,
+                    shrunk_hits: run.hits,
+                    timeline,
+                    replay,
+                });
             }
         }
         eprintln!("{summary}");
@@ -491,6 +506,6 @@ impl Chaos {
     /// Runs one seed with `schedule` (the chaos run and its reference): its violations.
     #[track_caller]
     pub fn run_seed(&self, seed: u64, schedule: &FaultSchedule, verbose: bool) -> Vec<String> {
-        self.run_seed_traced(seed, schedule, verbose).0
+        self.run_seed_traced(seed, schedule, verbose).violations
     }
 }

@@ -114,7 +114,9 @@ impl Chaos {
         let devices = Handle::current().create_node().name("devices").build();
         let publishing =
             devices.spawn(publish_mqtt(broker.clone(), ctx.clone(), messages, self.period, journal.clone()));
+        let origin = ctx.now();
         replicas.run_faults(&schedule, vec![publishing]).await;
+        let hits = replicas.hits().to_vec();
 
         let mut violations = Vec::new();
         let outputs: Vec<&str> = self.outputs_topics.iter().map(|(t, _)| t.as_str()).collect();
@@ -134,7 +136,7 @@ impl Chaos {
         for v in &violations {
             ctx.violation(v.clone());
         }
-        RunResult { outcome, violations, quiesced, events: Vec::new(), relays }
+        RunResult { outcome, violations, quiesced, events: Vec::new(), relays, origin, hits }
     }
 
     /// Set-up: creates the output and config topics and writes the config records.
@@ -539,7 +541,7 @@ mod tests {
         let content = canonical_bytes(READING.as_bytes()).expect("a JSON object");
         let out = ("readings".to_owned(), "k".to_owned(), value(OUT));
         relays.lock().expect("relays lock").insert(("replica-0".into(), "t".into(), content), Some(out));
-        RunResult { outcome, violations: Vec::new(), quiesced: true, events: Vec::new(), relays }
+        RunResult { outcome, violations: Vec::new(), quiesced: true, relays, ..RunResult::default() }
     }
 
     #[test]

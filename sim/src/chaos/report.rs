@@ -7,8 +7,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use super::run::SeedRun;
 use super::{Chaos, Outcome, DIFFS_SHOWN};
-use crate::harness::faults::FaultSchedule;
+use crate::harness::faults::{Fault, FaultSchedule};
+use crate::timeline::{Picture, ScheduledFault};
 use crate::trace::Event;
 
 /// What the seeds of one `Chaos` run did, for the line it prints at its end: a green run says
@@ -63,12 +65,24 @@ impl fmt::Display for RunSummary {
 pub struct Failure {
     /// The seed.
     pub seed: u64,
-    /// What was violated.
+    /// What the seed's whole schedule violated (the first run of the seed).
     pub violations: Vec<String>,
     /// The seed's fault schedule.
     pub schedule: FaultSchedule,
     /// The fewest faults found that still fail (the seed's schedule when nothing could go).
     pub shrunk: FaultSchedule,
+    /// What the shrunk schedule's run violated: the run the timeline draws and the replay line
+    /// replays.
+    pub shrunk_violations: Vec<String>,
+    /// What each fault of `shrunk` hit in that run (`replica-1` for a fault aimed at
+    /// `replica#7`, the `7 mod n`-th live replica; `None` for a fault that names no node).
+    pub shrunk_hits: Vec<Option<String>>,
+    /// Whether the engine's fault points (buggify) were on in the shrunk run, and from when
+    /// to when (from the start of the fault period).
+    pub buggify: Option<(Duration, Duration)>,
+    /// The engine's stalls at its fault points in the shrunk run: when (from the start of the
+    /// fault period) and what (`task.before_commit stalled 1234 ms`).
+    pub buggify_stalls: Vec<(Duration, String)>,
     /// The SVG timeline of the shrunk schedule's failing run (see [`crate::timeline`]), if it
     /// could be written.
     pub timeline: Option<std::path::PathBuf>,
@@ -76,6 +90,58 @@ pub struct Failure {
     /// schedule's faults (`FLECHTWERK_CHAOS_FAULTS`, their positions in the seed's schedule),
     /// the test binary, its profile and target directory, and the test's name.
     pub replay: String,
+}
+
+/// Where the printed schedules and the timeline count time from.
+pub(super) const TIME_ORIGIN: &str = "time from the start of the fault period, when the first replica ran tasks";
+
+/// A fault's line as the schedule prints it, with the node its slot resolved to in the run
+/// (`isolate replica#7 → replica-1 for 7s`).
+pub(super) fn with_hit(fault: &Fault, hit: Option<&str>) -> String {
+    let text = fault.to_string();
+    let Some(hit) = hit else { return text };
+    for slot in ["replica#", "broker#"] {
+        if let Some(at) = text.find(slot) {
+            let digits =
+                text[at + slot.len()..].find(|c: char| !c.is_ascii_digit()).map_or(text.len(), |n| at + slot.len() + n);
+            return format!("{} → {hit}{}", &text[..digits], &text[digits..]);
+        }
+    }
+    format!("{text} → {hit}")
+}
+
+/// A schedule's lines (`+  2.345s isolate replica#7 → replica-1 for 7s`), each fault with what
+/// it hit when `hits` are known.
+pub(super) fn schedule_lines(schedule: &FaultSchedule, hits: &[Option<String>]) -> Vec<String> {
+    if schedule.is_empty() {
+        return vec!["(no faults)".to_owned()];
+    }
+    schedule
+        .faults
+        .iter()
+        .enumerate()
+        .map(|(i, timed)| {
+            let hit = hits.get(i).and_then(Option::as_deref);
+            format!("+{:>7.3}s {}", timed.at.as_secs_f64(), with_hit(&timed.fault, hit))
+        })
+        .collect()
+}
+
+/// The engine's stalls at its fault points in a run (see `stalls`), from `origin`.
+pub(super) fn buggify_stalls(events: &[Event], origin: Duration) -> Vec<(Duration, String)> {
+    events
+        .iter()
+        .filter_map(|e| Some((e.at.saturating_sub(origin), e.what.strip_prefix("buggify: ")?.to_owned())))
+        .collect()
+}
+
+/// When the engine's fault points were on in a run (from "buggify on" to "faults stop"), from
+/// `origin`.
+pub(super) fn buggify_window(events: &[Event], origin: Duration) -> Option<(Duration, Duration)> {
+    let on = events.iter().find(|e| e.what == "buggify on")?.at;
+    let off =
+        events.iter().find(|e| e.what == "faults stop").map_or_else(|| events.last().map_or(on, |e| e.at), |e| e.at);
+    Some((on.saturating_sub(origin), off.saturating_sub(origin)))
 }
 
 impl Failure {
@@ -128,15 +194,72 @@ impl Failure {
 
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "seed {} failed:", self.seed)?;
-        for v in &self.violations {
-            writeln!(f, "  - {v}")?;
+        let plural = |n: usize| if n == 1 { "" } else { "s" };
+        writeln!(
+            f,
+            "seed {} failed; its {} fault{} shrink to {} that still fail{}.",
+            self.seed,
+            self.schedule.len(),
+            plural(self.schedule.len()),
+            self.shrunk.len(),
+            if self.shrunk.len() == 1 { "s" } else { "" }
+        )?;
+        if self.shrunk_violations.is_empty() {
+            writeln!(f, "the shrunk run passed when run again (the harness is not deterministic: a bug of ours)")?;
+        } else {
+            writeln!(f, "violations of the shrunk run (the run the timeline draws and the replay line replays):")?;
+            for v in &self.shrunk_violations {
+                writeln!(f, "  - {v}")?;
+            }
         }
-        writeln!(f, "its {} faults shrink to {} that still fail:", self.schedule.len(), self.shrunk.len())?;
-        for line in self.shrunk.to_string().lines() {
+        if self.violations != self.shrunk_violations {
+            writeln!(
+                f,
+                "violations of the seed's whole schedule ({} faults), where it failed first:",
+                self.schedule.len()
+            )?;
+            for v in &self.violations {
+                writeln!(f, "  - {v}")?;
+            }
+        }
+        writeln!(
+            f,
+            "the shrunk schedule ({TIME_ORIGIN}; replica#N is the N mod n-th live replica, → the one it hit):"
+        )?;
+        for line in schedule_lines(&self.shrunk, &self.shrunk_hits) {
             writeln!(f, "  {line}")?;
         }
-        let differs = self.violations.iter().any(|v| v.starts_with("outputs of") || v.starts_with("final state of"));
+        match self.buggify {
+            Some((on, off)) => {
+                let shown: Vec<String> = self
+                    .buggify_stalls
+                    .iter()
+                    .take(3)
+                    .map(|(at, what)| format!("+{:.3}s {what}", at.as_secs_f64()))
+                    .collect();
+                writeln!(
+                    f,
+                    "the engine's fault points (buggify) were on in the shrunk run, from +{:.3}s to +{:.3}s, besides the \
+                     faults above: {} stall{}{}",
+                    on.as_secs_f64(),
+                    off.as_secs_f64(),
+                    self.buggify_stalls.len(),
+                    if self.buggify_stalls.len() == 1 { "" } else { "s" },
+                    if shown.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            " ({}{})",
+                            shown.join(", "),
+                            if self.buggify_stalls.len() > shown.len() { ", …" } else { "" }
+                        )
+                    }
+                )?
+            }
+            None => writeln!(f, "the engine's fault points (buggify) were off in the shrunk run")?,
+        }
+        let differs =
+            self.shrunk_violations.iter().any(|v| v.starts_with("outputs of") || v.starts_with("final state of"));
         if self.shrunk.is_empty() && differs {
             writeln!(
                 f,
@@ -147,27 +270,78 @@ impl fmt::Display for Failure {
             )?;
         }
         if let Some(path) = &self.timeline {
-            writeln!(f, "timeline of the shrunk run: {}", path.display())?;
+            writeln!(f, "timeline of the shrunk run (and of its reference run): {}", path.display())?;
         }
         write!(f, "replay the shrunk run: {}", self.replay)
     }
 }
 
 impl Chaos {
-    /// Runs `schedule` on `seed` again and writes the chaos run's timeline: into
+    /// Writes the timeline of `run`, the run of `schedule` on `seed`: into
     /// `FLECHTWERK_CHAOS_TIMELINE_DIR`, or `flechtwerk-chaos` in the system's temporary
     /// directory, named after the test (its thread) and the seed.
-    pub(super) fn write_timeline(&self, seed: u64, schedule: &FaultSchedule) -> Option<std::path::PathBuf> {
-        let (violations, events) = self.run_seed_traced(seed, schedule, false);
+    pub(super) fn write_timeline(
+        &self,
+        seed: u64,
+        schedule: &FaultSchedule,
+        run: &SeedRun,
+    ) -> Option<std::path::PathBuf> {
         let dir = std::env::var_os("FLECHTWERK_CHAOS_TIMELINE_DIR")
             .map(std::path::PathBuf::from)
             .unwrap_or_else(|| std::env::temp_dir().join("flechtwerk-chaos"));
         let test = std::thread::current().name().unwrap_or("chaos").replace("::", "-");
         let path = dir.join(format!("{test}-seed-{seed}.svg"));
-        let mut notes: Vec<String> = violations.iter().map(|v| format!("violated: {v}")).collect();
-        notes.push(format!("faults ({}):", schedule.len()));
-        notes.extend(schedule.to_string().lines().map(|l| format!("  {l}")));
-        let svg = crate::timeline::render_svg(&events, &format!("{test}: seed {seed}"), &notes);
+        let mut notes = vec![format!(
+            "the shrunk schedule, {} fault{} ({TIME_ORIGIN}):",
+            schedule.len(),
+            if schedule.len() == 1 { "" } else { "s" }
+        )];
+        notes.extend(schedule_lines(schedule, &run.hits).into_iter().map(|l| format!("  {l}")));
+        if let Some((on, off)) = buggify_window(&run.events, run.origin) {
+            notes.push(format!(
+                "the engine's fault points (buggify) were on from +{:.3}s to +{:.3}s: {} stalls (the dark marks in their row)",
+                on.as_secs_f64(),
+                off.as_secs_f64(),
+                buggify_stalls(&run.events, run.origin).len()
+            ));
+        }
+        let differs = run.violations.iter().any(|v| v.starts_with("outputs of") || v.starts_with("final state of"));
+        if schedule.is_empty() && differs {
+            notes.push(
+                "with no fault at all the chaos run differs from the reference run (its lanes under the line): the \
+                 stage itself is not deterministic; the violations above name the keys and fields that differ"
+                    .to_owned(),
+            );
+        }
+        let faults = schedule
+            .faults
+            .iter()
+            .enumerate()
+            .map(|(i, timed)| {
+                let hit = run.hits.get(i).cloned().flatten();
+                ScheduledFault {
+                    at: timed.at,
+                    duration: timed.fault.duration(),
+                    kind: timed.fault.kind(),
+                    text: with_hit(&timed.fault, hit.as_deref()),
+                    hit,
+                }
+            })
+            .collect();
+        let picture = Picture {
+            title: format!(
+                "{test}: seed {seed}, the shrunk run ({} fault{})",
+                schedule.len(),
+                if schedule.len() == 1 { "" } else { "s" }
+            ),
+            events: &run.events,
+            origin: Some(run.origin),
+            faults: Some(faults),
+            violations: Some(run.violations.clone()),
+            reference: run.reference.as_ref().map(|(events, origin)| (events.as_slice(), *origin)),
+            notes,
+        };
+        let svg = crate::timeline::render(&picture);
         std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, svg)).ok().map(|()| path)
     }
 }

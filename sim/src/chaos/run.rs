@@ -66,15 +66,9 @@ impl Chaos {
     }
 
     /// Runs one seed with `schedule`: the chaos run, the test's properties over its outcome,
-    /// and once it quiesced the reference run and the oracle's differences. Returns the
-    /// violations and the chaos run's trace.
+    /// and once it quiesced the reference run and the oracle's differences.
     #[track_caller]
-    pub(super) fn run_seed_traced(
-        &self,
-        seed: u64,
-        schedule: &FaultSchedule,
-        verbose: bool,
-    ) -> (Vec<String>, Vec<crate::trace::Event>) {
+    pub(super) fn run_seed_traced(&self, seed: u64, schedule: &FaultSchedule, verbose: bool) -> SeedRun {
         self.assert_feed();
         self.assert_topics();
         let mqtt = matches!(self.shape, Shape::Mqtt(_));
@@ -82,6 +76,7 @@ impl Chaos {
             if mqtt { Feed::Mqtt(self.generate_messages(seed)) } else { Feed::Generated(self.generate_inputs(seed)) };
         let chaos = self.simulate(seed, schedule.clone(), self.replicas, feed, verbose);
         let mut violations = chaos.violations.clone();
+        let mut reference_trace = None;
         for property in &self.properties {
             if let Err(why) = property(&chaos.outcome) {
                 violations.push(format!("property: {why}"));
@@ -95,6 +90,7 @@ impl Chaos {
                 Feed::Recorded(chaos.outcome.inputs.clone())
             };
             let reference = self.simulate(seed, FaultSchedule::none(), 1, feed, false);
+            reference_trace = Some((reference.events.clone(), reference.origin));
             if !reference.violations.is_empty() || !reference.quiesced {
                 violations
                     .push(format!("the reference run (no faults, one replica) failed: {:?}", reference.violations));
@@ -133,7 +129,7 @@ impl Chaos {
                 );
             }
         }
-        (violations, chaos.events)
+        SeedRun { violations, events: chaos.events, origin: chaos.origin, hits: chaos.hits, reference: reference_trace }
     }
 
     /// The seed's Kafka inputs, from the test's generator.
@@ -165,9 +161,13 @@ impl Chaos {
             .spawn(move || {
                 let mut runtime = Runtime::with_seed_and_config(seed, madsim::Config::default());
                 runtime.set_time_limit(crate::runner::SIMULATED_TIME_MAX);
-                runtime.block_on(async move {
-                    let result = spec.run_once(run_ctx, schedule, replicas, feed).await;
-                    *out.lock().expect("result lock") = Some(result);
+                // The engine's stalls at its fault points, into the run's trace.
+                let stalls = tracing::Dispatch::new(super::stalls::Stalls::new(run_ctx.clone()));
+                tracing::dispatcher::with_default(&stalls, || {
+                    runtime.block_on(async move {
+                        let result = spec.run_once(run_ctx, schedule, replicas, feed).await;
+                        *out.lock().expect("result lock") = Some(result);
+                    })
                 })
             })
             .expect("spawn a seed thread")
@@ -255,6 +255,25 @@ pub(super) struct RunResult {
     pub(super) events: Vec<crate::trace::Event>,
     /// MQTT bridges: what the relays made of the messages.
     pub(super) relays: Relays,
+    /// When the fault period started (the first replica ran tasks), from the run's start: the
+    /// origin of the schedule's times.
+    pub(super) origin: std::time::Duration,
+    /// What each fault of the schedule hit ([`crate::harness::replicas::Replicas::hits`]).
+    pub(super) hits: Vec<Option<String>>,
+}
+
+/// One seed's chaos run and its reference, as a report needs them.
+pub(super) struct SeedRun {
+    /// The violations: the chaos run's own, the test's properties', the oracle's differences.
+    pub(super) violations: Vec<String>,
+    /// The chaos run's trace.
+    pub(super) events: Vec<crate::trace::Event>,
+    /// When its fault period started.
+    pub(super) origin: std::time::Duration,
+    /// What each of its faults hit.
+    pub(super) hits: Vec<Option<String>>,
+    /// The reference run's trace and the start of its fault period, if it ran.
+    pub(super) reference: Option<(Vec<crate::trace::Event>, std::time::Duration)>,
 }
 
 /// A record to write: an input or config record, to `partition` or placed by its key.

@@ -69,7 +69,9 @@ impl Chaos {
         }
         let feeder = Handle::current().create_node().name("feeder").ip(cluster.client_ip()).build();
         let feeding = feeder.spawn(feed_inputs(cluster.kafka(), ctx.clone(), feed, self.period));
+        let origin = ctx.now();
         replicas.run_faults(&schedule, vec![feeding]).await;
+        let hits = replicas.hits().to_vec();
 
         let mut violations = Vec::new();
         let inputs: Vec<&str> = self.inputs_topics.iter().map(|(t, _)| t.as_str()).collect();
@@ -94,7 +96,7 @@ impl Chaos {
         for v in &violations {
             ctx.violation(v.clone());
         }
-        RunResult { outcome, violations, quiesced, events: Vec::new(), relays: Relays::default() }
+        RunResult { outcome, violations, quiesced, events: Vec::new(), relays: Relays::default(), origin, hits }
     }
 }
 

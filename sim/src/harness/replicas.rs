@@ -228,6 +228,9 @@ pub struct Replicas {
     broker_back_at: Arc<Mutex<Option<madsim::time::Instant>>>,
     /// The MQTT broker of a bridge run, which MQTT faults hit.
     mqtt: Option<MqttBroker>,
+    /// What each fault [`run_schedule`](Self::run_schedule) applied hit, in schedule order (not
+    /// traced: reports only).
+    hits: Vec<Option<String>>,
 }
 
 impl Replicas {
@@ -247,6 +250,7 @@ impl Replicas {
             baseline_requests: RequestFaults::default(),
             broker_back_at: Arc::default(),
             mqtt: None,
+            hits: Vec::new(),
         };
         for _ in 0..count {
             replicas.add();
@@ -324,7 +328,41 @@ impl Replicas {
             if due > now {
                 sleep(due - now).await;
             }
+            let hit = self.hit(&timed.fault);
+            self.hits.push(hit);
             self.apply(&timed.fault);
+        }
+    }
+
+    /// What each fault of the schedules run so far hit, in order: the replica a slot resolved to
+    /// (`replica#7` is the `7 mod n`-th alive one), the replica added, the broker a broker slot
+    /// named; `None` for a fault that names no target.
+    pub fn hits(&self) -> &[Option<String>] {
+        &self.hits
+    }
+
+    /// The node `fault` hits if applied now (see [`hits`](Self::hits)).
+    fn hit(&self, fault: &Fault) -> Option<String> {
+        let brokers = self.cluster.brokers() as usize;
+        let broker = |slot: usize| {
+            if brokers == 1 {
+                "kafka-broker".to_owned()
+            } else {
+                format!("kafka-broker-{}", slot % brokers)
+            }
+        };
+        match *fault {
+            Fault::CrashRestart { replica }
+            | Fault::StopRestart { replica }
+            | Fault::RemoveReplica { replica }
+            | Fault::Pause { replica, .. }
+            | Fault::Isolate { replica, .. }
+            | Fault::MqttDisconnect { replica } => Some(self.list[self.target(replica)].name.clone()),
+            Fault::AddReplica => Some(format!("replica-{}", self.list.len())),
+            Fault::BrokerCrash { broker: slot, .. }
+            | Fault::BrokerPause { broker: slot, .. }
+            | Fault::BrokerIsolate { broker: slot, .. } => Some(broker(slot)),
+            _ => None,
         }
     }
 
