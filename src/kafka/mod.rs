@@ -636,39 +636,11 @@ macro_rules! owned_record_bytes {
 }
 owned_record_bytes!(Bytes, Vec<u8>, String, Box<[u8]>);
 
-impl IntoRecordBytes for &str {
+/// Borrowed bytes (`&str`, `&String`, `&[u8]`, `&Vec<u8>`, a byte-string literal, `&Bytes`) are
+/// copied.
+impl<T: AsRef<[u8]> + ?Sized> IntoRecordBytes for &T {
     fn into_record_bytes(self) -> Bytes {
-        Bytes::copy_from_slice(self.as_bytes())
-    }
-}
-
-impl IntoRecordBytes for &String {
-    fn into_record_bytes(self) -> Bytes {
-        Bytes::copy_from_slice(self.as_bytes())
-    }
-}
-
-impl IntoRecordBytes for &[u8] {
-    fn into_record_bytes(self) -> Bytes {
-        Bytes::copy_from_slice(self)
-    }
-}
-
-impl IntoRecordBytes for &Vec<u8> {
-    fn into_record_bytes(self) -> Bytes {
-        Bytes::copy_from_slice(self)
-    }
-}
-
-impl IntoRecordBytes for &Bytes {
-    fn into_record_bytes(self) -> Bytes {
-        self.clone()
-    }
-}
-
-impl<const N: usize> IntoRecordBytes for &[u8; N] {
-    fn into_record_bytes(self) -> Bytes {
-        Bytes::copy_from_slice(self)
+        Bytes::copy_from_slice(self.as_ref())
     }
 }
 

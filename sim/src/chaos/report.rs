@@ -258,8 +258,7 @@ impl fmt::Display for Failure {
             }
             None => writeln!(f, "the engine's fault points (buggify) were off in the shrunk run")?,
         }
-        let differs =
-            self.shrunk_violations.iter().any(|v| v.starts_with("outputs of") || v.starts_with("final state of"));
+        let differs = oracle_differs(&self.shrunk_violations);
         if self.shrunk.is_empty() && differs {
             writeln!(
                 f,
@@ -305,7 +304,7 @@ impl Chaos {
                 buggify_stalls(&run.events, run.origin).len()
             ));
         }
-        let differs = run.violations.iter().any(|v| v.starts_with("outputs of") || v.starts_with("final state of"));
+        let differs = oracle_differs(&run.violations);
         if schedule.is_empty() && differs {
             notes.push(
                 "with no fault at all the chaos run differs from the reference run (its lanes under the line): the \
@@ -344,6 +343,12 @@ impl Chaos {
         let svg = crate::timeline::render(&picture);
         std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, svg)).ok().map(|()| path)
     }
+}
+
+/// Whether `violations` hold one of [`diff`]'s differences (the chaos run's outputs or state
+/// against the reference's), as opposed to a check of the run alone.
+fn oracle_differs(violations: &[String]) -> bool {
+    violations.iter().any(|v| v.starts_with("outputs of") || v.starts_with("final state of"))
 }
 
 /// The differences between the reference outcome and the chaos run's, per key.

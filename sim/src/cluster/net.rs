@@ -48,7 +48,7 @@ pub fn broker_addr(id: BrokerId) -> SocketAddr {
 }
 
 /// Broker `id`'s node name: `kafka-broker` when it is the only one, else `kafka-broker-<id>`.
-fn broker_node_name(brokers: u32, id: BrokerId) -> String {
+pub(crate) fn broker_node_name(brokers: u32, id: BrokerId) -> String {
     if brokers == 1 {
         "kafka-broker".to_owned()
     } else {

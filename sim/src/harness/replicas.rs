@@ -18,7 +18,8 @@ use tokio::sync::watch;
 
 use super::disk::{DiskStores, SimDisk};
 use super::faults::{Fault, FaultSchedule};
-use crate::cluster::protocol::{ErrorCode, RequestKind};
+use crate::cluster::net::broker_node_name;
+use crate::cluster::protocol::{BrokerId, ErrorCode, RequestKind};
 use crate::cluster::{Cluster, KafkaClient, MarkerFaults, RequestFaults};
 use crate::mqtt::MqttBroker;
 use crate::runner::Ctx;
@@ -343,14 +344,9 @@ impl Replicas {
 
     /// The node `fault` hits if applied now (see [`hits`](Self::hits)).
     fn hit(&self, fault: &Fault) -> Option<String> {
-        let brokers = self.cluster.brokers() as usize;
-        let broker = |slot: usize| {
-            if brokers == 1 {
-                "kafka-broker".to_owned()
-            } else {
-                format!("kafka-broker-{}", slot % brokers)
-            }
-        };
+        let brokers = self.cluster.brokers();
+        // The broker `apply` stops or cuts off for this slot.
+        let broker = |slot: usize| broker_node_name(brokers, (slot % brokers as usize) as BrokerId);
         match *fault {
             Fault::CrashRestart { replica }
             | Fault::StopRestart { replica }
