@@ -97,3 +97,11 @@ fn an_extractor_keeping_its_cursor_in_memory_is_caught_and_shrunk() {
     assert!(caught >= 3, "the oracle caught the in-memory cursor in only {caught} of 6 seeds");
     eprintln!("in-memory cursor: caught in {caught} of 6 seeds; e.g.\n{}", examples[0]);
 }
+
+/// A feed's config changed mid-run: when the extractor's polls meet the change depends on the
+/// faults, so no reference run can replay it, and the harness says so instead of failing seeds.
+#[test]
+#[should_panic(expected = "set-up: config changes during a run (`config_change`) are checked for transformers only")]
+fn config_changes_are_refused_for_extractors() {
+    chaos(pager).config_change(10, Input::new("feeds", "feed-0", r#"{"items":3}"#)).seeds(0..1).run();
+}

@@ -334,3 +334,84 @@ fn a_missing_output_topic_is_named() {
     assert!(first.starts_with("set-up: replicas crashed") && first.contains(".output(name, partitions)"), "{failure}");
     assert!(!failure.to_string().contains("not deterministic"), "{failure}");
 }
+
+/// Config changes during the run (issue 37, item 6): account 1 switches currency after 60
+/// inputs, account 2's config is deleted after 120, account 11 gets one after 150. Each change is
+/// a barrier in both runs, so the oracle stays exact under every fault.
+fn with_config_changes(chaos: Chaos) -> Chaos {
+    chaos
+        .config_change(60, Input::new("accounts", "acct-1", r#"{"currency":"USD"}"#))
+        .config_change(120, Input::tombstone("accounts", "acct-2"))
+        .config_change(150, Input::new("accounts", "acct-11", r#"{"currency":"GBP"}"#))
+}
+
+/// The changes took effect: each changed account's last sum carries its config as of the end.
+fn last_sums_carry_the_changed_configs(outcome: &Outcome) -> Result<(), String> {
+    for (account, currency) in [("acct-1", Some("USD")), ("acct-2", None), ("acct-11", Some("GBP"))] {
+        let sums = outcome.outputs.get(&("sums".to_owned(), account.to_owned()));
+        let Some(Some(last)) = sums.and_then(|values| values.last()) else {
+            return Err(format!("{account}: no sum committed"));
+        };
+        let map = decode_value(Some(last)).map_err(|e| e.to_string())?;
+        let got = Record::wrap(map).get(&CURRENCY).map_err(|e| e.to_string())?;
+        if got.as_deref() != currency {
+            return Err(format!("{account}: the last sum's currency is {got:?}, its config says {currency:?}"));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn config_changes_and_deletes_mid_run_are_exactly_once() {
+    with_config_changes(chaos(running_sum))
+        .check(last_sum_is_the_total)
+        .check(last_sums_carry_the_changed_configs)
+        .seeds(0..8)
+        .run();
+}
+
+/// Planted bug 4: the stage keeps each account's currency in process memory once read, so a
+/// config change never reaches an account it already served. The reference run (one replica, no
+/// restart) has the same stale cache; a replica that restarts under chaos reads the new config,
+/// and the oracle sees the difference.
+fn currency_cached_in_memory() -> FnTransformer {
+    let cache: Arc<Mutex<BTreeMap<String, Option<String>>>> = Arc::default();
+    transformer(["amounts"]).config_topics(["accounts"]).transform(move |msg, mut state, out| {
+        let amount = msg.value.as_ref().map(|v| v.get(&AMOUNT)).transpose()?.flatten().unwrap_or(0);
+        let sum = state.get(&SUM)?.unwrap_or(0) + amount;
+        state.set(&SUM, sum)?;
+        let mut cache = cache.lock().expect("cache lock");
+        let currency = match cache.get(&msg.key) {
+            Some(currency) => currency.clone(),
+            None => {
+                let currency = out.configs().get(&msg.key)?.and_then(|c| c.get(&CURRENCY).ok().flatten());
+                cache.insert(msg.key.clone(), currency.clone());
+                currency
+            }
+        };
+        out.send(Message::new("sums", msg.key.as_str(), Event::new().with(&SUM, sum)?.with(&CURRENCY, currency)?));
+        out.set_state(state);
+        Ok(())
+    })
+}
+
+#[test]
+fn a_stage_caching_configs_in_memory_is_caught_when_a_config_changes() {
+    let failure = with_config_changes(chaos(currency_cached_in_memory).profile("crashes"))
+        .seeds(0..10)
+        .try_run()
+        .expect_err("a restarted replica reads the new currency, the reference keeps the old one");
+    assert!(failure.violations.iter().any(|v| v.contains("outputs of sums/")), "{failure}");
+}
+
+#[test]
+#[should_panic(expected = "set-up: input #3 (accounts/acct-1) writes config topic \"accounts\"")]
+fn a_config_record_fed_as_an_input_is_refused() {
+    chaos(running_sum)
+        .inputs(10, |_, i| match i {
+            3 => Input::tombstone("accounts", "acct-1"),
+            _ => Input::new("amounts", "acct-1", r#"{"amount":1}"#),
+        })
+        .seeds(0..1)
+        .run();
+}

@@ -32,8 +32,10 @@
 //! compaction. `check` adds properties of your own over the committed outputs.
 //!
 //! The oracle needs a *deterministic* stage: the same inputs in the same order per partition give
-//! the same outputs. Config entries are written before the inputs (`configs`), so a join reads
-//! the same configs in both runs. Outputs of one output key must come from one input partition
+//! the same outputs. Config entries are written before the inputs (`configs`), or during the run
+//! as barriers ([`Chaos::config_change`]: every input before a change is committed before it is
+//! written, and every live replica has applied it before the next input is), so a join reads the
+//! same configs for every input in both runs. Outputs of one output key must come from one input partition
 //! (the usual shape: keyed by the input key or the state key), since the interleaving of
 //! different partitions is not fixed even without faults.
 //!
@@ -83,6 +85,7 @@ use crate::harness::replicas::Launch;
 use crate::harness::{BRIDGE_TRANSACTION_TIMEOUT, REPLICAS_MAX, SESSION_TIMEOUT, TRANSACTION_TIMEOUT};
 use crate::runner::TransactionVersions;
 
+pub mod compaction;
 mod extractor;
 mod mqtt;
 mod report;
@@ -208,6 +211,10 @@ pub struct Chaos {
     outputs_topics: Vec<(String, u32)>,
     config_topics: Vec<(String, u32)>,
     configs: Vec<Input>,
+    /// Config records written during the run, each once its count of inputs was fed.
+    config_changes: Vec<(usize, Input)>,
+    /// The changelog a first start finds: (the reference run's, the chaos run's).
+    restored: Option<(Vec<compaction::StateWrite>, Vec<compaction::StateWrite>)>,
     generator: Option<(usize, Generator)>,
     publisher: Option<(usize, MqttGenerator)>,
     slow_ack_max: Duration,
@@ -237,6 +244,8 @@ impl Chaos {
             outputs_topics: Vec::new(),
             config_topics: Vec::new(),
             configs: Vec::new(),
+            config_changes: Vec::new(),
+            restored: None,
             generator: None,
             publisher: None,
             slow_ack_max: Duration::ZERO,
@@ -283,7 +292,31 @@ impl Chaos {
         self
     }
 
-    /// `count` inputs, the `i`-th made by `generate(rng, i)`; fed while the faults fire.
+    /// A config record written during the run (a tombstone, `Input::tombstone`, deletes), once
+    /// the first `after` inputs were fed. Transformers only.
+    ///
+    /// The change is a barrier, in the chaos run and in its reference alike: the feeder waits
+    /// until every input written before it is committed, writes the record, and goes on with the
+    /// inputs once every live replica's config store has applied it. So an input is processed
+    /// under the configs written before it in both runs, and the oracle stays exact. What this
+    /// does not test is an input processed *while* a config change spreads (the join is
+    /// eventually consistent there, and no reference could say which config it must see); the
+    /// `config-topics` simulation scenario checks the stores themselves under that race.
+    /// A change that does not reach every live replica within 300 s is a liveness violation.
+    ///
+    /// ```ignore
+    /// test.config_change(100, Input::new("limits", "acct-3", r#"{"max":10}"#))
+    ///     .config_change(200, Input::tombstone("limits", "acct-3"))
+    /// ```
+    pub fn config_change(mut self, after: usize, record: Input) -> Self {
+        self.config_changes.push((after, record));
+        self.config_changes.sort_by_key(|(after, _)| *after);
+        self
+    }
+
+    /// `count` inputs, the `i`-th made by `generate(rng, i)`; fed while the faults fire. Each
+    /// goes to an input topic of the test: a config record goes through [`Chaos::configs`] (before
+    /// the run) or [`Chaos::config_change`] (during it), and one fed here is refused.
     pub fn inputs(mut self, count: usize, generate: impl Fn(&mut Gen, usize) -> Input + Send + Sync + 'static) -> Self {
         self.generator = Some((count, Arc::new(generate)));
         self

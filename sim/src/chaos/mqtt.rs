@@ -136,7 +136,7 @@ impl Chaos {
         for v in &violations {
             ctx.violation(v.clone());
         }
-        RunResult { outcome, violations, quiesced, events: Vec::new(), relays, origin, hits }
+        RunResult { outcome, violations, quiesced, events: Vec::new(), relays, origin, hits, barriers: Vec::new() }
     }
 
     /// Set-up: creates the output and config topics and writes the config records.

@@ -139,8 +139,10 @@ pub(super) fn buggify_stalls(events: &[Event], origin: Duration) -> Vec<(Duratio
 /// `origin`.
 pub(super) fn buggify_window(events: &[Event], origin: Duration) -> Option<(Duration, Duration)> {
     let on = events.iter().find(|e| e.what == "buggify on")?.at;
-    let off =
-        events.iter().find(|e| e.what == "faults stop").map_or_else(|| events.last().map_or(on, |e| e.at), |e| e.at);
+    let off = events
+        .iter()
+        .find(|e| e.what == "faults stop" || e.what.starts_with("buggify off"))
+        .map_or_else(|| events.last().map_or(on, |e| e.at), |e| e.at);
     Some((on.saturating_sub(origin), off.saturating_sub(origin)))
 }
 

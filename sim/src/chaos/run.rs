@@ -6,13 +6,13 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use flechtwerk::kafka::ProducerRecord;
+use flechtwerk::kafka::{ProducerRecord, TopicPartition};
 use flechtwerk::wire::RawRecord;
 use madsim::runtime::Runtime;
 
 use super::mqtt::{mqtt_diff, MqttInput, Relays};
 use super::report::diff;
-use super::{Chaos, Gen, Input, Outcome, Shape};
+use super::{compaction, Chaos, Gen, Input, Outcome, Shape};
 use crate::cluster::Cluster;
 use crate::harness::faults::FaultSchedule;
 use crate::harness::truth;
@@ -54,6 +54,7 @@ impl Chaos {
         }
     }
 
+    #[track_caller]
     fn assert_feed(&self) {
         let kafka_inputs = self.generator.is_some() || !self.inputs_topics.is_empty();
         match self.shape {
@@ -62,6 +63,70 @@ impl Chaos {
                 "an MQTT bridge is fed by `publishes(..)`, not by Kafka `input(..)`/`inputs(..)`"
             ),
             _ => assert!(self.publisher.is_none(), "`publishes(..)` feeds MQTT bridges (`Chaos::mqtt`) only"),
+        }
+        let config_topics: Vec<&String> = self.config_topics.iter().map(|(t, _)| t).collect();
+        for record in self.configs.iter().chain(self.config_changes.iter().map(|(_, r)| r)) {
+            assert!(
+                config_topics.contains(&&record.topic),
+                "set-up: config record {}/{} goes to a topic this test does not declare as a config topic: declare                  it with .config({:?}, partitions) (the test's config topics: {config_topics:?})",
+                record.topic,
+                record.key,
+                record.topic
+            );
+        }
+        if self.restored.is_some() {
+            assert!(
+                matches!(self.shape, Shape::Transformer(_)),
+                "set-up: `restored_from` gives a transformer's tasks a changelog to restore; this stage has none"
+            );
+            let counts: std::collections::BTreeSet<u32> = self.inputs_topics.iter().map(|(_, p)| *p).collect();
+            assert!(
+                counts.len() == 1,
+                "set-up: `restored_from` needs the input topics declared, with one partition count (the changelog's):                  {:?}",
+                self.inputs_topics
+            );
+        }
+        let colliding = compaction::colliding_keys(
+            &self.configs.iter().chain(self.config_changes.iter().map(|(_, r)| r)).cloned().collect::<Vec<_>>(),
+        );
+        for (_, change) in &self.config_changes {
+            assert!(
+                !colliding.contains(&change.key),
+                "set-up: config change {}/{} names a key written on another config topic too: which topic's write a                  store holds then depends on how its reads interleave (CFG-01), so the change cannot be a barrier;                  change such a key on one topic only",
+                change.topic,
+                change.key
+            );
+        }
+        if !self.config_changes.is_empty() {
+            assert!(
+                matches!(self.shape, Shape::Transformer(_)),
+                "set-up: config changes during a run (`config_change`) are checked for transformers only: an                  extractor's or a bridge's outputs after a change depend on when its polls or messages met it,                  which no reference run can replay"
+            );
+        }
+    }
+
+    /// Refuses generated inputs the oracle cannot check: a record to a config topic (it would be
+    /// written at a point of the inputs that the reference run does not replay, and every seed
+    /// would fail with no fault), or to a topic that is not an input of the test.
+    #[track_caller]
+    fn assert_inputs(&self, inputs: &[Input]) {
+        let declared: Vec<&String> = self.inputs_topics.iter().map(|(t, _)| t).collect();
+        for (i, input) in inputs.iter().enumerate() {
+            let to_config = self.config_topics.iter().any(|(t, _)| t == &input.topic);
+            assert!(
+                !to_config,
+                "set-up: input #{i} ({}/{}) writes config topic {:?}: a config record fed with the inputs is not                  replayed by the reference run at the same point; write it before the run with .configs(..) or                  during it with .config_change(after, record)",
+                input.topic,
+                input.key,
+                input.topic
+            );
+            assert!(
+                declared.contains(&&input.topic),
+                "set-up: input #{i} ({}/{}) goes to topic {:?}, which is not an input of this test (its inputs:                  {declared:?}): declare it with .input(..)",
+                input.topic,
+                input.key,
+                input.topic
+            );
         }
     }
 
@@ -72,8 +137,13 @@ impl Chaos {
         self.assert_feed();
         self.assert_topics();
         let mqtt = matches!(self.shape, Shape::Mqtt(_));
-        let feed =
-            if mqtt { Feed::Mqtt(self.generate_messages(seed)) } else { Feed::Generated(self.generate_inputs(seed)) };
+        let feed = if mqtt {
+            Feed::Mqtt(self.generate_messages(seed))
+        } else {
+            let inputs = self.generate_inputs(seed);
+            self.assert_inputs(&inputs);
+            Feed::Generated(inputs, self.config_changes.clone())
+        };
         let chaos = self.simulate(seed, schedule.clone(), self.replicas, feed, verbose);
         let mut violations = chaos.violations.clone();
         let mut reference_trace = None;
@@ -87,7 +157,8 @@ impl Chaos {
                 let queued = chaos.outcome.published.iter().filter(|p| p.queued);
                 Feed::Mqtt(queued.map(|p| MqttInput::new(p.topic.clone(), p.payload.to_vec())).collect())
             } else {
-                Feed::Recorded(chaos.outcome.inputs.clone())
+                let changes = self.config_changes.iter().map(|(_, record)| record.clone());
+                Feed::Recorded(chaos.outcome.inputs.clone(), chaos.barriers.iter().cloned().zip(changes).collect())
             };
             let reference = self.simulate(seed, FaultSchedule::none(), 1, feed, false);
             reference_trace = Some((reference.events.clone(), reference.origin));
@@ -206,10 +277,10 @@ impl Chaos {
     }
 
     /// The compaction of the config topics, as the cluster committed them.
-    pub(super) fn config_compaction(&self, cluster: &Cluster) -> BTreeMap<String, Vec<u8>> {
+    pub(super) fn config_compaction(&self, cluster: &Cluster) -> truth::ConfigCompaction {
         let records: Vec<RawRecord> =
             self.config_topics.iter().flat_map(|(topic, _)| truth::committed_records(cluster, topic)).collect();
-        truth::config_compaction(&records)
+        truth::ConfigCompaction::of(&records)
     }
 
     /// What the run's cluster committed: the outputs per key, the final state per changelog
@@ -234,13 +305,18 @@ impl Chaos {
     }
 }
 
+/// Where the inputs were when a config change was written: the end of every input partition.
+pub(super) type Positions = BTreeMap<TopicPartition, i64>;
+
 /// What the feeder writes.
 #[derive(Clone)]
 pub(super) enum Feed {
-    /// Generated inputs, placed by key hash, spread over the fault period.
-    Generated(Vec<Input>),
-    /// A chaos run's committed inputs, each to its partition, in order.
-    Recorded(Vec<RawRecord>),
+    /// Generated inputs, placed by key hash, spread over the fault period, and the config
+    /// changes, each after its count of inputs.
+    Generated(Vec<Input>, Vec<(usize, Input)>),
+    /// A chaos run's committed inputs, each to its partition, in order, and its config changes,
+    /// each where the chaos run wrote it (the inputs below those positions first).
+    Recorded(Vec<RawRecord>, Vec<(Positions, Input)>),
     /// MQTT messages, published in order over the fault period.
     Mqtt(Vec<MqttInput>),
 }
@@ -260,6 +336,8 @@ pub(super) struct RunResult {
     pub(super) origin: std::time::Duration,
     /// What each fault of the schedule hit ([`crate::harness::replicas::Replicas::hits`]).
     pub(super) hits: Vec<Option<String>>,
+    /// Where the inputs were when each config change was written, in order.
+    pub(super) barriers: Vec<Positions>,
 }
 
 /// One seed's chaos run and its reference, as a report needs them.

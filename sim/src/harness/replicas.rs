@@ -18,6 +18,7 @@ use tokio::sync::watch;
 
 use super::disk::{DiskStores, SimDisk};
 use super::faults::{Fault, FaultSchedule};
+use super::truth::ConfigCompaction;
 use crate::cluster::net::broker_node_name;
 use crate::cluster::protocol::{BrokerId, ErrorCode, RequestKind};
 use crate::cluster::{Cluster, KafkaClient, MarkerFaults, RequestFaults};
@@ -80,9 +81,27 @@ pub struct ReplicaView {
 }
 
 impl ReplicaView {
-    /// Whether the config store equals `want`.
-    pub fn configs_match(&self, want: &BTreeMap<String, Vec<u8>>) -> bool {
-        self.configs.lock().expect("view lock").as_ref() == Some(want)
+    /// Whether the config store is one `want` accepts.
+    pub fn configs_match(&self, want: &ConfigCompaction) -> bool {
+        self.configs.lock().expect("view lock").as_ref().is_some_and(|store| want.accepts(store))
+    }
+}
+
+/// The views of the replicas still part of a run, shared with a task that waits on them while
+/// the faults fire (the chaos harness's feeder at a config change): [`Replicas`] adds a replica's
+/// view when it starts one and drops it when it removes one.
+#[derive(Clone, Default)]
+pub struct LiveViews(Arc<Mutex<Vec<NamedView>>>);
+
+/// A replica's name and view.
+type NamedView = (String, Arc<ReplicaView>);
+
+impl LiveViews {
+    /// The live replicas whose config store does not equal `want` (yet): those still booting
+    /// one, or behind on its topics.
+    pub fn configs_behind(&self, want: &ConfigCompaction) -> Vec<String> {
+        let live = self.0.lock().expect("live views lock");
+        live.iter().filter(|(_, view)| !view.configs_match(want)).map(|(name, _)| name.clone()).collect()
     }
 }
 
@@ -232,6 +251,8 @@ pub struct Replicas {
     /// What each fault [`run_schedule`](Self::run_schedule) applied hit, in schedule order (not
     /// traced: reports only).
     hits: Vec<Option<String>>,
+    /// The views of the replicas alive, shared ([`Replicas::live_views`]).
+    live: LiveViews,
 }
 
 impl Replicas {
@@ -252,6 +273,7 @@ impl Replicas {
             broker_back_at: Arc::default(),
             mqtt: None,
             hits: Vec::new(),
+            live: LiveViews::default(),
         };
         for _ in 0..count {
             replicas.add();
@@ -310,7 +332,14 @@ impl Replicas {
             .init(move || supervise(env.clone(), launch.clone()))
             .build();
         self.ctx.event(format!("{name}: started"));
+        self.live.0.lock().expect("live views lock").push((name.clone(), view.clone()));
         self.list.push(Replica { name, node: node.id(), view, alive: true, stop });
+    }
+
+    /// The views of the replicas alive now and later (a shared handle, kept current as replicas
+    /// are added and removed).
+    pub fn live_views(&self) -> LiveViews {
+        self.live.clone()
     }
 
     /// The replica a fault aimed at `slot` hits: the `slot mod n`-th alive one.
@@ -384,6 +413,8 @@ impl Replicas {
                 self.ctx.fault("remove-replica", self.list[i].name.clone());
                 Handle::current().kill(self.list[i].node);
                 self.list[i].alive = false;
+                let name = &self.list[i].name;
+                self.live.0.lock().expect("live views lock").retain(|(live, _)| live != name);
             }
             Fault::AddReplica | Fault::RemoveReplica { .. } => {
                 self.ctx.event(format!("skipped {fault}: {} replicas alive", self.alive().count()));
@@ -557,32 +588,26 @@ impl Replicas {
         self.ctx.event("faults stop");
     }
 
-    /// Waits (checking every 500 ms) until every live replica's config store equals `want`, at
-    /// most `max`.
-    pub async fn await_configs(&self, want: &BTreeMap<String, Vec<u8>>, max: Duration) {
+    /// Waits (checking every 500 ms) until every live replica's config store is one `want`
+    /// accepts, at most `max`.
+    pub async fn await_configs(&self, want: &ConfigCompaction, max: Duration) {
         let deadline = self.ctx.now() + max;
         while self.ctx.now() < deadline && !self.alive().all(|r| r.view.configs_match(want)) {
             sleep(Duration::from_millis(500)).await;
         }
     }
 
-    /// One violation per live replica whose config store differs from `want` (the compaction of
-    /// `topics`), naming the keys missing and extra.
-    pub fn config_mismatches(&self, want: &BTreeMap<String, Vec<u8>>, topics: &str) -> Vec<String> {
+    /// One violation per live replica whose config store `want` (the compaction of `topics`)
+    /// does not accept, naming the keys missing, extra and differing.
+    pub fn config_mismatches(&self, want: &ConfigCompaction, topics: &str) -> Vec<String> {
         let mut violations = Vec::new();
         for replica in self.alive() {
             match replica.view.configs.lock().expect("view lock").as_ref() {
-                Some(got) if got == want => {}
                 Some(got) => {
-                    let missing: Vec<&String> = want.keys().filter(|k| !got.contains_key(*k)).collect();
-                    let extra: Vec<&String> = got.keys().filter(|k| !want.contains_key(*k)).collect();
-                    let differing: Vec<&String> =
-                        want.keys().filter(|k| got.get(*k).is_some_and(|v| v != &want[*k])).collect();
-                    violations.push(format!(
-                        "{}: config store != compaction of {topics}: missing {missing:?}, extra {extra:?}, differing \
-                         {differing:?}",
-                        replica.name
-                    ))
+                    if let Some(differences) = want.differences(got) {
+                        violations
+                            .push(format!("{}: config store != compaction of {topics}: {differences}", replica.name))
+                    }
                 }
                 None => violations.push(format!("{}: no config store after quiescence", replica.name)),
             }

@@ -107,3 +107,78 @@ pub fn config_compaction(records: &[RawRecord]) -> BTreeMap<String, Vec<u8>> {
     }
     model
 }
+
+/// What config stores must hold once they read every config topic to its end (CFG-01, CFG-12):
+/// per key, the last write on each topic that wrote it (`None`: a delete). A key written on one
+/// topic must hold that write exactly. A key written on several may hold the last write of any of
+/// them: the store has one key space, and which topic's write it applied last depends on how its
+/// reads of the topics interleaved.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ConfigCompaction {
+    candidates: BTreeMap<String, Vec<Option<Vec<u8>>>>,
+}
+
+impl ConfigCompaction {
+    /// The compaction of `records` (each topic's in log order; topics in any order), by the rule
+    /// [`config_compaction`] applies to one topic.
+    pub fn of(records: &[RawRecord]) -> Self {
+        let mut topics: BTreeMap<&str, Vec<RawRecord>> = BTreeMap::new();
+        for record in records {
+            topics.entry(&record.topic).or_default().push(record.clone());
+        }
+        let mut candidates: BTreeMap<String, Vec<Option<Vec<u8>>>> = BTreeMap::new();
+        for records in topics.values() {
+            let survivors = config_compaction(records);
+            let written: std::collections::BTreeSet<String> = records
+                .iter()
+                .map(|r| String::from_utf8_lossy(r.key.as_deref().unwrap_or_default()).into_owned())
+                .collect();
+            for key in written {
+                let last = survivors.get(&key).cloned();
+                let entry = candidates.entry(key).or_default();
+                if !entry.contains(&last) {
+                    entry.push(last);
+                }
+            }
+        }
+        ConfigCompaction { candidates }
+    }
+
+    /// Whether `store` holds one of the candidates for every key, and nothing else.
+    pub fn accepts(&self, store: &BTreeMap<String, Vec<u8>>) -> bool {
+        self.differences(store).is_none()
+    }
+
+    /// How `store` differs: the keys missing, extra and holding another value, named; `None`
+    /// when it is accepted.
+    pub fn differences(&self, store: &BTreeMap<String, Vec<u8>>) -> Option<String> {
+        let held = |key: &str| store.get(key).cloned();
+        let missing: Vec<&String> =
+            self.candidates.iter().filter(|(k, c)| held(k).is_none() && !c.contains(&None)).map(|(k, _)| k).collect();
+        let extra: Vec<&String> = store.keys().filter(|k| !self.candidates.contains_key(*k)).collect();
+        let differing: Vec<&String> = self
+            .candidates
+            .iter()
+            .filter(|(k, c)| held(k).is_some() && !c.contains(&held(k)))
+            .map(|(k, _)| k)
+            .collect();
+        if missing.is_empty() && extra.is_empty() && differing.is_empty() {
+            None
+        } else {
+            Some(format!("missing {missing:?}, extra {extra:?}, differing {differing:?}"))
+        }
+    }
+
+    /// The keys written on several topics with different last writes: a store may hold any of
+    /// them, so a join on such a key may differ between two runs without any fault.
+    pub fn ambiguous_keys(&self) -> Vec<&str> {
+        self.candidates.iter().filter(|(_, c)| c.len() > 1).map(|(k, _)| k.as_str()).collect()
+    }
+}
+
+impl From<BTreeMap<String, Vec<u8>>> for ConfigCompaction {
+    /// Exactly these entries (one topic's compaction).
+    fn from(entries: BTreeMap<String, Vec<u8>>) -> Self {
+        ConfigCompaction { candidates: entries.into_iter().map(|(k, v)| (k, vec![Some(v)])).collect() }
+    }
+}

@@ -359,7 +359,7 @@ async fn run(ctx: Ctx, producers: Option<Producers>, stop_restart: u32) {
     truth::await_quiescence(&ctx, &cluster, APP, &plan.variant.inputs(), &[OUTPUT], QUIESCENCE_MAX).await;
     // A replica may still crash after the faults stopped (a zombie waking from a pause that
     // ended with them is fenced); it restarts, and its config store converges again.
-    replicas.await_configs(&want_configs, CONFIG_CONVERGENCE_MAX).await;
+    replicas.await_configs(&want_configs.clone().into(), CONFIG_CONVERGENCE_MAX).await;
     let labels = labels.lock().expect("labels lock").clone();
     check(&ctx, &cluster, &plan.variant, &replicas, plan.inputs, &labels, &want_configs);
 }
@@ -477,7 +477,7 @@ async fn run_faults(
 /// key, whose outputs must carry the settled labels. Returns the compaction.
 async fn settle_and_probe(ctx: &Ctx, cluster: &Cluster, replicas: &Replicas, plan: &Plan) -> BTreeMap<String, Vec<u8>> {
     let want_configs = truth::config_compaction(&truth::committed_records(cluster, CONFIGS));
-    replicas.await_configs(&want_configs, CONFIG_CONVERGENCE_MAX).await;
+    replicas.await_configs(&want_configs.clone().into(), CONFIG_CONVERGENCE_MAX).await;
     let prober = Handle::current().create_node().name("prober").ip(cluster.client_ip()).build();
     let probing = feed_probes(cluster.kafka(), ctx.clone(), plan.variant.clone(), plan.inputs, plan.keys);
     prober.spawn(probing).await.expect("never killed");
@@ -552,7 +552,7 @@ fn check(
     let changelog = check_changelog(ctx, cluster, variant, &n_per_identity);
     check_offsets(ctx, cluster, variant);
     // Config stores equal the compaction.
-    for violation in replicas.config_mismatches(want_configs, CONFIGS) {
+    for violation in replicas.config_mismatches(&want_configs.clone().into(), CONFIGS) {
         ctx.violation(violation);
     }
     ctx.event(format!(
