@@ -170,6 +170,8 @@ pub mod wire;
 pub mod kafka;
 pub mod mqtt;
 pub mod observer;
+#[cfg(feature = "secrets")]
+pub mod secrets;
 pub mod state;
 // Layer 3: the config store, and decoding through the invalid-message hook. (Where a private
 // module has `pub` items, they are the test kit's: `testing` re-exports them.)
