@@ -237,14 +237,8 @@ fn run_python(python: &str, bootstrap: &str, topic: &str, entries: u64) -> Figur
     parse_result(&out, entries, "Python", None)
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    if n % 2 == 1 {
-        values[n / 2]
-    } else {
-        (values[n / 2 - 1] + values[n / 2]) / 2.0
-    }
+fn median(values: Vec<f64>) -> f64 {
+    support::stats::median(&values)
 }
 
 fn print_row(label: &str, f: &Figures, wire: u64) {

@@ -13,7 +13,10 @@
 //! plus `seen`, same key) over RECORDS keyed inputs of ~130 bytes (KEYS keys, PARTITIONS
 //! partitions), `max_poll_records` 500, exactly-once. The inputs are written once; every run is
 //! a fresh application id and output topic on the same broker, so each one reads all inputs from
-//! the start.
+//! the start. That broker stays up across the runs: after the first, a warm broker. On a broker
+//! started afresh for every run the Rust stage's rate ratio and its time to the first output are
+//! lower, its CPU ratio the same (docs/performance.md, "Method: a warm broker"): say which one a
+//! figure comes from.
 //!
 //! Each implementation runs as its own child process (Rust: this binary with `--stage-child`;
 //! Python: `benches/python/counter_app.py` under `$PYTHON_REF`), alternating which goes first
@@ -22,8 +25,8 @@
 //! run it reports: records/s from the first committed output to the last, CPU µs per record over
 //! the whole run and in the steady part (after the first output), peak RSS, and the time from
 //! the child's `run()` call (it prints the instant) to the first committed output, and to every
-//! task started (the Rust child reports `tasks_assigned`). Medians over the rounds and the
-//! Python/Rust ratios close the report. The broker and the parent share the machine with the
+//! task started (the Rust child reports `tasks_assigned`). Medians over the rounds (the mean of
+//! the two middle rounds for an even number) and the Python/Rust ratios close the report. The broker and the parent share the machine with the
 //! child: the ratios are the figures to trust, not the absolute ones.
 //!
 //! `rust-eos2` is the Rust stage with `Producers::PerInstance` (KIP-447: one transactional
@@ -533,9 +536,9 @@ async fn measure(kafka: &Arc<dyn Kafka>, args: &Args, bootstrap: &str, input: &s
 /// A summary row: its label, the figure of a run, and whether higher is better.
 type Row = (&'static str, fn(&Run) -> f64, bool);
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
+/// The median of the rounds' values (the mean of the two middle ones for an even count).
+fn median(values: Vec<f64>) -> f64 {
+    support::stats::median(&values)
 }
 
 fn load() -> String {

@@ -383,8 +383,14 @@ impl FlechtwerkBuilder {
     /// at-least-once's rate (one poll per batch in both) to 0.80–0.91× (both gathering), 2.4×
     /// its own rate before; up to 2 000 (the default) to 0.83–1.17× (four series), with ~6 MiB
     /// more peak memory (still below Python flechtwerk's); 4 000 and more held more memory
-    /// again. The `flechtwerk_batch_size` histogram still counts one observation per poll
-    /// (MET-03).
+    /// again.
+    ///
+    /// The metrics count batches, not polls (MET-03): `flechtwerk_batch_size` observes each
+    /// committed batch once, with all the records it gathered, on a ladder that ends at
+    /// `records`; `flechtwerk_transactions_committed_total` counts one transaction per task per
+    /// batch. Beside a Python fleet, where every poll is a batch, both read lower and the sizes
+    /// higher for the same input unless `records` equals `max_poll_records`
+    /// (docs/operations.md).
     ///
     /// ```
     /// # use std::sync::Arc;
@@ -745,7 +751,8 @@ impl FlechtwerkBuilder {
             )));
         }
         let metrics = match &self.metrics {
-            Some(config) => Some(config.instance(&self.metrics_labels, self.max_poll_records).map_err(Error::Invalid)?),
+            // The batch_size ladder ends at the most records a batch holds (MET-03).
+            Some(config) => Some(config.instance(&self.metrics_labels, max_batch_records).map_err(Error::Invalid)?),
             None => None,
         };
         let observer: Arc<dyn Observer> = match (&metrics, self.observer) {

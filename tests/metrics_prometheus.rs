@@ -18,7 +18,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use flechtwerk::json::{self, Value};
 use flechtwerk::kafka::rdkafka::RdKafka;
 use flechtwerk::kafka::{Kafka, NewTopic, ProducerConfig, ProducerRecord};
-use flechtwerk::observer::prometheus::Metrics;
+use flechtwerk::observer::prometheus::{batch_size_buckets, Metrics};
 use flechtwerk::testing::read_topic;
 use flechtwerk::Flechtwerk;
 use flechtwerk_sim::stages::{check_counts, counter};
@@ -171,7 +171,8 @@ async fn prometheus_scrapes_what_the_counter_processed() {
         (format!("sum(flechtwerk_batch_processing_seconds_count{{{selector}}})"), batches),
         (format!("sum(flechtwerk_message_in_bytes_count{{{selector}}})"), INPUTS as f64),
         (format!("max(flechtwerk_tasks_assigned{{{selector}}})"), 4.0),
-        (format!(r#"count(flechtwerk_batch_size_bucket{{{selector}}})"#), 11.0),
+        // The default max_batch_records (2 000) tops the ladder (MET-03), then +Inf.
+        (format!(r#"count(flechtwerk_batch_size_bucket{{{selector}}})"#), (batch_size_buckets(2_000).len() + 1) as f64),
     ] {
         let value = until_equal(&prometheus, &promql, expected).await;
         report.push(format!("{promql} = {value}"));

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod config_log;
+pub mod stats;
 
 use std::time::Duration;
 

@@ -279,7 +279,9 @@ pub trait Observer: Send + Sync {
     /// assert_eq!(*slowest.0.lock().unwrap(), Duration::from_micros(30));
     /// ```
     fn message_processed(&self, elapsed: Duration) {}
-    /// One transformer batch (records after the parse loop) and its duration, commits included.
+    /// One committed transformer batch: its records after the parse loop (every poll it
+    /// gathered, TRX-45) and its duration from its first poll's preparation to its commit, commits
+    /// included. Once per batch in both producer shapes (MET-03).
     ///
     /// ```
     /// use std::sync::atomic::{AtomicUsize, Ordering};
@@ -693,8 +695,9 @@ fan_out! {
 /// ```
 pub trait MetricsConfig: Send + Sync {
     /// The metrics of one application: `labels` (the application's `metrics_labels`, in the
-    /// caller's order) lead the label names of every metric; `max_poll_records` tops the
-    /// `batch_size` ladder (MET-03). An error says why the labels cannot be used.
+    /// caller's order) lead the label names of every metric; `batch_cap`, the most records one
+    /// batch holds (the application's `max_batch_records`), tops the `batch_size` ladder
+    /// (MET-03). An error says why the labels cannot be used.
     ///
     /// ```
     /// # #[cfg(feature = "prometheus")] {
@@ -706,11 +709,7 @@ pub trait MetricsConfig: Send + Sync {
     /// assert!(Metrics::unserved().instance(&[], 500).is_ok());
     /// # }
     /// ```
-    fn instance(
-        &self,
-        labels: &[(String, String)],
-        max_poll_records: usize,
-    ) -> Result<Arc<dyn MetricsInstance>, String>;
+    fn instance(&self, labels: &[(String, String)], batch_cap: usize) -> Result<Arc<dyn MetricsInstance>, String>;
 }
 
 /// The metrics of one application instance: the observer that feeds them, their exposition,

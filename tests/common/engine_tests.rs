@@ -74,6 +74,15 @@ macro_rules! engine_tests {
             common::batches_gather_polls_while_a_commit_waits(&$harness("gather").with_batches(5, 20)).await;
         }
 
+        /// TRX-44: the per-instance shape gathers and observes its batches the same way.
+        #[tokio::test($($($runtime)+)?)]
+        async fn trx_45_per_instance_batches_gather_polls_while_a_commit_waits() {
+            common::batches_gather_polls_while_a_commit_waits(
+                &$harness("gather2").with_batches(5, 20).with_producers(flechtwerk::Producers::PerInstance),
+            )
+            .await;
+        }
+
         #[tokio::test($($($runtime)+)?)]
         async fn life_21_trx_45_stop_while_gathering_commits_both_batches() {
             common::stop_while_gathering_commits_the_gathered_batch(&$harness("stopgather").with_batches(5, 40)).await;

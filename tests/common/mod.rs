@@ -593,9 +593,10 @@ fn committed(probe: &Probe) -> usize {
 /// TRX-45, TRX-02, MET-03: while a batch's commit waits (its output's delivery held), the next
 /// batch gathers every poll made meanwhile, up to `max_batch_records`, and commits them as one
 /// transaction per task: each key's counts continue exactly, the gathered batch writes each key
-/// once to the changelog, and the observer still counts one batch per poll. `h` must poll 5
-/// records at a time (`with_batches(5, cap)`, `cap` a multiple of 5 up to 40); with `cap` 5
-/// every poll is its own batch, as in Python flechtwerk.
+/// once to the changelog, and the observer counts it as one batch of all its records, once per
+/// committed batch (in either producer shape: one input partition, so one transaction per
+/// batch). `h` must poll 5 records at a time (`with_batches(5, cap)`, `cap` a multiple of 5 up
+/// to 40); with `cap` 5 every poll is its own batch, as in Python flechtwerk.
 pub async fn batches_gather_polls_while_a_commit_waits(h: &Harness) {
     const SEEDS: usize = 40;
     let Some((5, cap)) = h.batches else { panic!("the harness must poll 5 records at a time") };
@@ -631,11 +632,15 @@ pub async fn batches_gather_polls_while_a_commit_waits(h: &Harness) {
         .filter_map(|e| if let Observed::BatchProcessed { size } = e { Some(*size) } else { None })
         .collect();
     assert_eq!(sizes.iter().sum::<usize>(), 1 + SEEDS, "every record in one batch observation: {sizes:?}");
-    assert!(sizes.iter().all(|&size| size <= 5), "one batch observation per poll (MET-03): {sizes:?}");
+    // One observation per committed batch, with every record it gathered (MET-03): the first
+    // batch's one record, then the gathered batch whole (not its polls one by one).
+    assert_eq!(sizes[..2], [1, gathered], "the first batch, then the gathered one (MET-03): {sizes:?}");
+    assert!(sizes.iter().all(|&size| size <= cap), "no batch beyond max_batch_records: {sizes:?}");
     // At least the first batch and one per `cap` records after it (more when polls return
     // fewer than 5 records, or a commit is quick).
     let transactions = committed(&probe);
     assert!((1 + SEEDS / cap..=1 + SEEDS).contains(&transactions), "{transactions} transactions");
+    assert_eq!(sizes.len(), transactions, "one batch observation per committed batch (MET-03): {sizes:?}");
     // The second batch (the first `gathered` seeds) wrote each key once: its last state.
     let mut want: BTreeMap<&str, i64> = BTreeMap::from([("k0", 1)]);
     for i in 0..gathered {

@@ -17,6 +17,12 @@ impl Grant {
         Grant { pattern: "prefixed", operations: operations.to_vec(), resource: (kind, name.to_owned()) }
     }
 
+    /// The same grant without `operation` (which it must hold).
+    pub(crate) fn without(&self, operation: &str) -> Self {
+        assert!(self.operations.contains(&operation), "{self:?} does not grant {operation}");
+        Grant { operations: self.operations.iter().copied().filter(|o| *o != operation).collect(), ..self.clone() }
+    }
+
     /// The AclCommand arguments after `--add --allow-principal User:<user>`.
     fn args(&self) -> Vec<String> {
         let mut args = vec!["--resource-pattern-type".to_owned(), self.pattern.to_owned()];

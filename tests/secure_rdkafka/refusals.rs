@@ -2,13 +2,16 @@
 //! missing ACL end `run()` with a named error within `REFUSAL_BOUND` and commit nothing.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use flechtwerk::kafka::rdkafka::{RdKafka, SaslMechanism, Secret, Security};
-use flechtwerk::kafka::{Kafka, KafkaErrorKind};
+use flechtwerk::kafka::{Kafka, KafkaErrorKind, NewTopic, ProducerConfig, ProducerRecord};
+use flechtwerk::testing::read_topic;
+use flechtwerk::Flechtwerk;
 
-use crate::acls::{grant, Grant};
+use crate::acls::{extractor_acls, grant, Grant};
 use crate::counter_app::{kafka_error, nothing_committed, prepare, report, run_refused};
-use crate::{credentials, env, init_logs, secure, unique, REFUSAL_BOUND};
+use crate::{credentials, env, init_logs, plaintext, secure, unique, REFUSAL_BOUND};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_password_is_refused() {
@@ -81,8 +84,8 @@ async fn a_tls_client_on_the_plaintext_port_is_refused() {
 }
 
 /// Grants the transformer's ACLs but `missing`, runs the counter as app, expects an
-/// authorization error whose text contains `names`.
-async fn missing_acl(case: &str, missing: impl Fn(&Grant) -> Option<Grant>, names: &[&str]) {
+/// authorization error whose text contains `names`; returns that text.
+async fn missing_acl(case: &str, missing: impl Fn(&Grant) -> Option<Grant>, names: &[&str]) -> String {
     init_logs();
     let counter = prepare(case, 20, 5).await;
     let (user, password) = credentials("KAFKA_SASL_USER");
@@ -99,6 +102,7 @@ async fn missing_acl(case: &str, missing: impl Fn(&Grant) -> Option<Grant>, name
     }
     assert!(took < REFUSAL_BOUND, "took {took:?}");
     nothing_committed(&counter).await;
+    error.to_string().replace(&counter.app, "{app}")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -115,6 +119,34 @@ async fn no_write_on_the_output_is_refused() {
         &["{app}-out", "Topic authorization failed", "Write on the topic"],
     )
     .await;
+}
+
+/// Issue 34: Write missing on the output, Describe kept. The record's topic is known, so the
+/// broker refuses to add its partition to the transaction instead, and librdkafka only logs that
+/// and purges the transaction's records: the error names the topic and the missing Write all
+/// the same (it was "PurgeQueue", kind `Abortable`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_write_on_the_output_with_describe_kept_is_refused() {
+    let error = missing_acl(
+        "nowriteout",
+        |g| Some(if g.resource.1.ends_with("-out") { g.without("Write") } else { g.clone() }),
+        &["{app}-out", "Topic authorization failed", "Write on the topic", "to the transaction"],
+    )
+    .await;
+    assert!(!error.contains("PurgeQueue"), "{error}");
+}
+
+/// Issue 34: Write missing on the changelog (Read, Describe and Create kept): the refused
+/// topic is named, not the output whose records were purged with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_write_on_the_changelog_is_refused() {
+    let error = missing_acl(
+        "nowritecl",
+        |g| Some(if g.resource.1.ends_with("-changelog") { g.without("Write") } else { g.clone() }),
+        &["{app}-changelog", "Topic authorization failed", "Write on the topic", "to the transaction"],
+    )
+    .await;
+    assert!(!error.contains("{app}-out"), "the output's Write is granted: {error}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -145,4 +177,66 @@ async fn no_describe_on_a_config_topic_is_not_reported_as_missing() {
         &["{app}-configs", "Topic authorization failed"],
     )
     .await;
+}
+
+/// Issue 34 for the extractor: Write missing on its output, Describe kept. Its page's
+/// transaction goes through the same producer, so `run()` ends with the same named refusal, and
+/// nothing reaches the output.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extractor_without_write_on_its_output_is_refused() {
+    use flechtwerk::attribute::{Attribute, INT};
+    use flechtwerk::stage::{extractor, Emit};
+    use flechtwerk::{Event, Message, State};
+    const CURSOR: Attribute<i64> = Attribute::new("cursor", &INT);
+    init_logs();
+    let app = unique("exnowrite");
+    let (configs, output) = (format!("{app}-configs"), format!("{app}-out"));
+    let kafka = plaintext();
+    let admin = kafka.admin().expect("admin");
+    admin.create_topic(&NewTopic::new(&configs, 1).replication(1).compacted()).await.expect("create");
+    admin.create_topic(&NewTopic::new(&output, 1).replication(1)).await.expect("create");
+    let producer = kafka.producer(ProducerConfig::idempotent(format!("{app}-writer"))).expect("writer");
+    let config = ProducerRecord::new(&configs, "feed-0", "{\"on\":true}");
+    producer.send(config).await.expect("send").await.expect("config");
+    producer.close().await;
+    let (user, password) = credentials("KAFKA_SASL_USER");
+    let grants: Vec<Grant> = extractor_acls(&app, &[&configs], &[&output])
+        .iter()
+        .map(|g| if g.resource.1 == output { g.without("Write") } else { g.clone() })
+        .collect();
+    grant(&user, &grants).await;
+
+    let out = output.clone();
+    let stage = extractor([configs.as_str()]).poll(move |key, _config, state| {
+        let cursor = state.get(&CURSOR)?.unwrap_or(0) + 1;
+        Ok(vec![
+            Emit::Message(Message::new(out.as_str(), key, Event::new().with(&CURSOR, cursor)?)),
+            Emit::State(State::new().with(&CURSOR, cursor)?),
+        ])
+    });
+    let extracting = Flechtwerk::builder()
+        .application_id(&app)
+        .client_id("pod-0")
+        .kafka(Arc::new(secure(&user, password, SaslMechanism::ScramSha512)))
+        .replication_factor(1)
+        .session_timeout(Duration::from_secs(6))
+        .poll_interval(Duration::from_millis(100))
+        .build(stage)
+        .expect("build");
+    let started = Instant::now();
+    let error = match tokio::time::timeout(REFUSAL_BOUND * 2, extracting.run()).await {
+        Ok(Err(error)) => error,
+        Ok(Ok(never)) => match never {},
+        Err(_) => panic!("run() did not end within {:?}: a hang or a retry loop", REFUSAL_BOUND * 2),
+    };
+    let took = started.elapsed();
+    report("extractor: no Write on the output, Describe kept", &error, took);
+    assert_eq!(kafka_error(&error).kind(), KafkaErrorKind::Authorization, "{error}");
+    let text = error.to_string();
+    for name in [output.as_str(), "Topic authorization failed", "Write on the topic", "to the transaction"] {
+        assert!(text.contains(name), "{name:?} not in: {text}");
+    }
+    assert!(took < REFUSAL_BOUND, "took {took:?}");
+    let outputs = read_topic(&*kafka, &format!("{app}-check"), &output).await.expect("read");
+    assert!(outputs.is_empty(), "outputs committed: {}", outputs.len());
 }

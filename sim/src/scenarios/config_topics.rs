@@ -2,9 +2,10 @@
 //! keeps writing it (puts, all three deletion forms, non-canonical spellings), and the reader is
 //! crash-restarted and paused at random points.
 //!
-//! Property (CFG-12, CFG-20, design.md "Config topics"): after quiescence the reader's store
-//! equals the compaction of the topic — last write per key, null / `b""` / `{}` delete — byte for
-//! byte in canonical form, whichever mix of bootstrap and drains built it.
+//! Property (CFG-12 and CFG-20 of docs/behaviours.md, as the scenario's entry in
+//! docs/simulation.md states it): after quiescence the reader's store equals the compaction of
+//! the topic — last write per key, null / `b""` / `{}` delete — byte for byte in canonical form,
+//! whichever mix of bootstrap and drains built it.
 
 use std::collections::BTreeMap;
 use std::pin::Pin;

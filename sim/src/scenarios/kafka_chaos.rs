@@ -11,10 +11,10 @@
 //! get cut off the network. All through the fault period, as the cluster's baseline, requests
 //! and responses are lost, delayed and answered with retriable errors, and markers land late.
 //!
-//! Property (exactly-once, design.md "Properties"): after quiescence, every `input` record
-//! (partition, offset) appears exactly once in the `read_committed` `output`, and the group's
-//! committed offsets reach the end of `input`. A violation points at the cluster or the client
-//! adapter: the copier is too small to hide a bug.
+//! Property (exactly-once, as the scenario's entry in docs/simulation.md states it): after
+//! quiescence, every `input` record (partition, offset) appears exactly once in the
+//! `read_committed` `output`, and the group's committed offsets reach the end of `input`. A
+//! violation points at the cluster or the client adapter: the copier is too small to hide a bug.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::pin::Pin;

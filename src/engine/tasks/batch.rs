@@ -122,8 +122,9 @@ pub(super) struct PreparedBatch {
     metadata: GroupMetadata,
     /// Every poll the batch holds (one, unless it gathered several, TRX-45): the records it
     /// handed to the stage (records the invalid-message policy skipped, and records of
-    /// partitions without a live task, not counted) and when its preparation started, for the
-    /// observer, which counts a batch per poll (MET-03).
+    /// partitions without a live task, not counted) and when its preparation started. The
+    /// observer sees the batch once, as committed: all its polls' records, from the first
+    /// poll's start (MET-03).
     polls: Vec<(usize, tokio::time::Instant)>,
     /// Held once the batch gathers a further poll (TRX-46): a revocation that poll serves waits
     /// until this batch committed, as it waits for the batch committing meanwhile.
@@ -264,7 +265,10 @@ impl<S: Transformer> TaskRunner<S> {
             task.committed(&offsets);
             committed.extend(offsets);
         }
-        for (size, started) in batch.polls {
+        // One observation per committed batch, in both producer shapes and however many polls it
+        // gathered (MET-03): its records, and the time since its first poll's preparation began.
+        if let Some(&(_, started)) = batch.polls.first() {
+            let size = batch.polls.iter().map(|(size, _)| size).sum();
             self.observer.batch_processed(size, started.elapsed());
         }
         Ok(committed)

@@ -1,6 +1,7 @@
 //! librdkafka's log lines, to `tracing` (target `librdkafka`); its error callback, which also
-//! fills the client's refusal slot (see [`Refusal`]); and the same for the clients whose main
-//! queue we poll ourselves ([`forward_log_or_error`]).
+//! fills the client's refusal slot (see [`Refusal`]); the partitions the broker refused to add to
+//! a transaction (see [`TxnRefusals`]); and the same for the clients whose main queue we poll
+//! ourselves ([`forward_log_or_error`]).
 
 use std::ffi::CStr;
 use std::sync::Arc;
@@ -10,7 +11,7 @@ use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::error::KafkaError as RdError;
 use rdkafka::ClientContext;
 
-use super::security::{refusal, Refusal};
+use super::security::{refusal, Refusal, TxnRefusals};
 
 /// Routes librdkafka's log lines and global errors to `tracing`, and keeps the client's refusal.
 #[derive(Clone)]
@@ -19,12 +20,19 @@ pub(super) struct LogContext {
     pub(super) refusal: Arc<Refusal>,
     /// Whether the client speaks TLS (a plaintext client's dropped first request is a hint).
     pub(super) tls: bool,
+    /// A transactional producer's partitions the broker refused to add to the transaction.
+    pub(super) txn_refusals: Arc<TxnRefusals>,
 }
 
 impl LogContext {
     /// The context of client `client_id` of the cluster at `bootstrap_servers`.
     pub(super) fn new(client_id: &str, tls: bool, bootstrap_servers: &str) -> Self {
-        LogContext { client: client_id.into(), refusal: Arc::new(Refusal::new(bootstrap_servers)), tls }
+        LogContext {
+            client: client_id.into(),
+            refusal: Arc::new(Refusal::new(bootstrap_servers)),
+            tls,
+            txn_refusals: Arc::default(),
+        }
     }
 }
 
@@ -47,6 +55,10 @@ impl ClientContext for LogContext {
             if let Some(refused) = refusal(None, message, self.tls) {
                 self.refusal.record(client, refused);
             }
+        }
+        // A partition the broker would not add to the transaction: only this line names it.
+        if facility == "ADDPARTS" {
+            self.txn_refusals.record(message);
         }
     }
 

@@ -7,7 +7,8 @@
 //! forever; the adapter fails every call waiting on that client with a
 //! [`KafkaErrorKind::Authentication`] error instead, and a broker's authorization error with
 //! [`KafkaErrorKind::Authorization`] (naming the resource and the missing permission), also in
-//! a consumer's poll.
+//! a consumer's poll, and also when the broker refuses a topic's partition to a transaction
+//! (which librdkafka only logs before it purges the transaction's records).
 //!
 //! Fixed choices (the port's contract depends on them, so extra settings cannot change them):
 //! consumers read `read_committed`, never auto-commit, join with eager Range assignment and never
@@ -337,6 +338,7 @@ impl Kafka for RdKafka {
         };
         let log = LogContext::new(&config.client_id, self.tls(), &self.bootstrap_servers);
         let refusal = log.refusal.clone();
+        let txn_refusals = log.txn_refusals.clone();
         let producer: BaseProducer<DeliveryContext> = rd
             .create_with_context(DeliveryContext { log })
             .map_err(|e| rd_error("create producer", &e, None).with_context(context_label.clone()))?;
@@ -352,6 +354,7 @@ impl Kafka for RdKafka {
             timeout: config.transaction_timeout,
             closed,
             refusal,
+            txn_refusals,
             in_call: Arc::new(tokio::sync::Mutex::new(())),
         }))
     }

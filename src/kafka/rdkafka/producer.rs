@@ -26,7 +26,7 @@ use rdkafka::{ClientContext, IntoOpaque, Offset, TopicPartitionList};
 
 use super::errors::{classify, rd_error, rd_error_as};
 use super::log::{forward_log_or_error, LogContext};
-use super::security::{blocking_unless_refused, Refusal};
+use super::security::{blocking_unless_refused, Refusal, TxnRefusals};
 use super::{drop_off_runtime, lock};
 use crate::kafka::{
     Delivered, DeliveryFuture, GroupMetadata, KafkaError, KafkaErrorKind, KafkaResult, Producer, ProducerRecord,
@@ -55,8 +55,9 @@ impl ClientContext for DeliveryContext {
 impl ProducerContext for DeliveryContext {
     type DeliveryOpaque = Box<tokio::sync::oneshot::Sender<DeliveryOutcome>>;
 
-    /// Reached only through rdkafka's own poll: the purge and flush when the producer is
-    /// dropped (our poller has stopped by then, see [`RdFutureProducer`]).
+    /// Reached through rdkafka's own poll (the purge and flush when the producer is dropped, once
+    /// our poller has stopped, see [`RdFutureProducer`]) and through `rd_kafka_flush`, which
+    /// serves the queue itself while it waits, beside our poller.
     fn delivery(&self, result: &DeliveryResult<'_>, waiting: Self::DeliveryOpaque) {
         let outcome = match result {
             Ok(message) => Ok((message.partition(), message.offset())),
@@ -204,6 +205,9 @@ pub(super) struct RdProducer {
     pub(super) closed: tokio::sync::watch::Sender<bool>,
     /// The client's refusal slot (shared with its log context).
     pub(super) refusal: Arc<Refusal>,
+    /// The partitions the broker refused to add to the current transaction (shared with the
+    /// log context, which reads them from librdkafka's log lines).
+    pub(super) txn_refusals: Arc<TxnRefusals>,
     /// Held by a blocking transactional call until librdkafka returns, even when the caller's
     /// future was dropped: the next call (an abort after a cancelled `send_offsets_to_transaction`,
     /// say) waits for it instead of failing with `_CONFLICT` and leaving the transaction open.
@@ -231,6 +235,7 @@ impl RdProducer {
             call(p)
         })
         .await
+        .map_err(|error| name_refused_write(error, &self.txn_refusals, &self.context))
     }
 
     /// Runs a blocking call of `producer` (this client's handle) and classifies its error.
@@ -288,6 +293,39 @@ pub(super) fn delivery_error(
     rd_error_as(kind, "send", error, fatal).with_context(context)
 }
 
+/// How long a purged delivery of a transaction waits for the refusal that may have purged it
+/// to be recorded ([`TxnRefusals::settle`]): only a purged delivery that someone awaits, which
+/// fails its transaction anyway, ever waits, and a refusal's line is recorded within
+/// microseconds of the report.
+const PURGE_CAUSE_WAIT: Duration = Duration::from_millis(500);
+
+/// `error` of a transactional producer `client`, unless it is what librdkafka made of the
+/// broker's refusal to add a partition of the transaction (see [`TxnRefusals`]): a delivery
+/// purged from the queue, a record refused while the transaction awaits its abort, an abortable
+/// `send_offsets_to_transaction` or `commit_transaction`. Then it is that refusal, named: kind
+/// `Authorization`, the refused topic, the missing Write (issue 34). A delivery's own
+/// authorization error (Write and Describe both missing: the record fails at its topic's
+/// metadata, never reaching the transaction) names its topic already and stays.
+fn name_refused_write(error: KafkaError, refusals: &TxnRefusals, client: &str) -> KafkaError {
+    let consequence = match error.kind() {
+        KafkaErrorKind::Abortable | KafkaErrorKind::Retriable | KafkaErrorKind::Other => true,
+        KafkaErrorKind::Authorization => {
+            error.operation() != "send" && error.code() == Some(Code::TopicAuthorizationFailed as i32)
+        }
+        _ => false,
+    };
+    if !consequence {
+        return error;
+    }
+    match refusals.error(error.operation(), client) {
+        Some(refused) => {
+            tracing::debug!(%error, %refused, "a consequence of the broker's refusal to add a partition to the transaction");
+            refused
+        }
+        None => error,
+    }
+}
+
 /// Where a record goes, for an error's context: `<client>, <topic>[/<partition>]`.
 struct Destination {
     client: Arc<str>,
@@ -341,6 +379,8 @@ impl Producer for RdProducer {
     async fn begin_transaction(&self) -> KafkaResult<()> {
         // Local state change only: no broker round trip, nothing blocks.
         let producer = self.handle("begin_transaction")?;
+        // The partitions refused to the transaction before (aborted by now) are not this one's.
+        self.txn_refusals.clear();
         producer.begin_transaction().map_err(|e| {
             rd_error("begin_transaction", &e, producer.client().fatal_error()).with_context(&*self.context)
         })
@@ -384,8 +424,13 @@ impl Producer for RdProducer {
                     back
                 }
                 Err((e, _)) => {
-                    return Err(rd_error("send", &e, producer.client().fatal_error())
-                        .with_context(destination.with_topic(&record.topic)));
+                    let error = rd_error("send", &e, producer.client().fatal_error())
+                        .with_context(destination.with_topic(&record.topic));
+                    return Err(if self.transactional_id.is_some() {
+                        name_refused_write(error, &self.txn_refusals, &self.context)
+                    } else {
+                        error
+                    });
                 }
             };
             // librdkafka's queue is full: its own thread drains it as the broker acknowledges.
@@ -393,6 +438,7 @@ impl Producer for RdProducer {
         }
         let weak = Arc::downgrade(&producer);
         let refusal = self.refusal.clone();
+        let txn_refusals = self.txn_refusals.clone();
         let context = Destination { topic: Some(record.topic), ..destination };
         drop(producer);
         let transactional = self.transactional_id.is_some();
@@ -411,7 +457,18 @@ impl Producer for RdProducer {
                     refusal.mark_connected();
                     Ok(Delivered { partition, offset })
                 }
-                Some(Ok(Err(error))) => Err(delivery_error(&error, &weak, transactional, context.to_string())),
+                Some(Ok(Err(error))) => {
+                    let purged = matches!(error.rdkafka_error_code(), Some(Code::PurgeQueue | Code::PurgeInflight));
+                    let error = delivery_error(&error, &weak, transactional, context.to_string());
+                    if !transactional {
+                        return Err(error);
+                    }
+                    if purged {
+                        // Purged: perhaps by a refusal whose log line another thread is recording.
+                        txn_refusals.settle(PURGE_CAUSE_WAIT).await;
+                    }
+                    Err(name_refused_write(error, &txn_refusals, &context.client))
+                }
                 Some(Err(_)) | None => Err(KafkaError::new(
                     KafkaErrorKind::Fatal,
                     "send",
@@ -469,7 +526,8 @@ impl Producer for RdProducer {
 
     /// One `rd_kafka_flush` with the whole timeout: while it runs, librdkafka sends what it holds
     /// back for batching (`linger.ms`, 5 ms by default) at once, and it returns when every
-    /// delivery report has been served (by this producer's delivery thread). rdkafka's `flush`
+    /// delivery report has been served (by this producer's delivery thread, or by the flush
+    /// itself: in librdkafka's callback mode it serves the queue while it waits). rdkafka's `flush`
     /// instead loops on a zero-timeout flush, which leaves the linger in place: a transaction's
     /// commit waited it out every time.
     async fn flush(&self) -> KafkaResult<()> {
@@ -494,5 +552,55 @@ impl Producer for RdProducer {
             let _ = tokio::task::spawn_blocking(move || drop(producer)).await;
         }
         self.closed.send_replace(true);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 34: what librdkafka makes of a partition refused to the transaction (a purged
+    /// delivery, an abortable commit) becomes the named refusal; a delivery's own authorization
+    /// error, a fence, and anything while nothing was refused stay as they are.
+    #[test]
+    fn consequences_of_a_refused_partition_name_it() {
+        let client = "transactional id app-0";
+        let purged = || {
+            KafkaError::new(KafkaErrorKind::Abortable, "send", "Message production error: PurgeQueue")
+                .with_context(format!("{client}, app-out"))
+        };
+        let refusals = TxnRefusals::default();
+        assert_eq!(name_refused_write(purged(), &refusals, client), purged(), "nothing refused: unchanged");
+
+        refusals.record(
+            "[thrd:main]: sasl_ssl://127.0.0.1:9094/1: Failed to add partition \"app-changelog\" [2] to \
+             transaction: Broker: Topic authorization failed",
+        );
+        let named = name_refused_write(purged(), &refusals, client);
+        assert_eq!(named.kind(), KafkaErrorKind::Authorization, "{named}");
+        assert_eq!(named.operation(), "send");
+        assert_eq!(
+            named.context(),
+            Some("transactional id app-0, app-changelog"),
+            "the refused topic, not the purged one"
+        );
+        assert!(named.to_string().contains("Write on the topic is missing"), "{named}");
+
+        let commit = KafkaError::new(KafkaErrorKind::Authorization, "commit_transaction", "Failed to add partition(s)")
+            .with_code(29)
+            .with_context(client);
+        let named = name_refused_write(commit, &refusals, client);
+        assert_eq!(
+            (named.operation(), named.context()),
+            ("commit_transaction", Some("transactional id app-0, app-changelog"))
+        );
+
+        // Write and Describe both missing: the record's own error names its topic already.
+        let own = KafkaError::new(KafkaErrorKind::Authorization, "send", "TopicAuthorizationFailed")
+            .with_code(29)
+            .with_context(format!("{client}, app-out"));
+        assert_eq!(name_refused_write(own.clone(), &refusals, client), own);
+        let fenced = KafkaError::new(KafkaErrorKind::Fenced, "send", "fenced");
+        assert_eq!(name_refused_write(fenced.clone(), &refusals, client), fenced);
     }
 }

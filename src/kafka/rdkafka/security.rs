@@ -588,6 +588,93 @@ impl Refusal {
     }
 }
 
+/// Per transactional producer: the partitions the broker refused to add to the current
+/// transaction for lack of an ACL, as librdkafka logs them (facility `ADDPARTS`:
+/// `Failed to add partition "orders-out" [0] to transaction: Broker: Topic authorization
+/// failed`). Write missing on a topic whose Describe is granted ends up there and nowhere else:
+/// librdkafka makes the transaction abortable and purges every record it holds, whose deliveries
+/// then fail with `_PURGE_QUEUE`, and its transactional calls with an error that names no topic
+/// (issue 34). The producer names the refused topic and the missing Write from here instead
+/// ([`TxnRefusals::error`]). Emptied when a transaction begins.
+#[derive(Debug, Default)]
+pub(super) struct TxnRefusals {
+    /// Refused topic → its refused partitions.
+    refused: std::sync::Mutex<std::collections::BTreeMap<String, std::collections::BTreeSet<i32>>>,
+    /// Woken at each refusal recorded ([`TxnRefusals::settle`]).
+    recorded: tokio::sync::Notify,
+}
+
+impl TxnRefusals {
+    /// Reads one of librdkafka's `ADDPARTS` log lines; keeps the partition if the broker
+    /// refused it for lack of a topic ACL.
+    pub(super) fn record(&self, message: &str) {
+        if let Some((topic, partition)) = refused_partition(message) {
+            let mut refused = self.refused.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            refused.entry(topic.to_owned()).or_default().insert(partition);
+            drop(refused);
+            self.recorded.notify_waiters();
+        }
+    }
+
+    /// Waits, up to `bound`, until a refusal is recorded (at once if one is). For a delivery
+    /// purged from the queue: the log line of the refusal that purged it left librdkafka's queue
+    /// before the delivery report, but two threads serve that queue (the producer's poller, and
+    /// `rd_kafka_flush` while the engine flushes), so the report can reach its future while the
+    /// other thread is still about to record the line (on the test broker 3 of 11 runs of
+    /// the output case named no topic without this wait).
+    pub(super) async fn settle(&self, bound: std::time::Duration) {
+        let recorded = self.recorded.notified();
+        tokio::pin!(recorded);
+        recorded.as_mut().enable();
+        if !self.refused.lock().unwrap_or_else(std::sync::PoisonError::into_inner).is_empty() {
+            return;
+        }
+        let _ = tokio::time::timeout(bound, recorded).await;
+    }
+
+    /// Forgets the refusals of the transaction before.
+    pub(super) fn clear(&self) {
+        self.refused.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clear();
+    }
+
+    /// The refusal of the current transaction, if any, as the error of `operation` of the
+    /// producer `client` (`transactional id …`): kind `Authorization`, the refused topics in
+    /// the context, the partitions and the missing Write in the message.
+    pub(super) fn error(&self, operation: &'static str, client: &str) -> Option<KafkaError> {
+        let refused = self.refused.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if refused.is_empty() {
+            return None;
+        }
+        let topics: Vec<&str> = refused.keys().map(String::as_str).collect();
+        let partitions: Vec<String> =
+            refused.iter().flat_map(|(topic, ps)| ps.iter().map(move |p| format!("{topic}/{p}"))).collect();
+        let message = format!(
+            "the broker refused to add {} to the transaction: Broker: Topic authorization failed (librdkafka \
+             purged the transaction's records); not authorized: Write on the topic is missing",
+            partitions.join(", ")
+        );
+        Some(
+            KafkaError::new(KafkaErrorKind::Authorization, operation, message)
+                .with_code(Code::TopicAuthorizationFailed as i32)
+                .with_context(format!("{client}, {}", topics.join(", "))),
+        )
+    }
+}
+
+/// The topic and partition of librdkafka's `ADDPARTS` line when the broker refused that
+/// partition for lack of a topic ACL (`[thrd:main]: sasl_ssl://host:9094/1: Failed to add
+/// partition "orders-out" [0] to transaction: Broker: Topic authorization failed`). Other
+/// reasons (`Operation not attempted`, for the partitions of the same request the broker did not
+/// get to) are not refusals.
+fn refused_partition(message: &str) -> Option<(&str, i32)> {
+    const START: &str = "Failed to add partition \"";
+    let rest = &message[message.find(START)? + START.len()..];
+    let (topic, rest) = rest.split_once("\" [")?;
+    let (partition, reason) = rest.split_once("] to transaction: ")?;
+    let partition = partition.parse().ok()?;
+    reason.contains("Topic authorization failed").then_some((topic, partition))
+}
+
 /// The broker a librdkafka connection message names, as `host:port`: `127.0.0.1:29093/bootstrap:
 /// Disconnected ...`, `GroupCoordinator: 127.0.0.1:29093: Disconnected ...`,
 /// `sasl_ssl://10.0.0.1:9094/1: SSL handshake failed ...` (the `/bootstrap` and `/<id>` names of
@@ -774,6 +861,70 @@ mod tests {
         );
         assert_eq!(broker_address("the broker closed the connection (check the protocol): x"), "");
         assert_eq!(broker_address("no broker named here"), "");
+    }
+
+    /// Issue 34: Write missing on a topic whose Describe is granted shows only in librdkafka's
+    /// `ADDPARTS` log line (the format of librdkafka 2.12's `rdkafka_txnmgr.c`); the refusal
+    /// names the topic, its partitions and the missing Write, and a new transaction forgets it.
+    #[test]
+    fn a_partition_refused_to_the_transaction_is_named() {
+        let line = |topic: &str, partition: i32, reason: &str| {
+            format!(
+                "[thrd:main]: sasl_ssl://127.0.0.1:9094/1: Failed to add partition \"{topic}\" [{partition}] to \
+                 transaction: {reason}"
+            )
+        };
+        assert_eq!(refused_partition(&line("app-out", 3, "Broker: Topic authorization failed")), Some(("app-out", 3)));
+        assert_eq!(refused_partition(&line("app-out", 1, "Broker: Operation not attempted")), None);
+        assert_eq!(
+            refused_partition("Failed to add partitions to transaction: Broker: Topic authorization failed"),
+            None
+        );
+
+        let refusals = TxnRefusals::default();
+        assert!(refusals.error("send", "transactional id app-0").is_none(), "nothing refused yet");
+        refusals.record(&line("app-changelog", 1, "Broker: Topic authorization failed"));
+        refusals.record(&line("app-out", 0, "Broker: Operation not attempted"));
+        refusals.record(&line("app-changelog", 0, "Broker: Topic authorization failed"));
+        let error = refusals.error("send", "transactional id app-0").expect("a refusal");
+        assert_eq!(error.kind(), KafkaErrorKind::Authorization);
+        assert_eq!(error.code(), Some(29));
+        assert_eq!(error.context(), Some("transactional id app-0, app-changelog"));
+        let text = error.to_string();
+        assert!(text.contains("app-changelog/0, app-changelog/1"), "{text}");
+        assert!(text.contains("Write on the topic is missing"), "{text}");
+        assert!(!text.contains("app-out"), "only the refused topic is named: {text}");
+        refusals.clear();
+        assert!(refusals.error("commit_transaction", "transactional id app-0").is_none(), "a new transaction");
+    }
+
+    /// A purged delivery waits for the refusal another thread is about to record, and no longer
+    /// than its bound when nothing is refused.
+    #[tokio::test]
+    async fn a_purged_delivery_waits_for_the_refusal_being_recorded() {
+        let refusals = std::sync::Arc::new(TxnRefusals::default());
+        let started = std::time::Instant::now();
+        refusals.settle(std::time::Duration::from_millis(50)).await;
+        assert!(started.elapsed() >= std::time::Duration::from_millis(50), "nothing refused: waits its bound");
+
+        let recording = {
+            let refusals = refusals.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                refusals.record(
+                    "[thrd:main]: TxnCoordinator/1: Failed to add partition \"app-out\" [0] to transaction: Broker: \
+                     Topic authorization failed",
+                );
+            })
+        };
+        let started = std::time::Instant::now();
+        refusals.settle(std::time::Duration::from_secs(30)).await;
+        assert!(started.elapsed() < std::time::Duration::from_secs(10), "woken by the refusal");
+        assert!(refusals.error("send", "transactional id app-0").is_some());
+        recording.join().expect("the recording thread");
+        let started = std::time::Instant::now();
+        refusals.settle(std::time::Duration::from_secs(30)).await;
+        assert!(started.elapsed() < std::time::Duration::from_secs(1), "already refused: at once");
     }
 
     fn sasl_refusal() -> (KafkaError, Evidence) {

@@ -26,16 +26,17 @@ pub const BYTE_BUCKETS: [f64; 15] = [
     4_194_304.0,
 ];
 
-/// The largest `max_poll_records` a ladder can end in: an `f64` bound still tells the cap from
-/// the cap − 1 below it.
+/// The largest batch cap a ladder can end in: an `f64` bound still tells the cap from the
+/// cap − 1 below it.
 pub const BATCH_CAP_MAX: usize = 1 << 53;
 
-/// MET-03: the `batch_size` ladder for a fetch cap of `max_poll_records`: 1, 2, 5, 10, 25, 50,
-/// 100, 250, ... (1-2.5-5 per decade, floored) while strictly below the cap − 1, then the cap − 1
-/// and the cap. The top bound is the cap itself (a quantile never exceeds the top bound), and
-/// the cap − 1 bound isolates full batches, the falling-behind signal, in one bucket.
+/// MET-03: the `batch_size` ladder for batches of at most `batch_cap` records (an application's
+/// `max_batch_records`; Python's `max_poll_records`, where every poll is a batch): 1, 2, 5, 10,
+/// 25, 50, 100, 250, ... (1-2.5-5 per decade, floored) while strictly below the cap − 1, then the
+/// cap − 1 and the cap. The top bound is the cap itself (a quantile never exceeds the top bound),
+/// and the cap − 1 bound isolates full batches, the falling-behind signal, in one bucket.
 ///
-/// `max_poll_records` must be in `1..=BATCH_CAP_MAX`.
+/// `batch_cap` must be in `1..=BATCH_CAP_MAX`.
 ///
 /// ```
 /// use flechtwerk::observer::prometheus::batch_size_buckets;
@@ -43,9 +44,9 @@ pub const BATCH_CAP_MAX: usize = 1 << 53;
 /// assert_eq!(batch_size_buckets(500), [1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 499.0, 500.0]);
 /// assert_eq!(batch_size_buckets(1), [0.0, 1.0]);
 /// ```
-pub fn batch_size_buckets(max_poll_records: usize) -> Vec<f64> {
-    assert!((1..=BATCH_CAP_MAX).contains(&max_poll_records), "max_poll_records {max_poll_records} is outside 1..=2^53");
-    let cap = max_poll_records as u128;
+pub fn batch_size_buckets(batch_cap: usize) -> Vec<f64> {
+    assert!((1..=BATCH_CAP_MAX).contains(&batch_cap), "batch cap {batch_cap} is outside 1..=2^53");
+    let cap = batch_cap as u128;
     let mut ladder = Vec::new();
     // Python: (m * 10**e // 10 for e in count() for m in (10, 25, 50)), taken while < cap - 1.
     'decades: for e in 0u32.. {

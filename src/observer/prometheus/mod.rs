@@ -143,12 +143,8 @@ impl Metrics {
 }
 
 impl MetricsConfig for Metrics {
-    fn instance(
-        &self,
-        labels: &[(String, String)],
-        max_poll_records: usize,
-    ) -> Result<Arc<dyn MetricsInstance>, String> {
-        let observer = PrometheusObserver::new(labels, max_poll_records)?;
+    fn instance(&self, labels: &[(String, String)], batch_cap: usize) -> Result<Arc<dyn MetricsInstance>, String> {
+        let observer = PrometheusObserver::new(labels, batch_cap)?;
         Ok(Arc::new(Instance { observer: Arc::new(observer), address: self.address.clone() }))
     }
 }
@@ -259,7 +255,7 @@ struct Families {
 }
 
 impl Families {
-    fn new(registry: &Registry, labels: &[(String, String)], max_poll_records: usize) -> prometheus::Result<Self> {
+    fn new(registry: &Registry, labels: &[(String, String)], batch_cap: usize) -> prometheus::Result<Self> {
         fn register<C: Collector + Clone + 'static>(registry: &Registry, c: C) -> prometheus::Result<C> {
             registry.register(Box::new(c.clone()))?;
             Ok(c)
@@ -324,7 +320,7 @@ impl Families {
                 "flechtwerk_batch_size",
                 "Records returned by a single getmany() call (capped at max_poll_records)",
                 &[],
-                &batch_size_buckets(max_poll_records),
+                &batch_size_buckets(batch_cap),
             )?,
             batch_processing_seconds: histogram(
                 "flechtwerk_batch_processing_seconds",
@@ -549,8 +545,9 @@ impl std::fmt::Debug for PrometheusObserver {
 
 impl PrometheusObserver {
     /// An observer whose metrics carry `labels` (name, value) first, in this order, then their
-    /// own labels; `max_poll_records` tops the `batch_size` ladder (MET-03). Fails on labels
-    /// [`validate_labels`] refuses, or a `max_poll_records` outside `1..=2^53`.
+    /// own labels; `batch_cap`, the most records a batch holds (an application passes its
+    /// `max_batch_records`), tops the `batch_size` ladder (MET-03). Fails on labels
+    /// [`validate_labels`] refuses, or a `batch_cap` outside `1..=2^53`.
     ///
     /// ```
     /// use flechtwerk::observer::prometheus::PrometheusObserver;
@@ -561,13 +558,13 @@ impl PrometheusObserver {
     /// assert!(PrometheusObserver::new(&[], 0).is_err()); // a batch ladder needs a top
     /// # Ok::<(), String>(())
     /// ```
-    pub fn new(labels: &[(String, String)], max_poll_records: usize) -> Result<Self, String> {
+    pub fn new(labels: &[(String, String)], batch_cap: usize) -> Result<Self, String> {
         validate_labels(labels)?;
-        if !(1..=BATCH_CAP_MAX).contains(&max_poll_records) {
-            return Err(format!("max_poll_records {max_poll_records} cannot top a batch_size ladder (1..=2^53)"));
+        if !(1..=BATCH_CAP_MAX).contains(&batch_cap) {
+            return Err(format!("a batch cap of {batch_cap} cannot top a batch_size ladder (1..=2^53)"));
         }
         let registry = Registry::new();
-        let families = Families::new(&registry, labels, max_poll_records).map_err(|e| format!("metrics: {e}"))?;
+        let families = Families::new(&registry, labels, batch_cap).map_err(|e| format!("metrics: {e}"))?;
         Ok(PrometheusObserver {
             registry,
             families,
