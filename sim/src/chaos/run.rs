@@ -68,7 +68,8 @@ impl Chaos {
         for record in self.configs.iter().chain(self.config_changes.iter().map(|(_, r)| r)) {
             assert!(
                 config_topics.contains(&&record.topic),
-                "set-up: config record {}/{} goes to a topic this test does not declare as a config topic: declare                  it with .config({:?}, partitions) (the test's config topics: {config_topics:?})",
+                "set-up: config record {}/{} goes to a topic this test does not declare as a config topic: declare \
+                 it with .config({:?}, partitions) (the test's config topics: {config_topics:?})",
                 record.topic,
                 record.key,
                 record.topic
@@ -82,7 +83,8 @@ impl Chaos {
             let counts: std::collections::BTreeSet<u32> = self.inputs_topics.iter().map(|(_, p)| *p).collect();
             assert!(
                 counts.len() == 1,
-                "set-up: `restored_from` needs the input topics declared, with one partition count (the changelog's):                  {:?}",
+                "set-up: `restored_from` needs the input topics declared, with one partition count (the changelog's): \
+                 {:?}",
                 self.inputs_topics
             );
         }
@@ -92,7 +94,9 @@ impl Chaos {
         for (_, change) in &self.config_changes {
             assert!(
                 !colliding.contains(&change.key),
-                "set-up: config change {}/{} names a key written on another config topic too: which topic's write a                  store holds then depends on how its reads interleave (CFG-01), so the change cannot be a barrier;                  change such a key on one topic only",
+                "set-up: config change {}/{} names a key written on another config topic too: which topic's write a \
+                 store holds then depends on how its reads interleave (CFG-01), so the change cannot be a barrier; \
+                 change such a key on one topic only",
                 change.topic,
                 change.key
             );
@@ -100,7 +104,9 @@ impl Chaos {
         if !self.config_changes.is_empty() {
             assert!(
                 matches!(self.shape, Shape::Transformer(_)),
-                "set-up: config changes during a run (`config_change`) are checked for transformers only: an                  extractor's or a bridge's outputs after a change depend on when its polls or messages met it,                  which no reference run can replay"
+                "set-up: config changes during a run (`config_change`) are checked for transformers only: an \
+                 extractor's or a bridge's outputs after a change depend on when its polls or messages met it, \
+                 which no reference run can replay"
             );
         }
     }
@@ -115,14 +121,15 @@ impl Chaos {
             let to_config = self.config_topics.iter().any(|(t, _)| t == &input.topic);
             assert!(
                 !to_config,
-                "set-up: input #{i} ({}/{}) writes config topic {:?}: a config record fed with the inputs is not                  replayed by the reference run at the same point; write it before the run with .configs(..) or                  during it with .config_change(after, record)",
-                input.topic,
-                input.key,
-                input.topic
+                "set-up: input #{i} ({}/{}) writes config topic {:?}: a config record fed with the inputs is not \
+                 replayed by the reference run at the same point; write it before the run with .configs(..) or \
+                 during it with .config_change(after, record)",
+                input.topic, input.key, input.topic
             );
             assert!(
                 declared.contains(&&input.topic),
-                "set-up: input #{i} ({}/{}) goes to topic {:?}, which is not an input of this test (its inputs:                  {declared:?}): declare it with .input(..)",
+                "set-up: input #{i} ({}/{}) goes to topic {:?}, which is not an input of this test (its inputs: \
+                 {declared:?}): declare it with .input(..)",
                 input.topic,
                 input.key,
                 input.topic
