@@ -142,14 +142,25 @@ async fn prometheus_scrapes_what_the_counter_processed() {
     let (violations, _) = check_counts(&per_key, &outputs);
     assert!(violations.is_empty(), "{violations:?}");
 
-    // The endpoint itself, then what Prometheus scraped from it.
+    // The endpoint itself, then what Prometheus scraped from it. A batch is observed just after
+    // its commit returns, so the outputs can be visible before the last batch is counted: read
+    // the endpoint until every input is in an observed batch (under load that takes a moment).
     let addr = app.metrics_address().expect("serving");
-    let (status, headers, body) =
-        tokio::task::spawn_blocking(move || http_get(addr, "/metrics")).await.unwrap().unwrap();
+    let labels = [("app", app_id.as_str()), ("pod", "pod-0")];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (status, headers, own) = loop {
+        let (status, headers, body) =
+            tokio::task::spawn_blocking(move || http_get(addr, "/metrics")).await.unwrap().unwrap();
+        let own = samples(&body);
+        let observed = own.get(&series("flechtwerk_batch_size_sum", &labels)).copied().unwrap_or(0.0);
+        if observed == INPUTS as f64 {
+            break (status, headers, own);
+        }
+        assert!(Instant::now() < deadline, "{observed} of {INPUTS} inputs in observed batches");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
     assert_eq!(status, "HTTP/1.1 200 OK");
     assert_eq!(headers["content-type"], "text/plain; version=0.0.4; charset=utf-8");
-    let own = samples(&body);
-    let labels = [("app", app_id.as_str()), ("pod", "pod-0")];
     let local = |name: &str, extra: &[(&str, &str)]| {
         let mut all = labels.to_vec();
         all.extend_from_slice(extra);
