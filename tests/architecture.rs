@@ -16,10 +16,13 @@ use std::path::{Path, PathBuf};
 /// Module → (rank, layer). A module may use only modules of a strictly lower rank.
 const RANKS: &[(&str, u32, &str)] = &[
     ("json", 0, "wire model"),
-    ("record", 1, "wire model"),
-    ("message", 2, "wire model"),
-    ("token", 3, "wire model"),
-    ("wire", 4, "wire model"),
+    // The `flenc:`/`flsig:` token format and keyrings (feature `secrets`): JSON below them, the
+    // codecs that will seal attributes above.
+    ("secrets", 1, "wire model"),
+    ("record", 2, "wire model"),
+    ("message", 3, "wire model"),
+    ("token", 4, "wire model"),
+    ("wire", 5, "wire model"),
     ("kafka", 10, "ports"),
     ("state", 11, "ports"),
     ("observer", 12, "ports"),
