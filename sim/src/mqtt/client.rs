@@ -32,7 +32,19 @@ pub struct SimMqtt {
     rng: Arc<dyn Fn(u64) -> u64 + Send + Sync>,
     subscribed: Option<SubscriptionLog>,
     reachable: Reachable,
+    on_send_ack: Option<SendAckHook>,
+    received: Option<ReceiptLog>,
 }
+
+/// Hook called whenever the bridge hands the client an acknowledgement to send (before it
+/// travels: a slow ack or a partition may delay it, a dropped connection lose it), with the
+/// client id and the message it names: where "no acknowledgement before the commit" is checked
+/// at the send.
+pub type SendAckHook = Arc<dyn Fn(&str, &Publish) + Send + Sync>;
+
+/// Every message the clients of one [`SimMqtt`] handed to the bridge (what one process received
+/// over its lifetime): topic, payload, and the number of the connection it came on.
+pub type ReceiptLog = Arc<Mutex<BTreeSet<(String, bytes::Bytes, u64)>>>;
 
 /// Whether the client's node can reach the broker right now (a network partition says no).
 pub type Reachable = Arc<dyn Fn() -> bool + Send + Sync>;
@@ -51,7 +63,15 @@ pub type SubscriptionLog = Arc<Mutex<BTreeSet<(Option<String>, String)>>>;
 impl SimMqtt {
     /// Clients of `broker`. `rng(n)` returns a number below `n` (the simulation's seeded RNG).
     pub fn new(broker: MqttBroker, faults: ClientFaults, rng: Arc<dyn Fn(u64) -> u64 + Send + Sync>) -> Self {
-        SimMqtt { broker, faults, rng, subscribed: None, reachable: Arc::new(|| true) }
+        SimMqtt {
+            broker,
+            faults,
+            rng,
+            subscribed: None,
+            reachable: Arc::new(|| true),
+            on_send_ack: None,
+            received: None,
+        }
     }
 
     /// The network between the clients and the broker follows `reachable`: while it says no,
@@ -71,6 +91,18 @@ impl SimMqtt {
         self.subscribed = Some(log);
         self
     }
+
+    /// Calls `hook` at every acknowledgement the bridge asks its clients to send, as it asks.
+    pub fn on_send_ack(mut self, hook: SendAckHook) -> Self {
+        self.on_send_ack = Some(hook);
+        self
+    }
+
+    /// Records every message its clients hand to the bridge into `log`.
+    pub fn logging_receipts(mut self, log: ReceiptLog) -> Self {
+        self.received = Some(log);
+        self
+    }
 }
 
 struct ClientShared {
@@ -84,6 +116,8 @@ struct ClientShared {
     rng: Arc<dyn Fn(u64) -> u64 + Send + Sync>,
     subscribed: Option<SubscriptionLog>,
     reachable: Reachable,
+    on_send_ack: Option<SendAckHook>,
+    received: Option<ReceiptLog>,
     /// The number of the connection the client uses (0: none): events of an abandoned
     /// connection still on their way are discarded, as a closed socket's unread data.
     current: std::sync::atomic::AtomicU64,
@@ -94,10 +128,16 @@ impl ClientShared {
         *self.token.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Whether the broker can be reached now: the client's node is not cut off the network,
+    /// nor the client off the broker's ([`MqttBroker::cut`]).
+    fn reaches(&self) -> bool {
+        (self.reachable)() && self.broker.reaches(&self.client_id)
+    }
+
     /// Waits until the broker is reachable, at most `bound`; whether it is.
     async fn until_reachable(&self, bound: Duration) -> bool {
         let deadline = Instant::now().checked_add(bound);
-        while !(self.reachable)() {
+        while !self.reaches() {
             if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
                 return false;
             }
@@ -109,7 +149,7 @@ impl ClientShared {
     /// Runs `send` now if the broker is reachable, else once it is again (a retransmission;
     /// the broker ignores it if the connection it names is gone by then).
     fn transmit(self: &Arc<Self>, send: impl FnOnce(&ClientShared) + Send + 'static) {
-        if (self.reachable)() {
+        if self.reaches() {
             send(self);
         } else {
             let shared = Arc::clone(self);
@@ -130,8 +170,17 @@ async fn forward(shared: Arc<ClientShared>, number: u64, mut from: EventReceiver
         if shared.current.load(SeqCst) != number {
             continue;
         }
+        let receipt = match (&event, &shared.received) {
+            (MqttEvent::Publish(publish), Some(_)) => {
+                Some((publish.topic.clone(), publish.payload.clone(), publish.connection))
+            }
+            _ => None,
+        };
         if !to.send(event) {
             return;
+        }
+        if let (Some(receipt), Some(log)) = (receipt, &shared.received) {
+            log.lock().unwrap_or_else(|p| p.into_inner()).insert(receipt);
         }
     }
 }
@@ -153,6 +202,8 @@ impl Mqtt for SimMqtt {
             rng: Arc::clone(&self.rng),
             subscribed: self.subscribed.clone(),
             reachable: Arc::clone(&self.reachable),
+            on_send_ack: self.on_send_ack.clone(),
+            received: self.received.clone(),
             current: std::sync::atomic::AtomicU64::new(0),
         });
         tokio::spawn(drive(Arc::clone(&shared), session.session_expiry, events));
@@ -257,6 +308,9 @@ impl MqttClient for SimClient {
             return Ok(());
         }
         let s = &self.shared;
+        if let Some(hook) = &s.on_send_ack {
+            hook(&s.client_id, publish);
+        }
         let token = s.token();
         if token == 0 {
             // Queued while disconnected: discarded (rumqttc does the same).
