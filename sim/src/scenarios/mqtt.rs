@@ -379,11 +379,19 @@ async fn mqtt_faults(broker: MqttBroker, ctx: Ctx, replicas: Vec<String>, period
                 broker.start();
             }
             30..45 => {
-                let down = Duration::from_millis(thread_rng().gen_range(50..6_000));
-                ctx.fault("mqtt-broker-restart-without-persistence", format!("down for {down:?}"));
-                broker.stop_without_persistence();
-                sleep(down).await;
-                broker.start();
+                // Sometimes a crash loop: restarts a few seconds apart, each session lost young
+                // (its packet ids still low, so the next session soon reuses them).
+                let restarts = thread_rng().gen_range(1..=3);
+                for i in 0..restarts {
+                    if i > 0 {
+                        sleep(Duration::from_millis(thread_rng().gen_range(300..3_000))).await;
+                    }
+                    let down = Duration::from_millis(thread_rng().gen_range(50..6_000));
+                    ctx.fault("mqtt-broker-restart-without-persistence", format!("down for {down:?}"));
+                    broker.stop_without_persistence();
+                    sleep(down).await;
+                    broker.start();
+                }
             }
             45..75 => {
                 if broker.drop_connection(victim) {
@@ -391,8 +399,15 @@ async fn mqtt_faults(broker: MqttBroker, ctx: Ctx, replicas: Vec<String>, period
                 }
             }
             75..85 => {
-                if broker.clean_start(victim) {
-                    ctx.fault("mqtt-clean-start", victim.clone());
+                // 1-4 clean starts 0.3-3 s apart: the other client may be crash-looping too.
+                let starts = thread_rng().gen_range(1..=4);
+                for i in 0..starts {
+                    if i > 0 {
+                        sleep(Duration::from_millis(thread_rng().gen_range(300..3_000))).await;
+                    }
+                    if broker.clean_start(victim) {
+                        ctx.fault("mqtt-clean-start", victim.clone());
+                    }
                 }
             }
             _ => {
