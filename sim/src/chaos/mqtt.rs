@@ -22,7 +22,7 @@ use crate::harness::faults::FaultSchedule;
 use crate::harness::mqtt::{self as bridge, ClientWatch, OwnSubscriptions};
 use crate::harness::replicas::{error_kind, Launch, ReplicaEnv, Replicas};
 use crate::harness::{topic, truth, CONFIG_CONVERGENCE_MAX, QUIESCENCE_MAX};
-use crate::mqtt::{MqttBroker, SendAckHook, SimBrokerConfig};
+use crate::mqtt::{AckRoute, MqttBroker, SendAckHook, SimBrokerConfig};
 use crate::runner::Ctx;
 
 impl Chaos {
@@ -200,7 +200,10 @@ impl Chaos {
             }));
         }
         let acks = acks.clone();
-        Arc::new(move |client: &str, publish: &flechtwerk::mqtt::Publish| {
+        Arc::new(move |client: &str, publish: &flechtwerk::mqtt::Publish, route: AckRoute| {
+            if let Some(stale) = bridge::stale_ack(client, publish, route) {
+                acks.lock().expect("acks lock").violations.push(stale);
+            }
             if let Some(out) = undecided(client, publish.topic.as_str(), &publish.payload[..]) {
                 acks.lock().expect("acks lock").violations.push(format!(
                     "{client} sent the acknowledgement of {} (packet {} of connection {}) before the Kafka \

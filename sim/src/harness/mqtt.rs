@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use flechtwerk::kafka::TopicPartition;
-use flechtwerk::mqtt::Mqtt;
+use flechtwerk::mqtt::{Mqtt, Publish};
 use flechtwerk::Event;
 use madsim::rand::{thread_rng, Rng};
 use madsim::runtime::Handle;
@@ -23,7 +23,9 @@ use super::truth;
 use crate::cluster::broker::log::Body;
 use crate::cluster::broker::TxnStatus;
 use crate::cluster::Cluster;
-use crate::mqtt::{ClientFaults, MqttBroker, ReceiptLog, SendAckHook, SimBrokerConfig, SimMqtt, SubscriptionLog};
+use crate::mqtt::{
+    AckRoute, ClientFaults, MqttBroker, ReceiptLog, SendAckHook, SimBrokerConfig, SimMqtt, SubscriptionLog,
+};
 use crate::runner::Ctx;
 
 /// Per replica, what its current process subscribed (replaced at every start of it).
@@ -78,6 +80,20 @@ pub fn client(
         client = client.logging_receipts(log);
     }
     Arc::new(client)
+}
+
+/// An acknowledgement only on its message's own connection (MQ-06, MQ-16): one that leaves on
+/// a later connection, asked for after the bridge was handed that connection's CONNACK, names
+/// a packet id that means another message there (after a lost session), or none.
+pub fn stale_ack(client: &str, publish: &Publish, route: AckRoute) -> Option<String> {
+    let stale = route.leaves_on != 0 && publish.connection != route.leaves_on && route.bridge_told == route.leaves_on;
+    stale.then(|| {
+        format!(
+            "{client} sent an acknowledgement of packet {} of connection {} ({}) on connection {}, after its \
+             CONNACK: the packet id names another message there, or none",
+            publish.packet_id, publish.connection, publish.topic, route.leaves_on
+        )
+    })
 }
 
 /// The records of `topic` that are decided committed at this moment, on the Kafka broker's own

@@ -38,9 +38,21 @@ pub struct SimMqtt {
 
 /// Hook called whenever the bridge hands the client an acknowledgement to send (before it
 /// travels: a slow ack or a partition may delay it, a dropped connection lose it), with the
-/// client id and the message it names: where "no acknowledgement before the commit" is checked
-/// at the send.
-pub type SendAckHook = Arc<dyn Fn(&str, &Publish) + Send + Sync>;
+/// client id, the message it names and where it goes: where "no acknowledgement before the
+/// commit" and "an acknowledgement only on its message's connection" are checked at the send.
+pub type SendAckHook = Arc<dyn Fn(&str, &Publish, AckRoute) + Send + Sync>;
+
+/// Where an acknowledgement the bridge asked for goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AckRoute {
+    /// The client's connection it leaves on (0: none, the client discards it). Its packet id
+    /// names, there, whatever the session holds under it.
+    pub leaves_on: u64,
+    /// The last connection whose CONNACK the client had handed to the bridge when it asked
+    /// (a bridge that asks for an ack of an earlier connection's message after this names a
+    /// packet id it knew to be stale).
+    pub bridge_told: u64,
+}
 
 /// Every message the clients of one [`SimMqtt`] handed to the bridge (what one process received
 /// over its lifetime): topic, payload, and the number of the connection it came on.
@@ -121,6 +133,8 @@ struct ClientShared {
     /// The number of the connection the client uses (0: none): events of an abandoned
     /// connection still on their way are discarded, as a closed socket's unread data.
     current: std::sync::atomic::AtomicU64,
+    /// The number of the last connection whose CONNACK was handed to the bridge.
+    told: std::sync::atomic::AtomicU64,
 }
 
 impl ClientShared {
@@ -170,6 +184,10 @@ async fn forward(shared: Arc<ClientShared>, number: u64, mut from: EventReceiver
         if shared.current.load(SeqCst) != number {
             continue;
         }
+        let connected = match &event {
+            MqttEvent::Connected { connection, .. } => Some(*connection),
+            _ => None,
+        };
         let receipt = match (&event, &shared.received) {
             (MqttEvent::Publish(publish), Some(_)) => {
                 Some((publish.topic.clone(), publish.payload.clone(), publish.connection))
@@ -178,6 +196,9 @@ async fn forward(shared: Arc<ClientShared>, number: u64, mut from: EventReceiver
         };
         if !to.send(event) {
             return;
+        }
+        if let Some(connection) = connected {
+            shared.told.store(connection, SeqCst);
         }
         if let (Some(receipt), Some(log)) = (receipt, &shared.received) {
             log.lock().unwrap_or_else(|p| p.into_inner()).insert(receipt);
@@ -205,6 +226,7 @@ impl Mqtt for SimMqtt {
             on_send_ack: self.on_send_ack.clone(),
             received: self.received.clone(),
             current: std::sync::atomic::AtomicU64::new(0),
+            told: std::sync::atomic::AtomicU64::new(0),
         });
         tokio::spawn(drive(Arc::clone(&shared), session.session_expiry, events));
         Ok((Box::new(SimClient { shared }), receiver))
@@ -308,10 +330,12 @@ impl MqttClient for SimClient {
             return Ok(());
         }
         let s = &self.shared;
-        if let Some(hook) = &s.on_send_ack {
-            hook(&s.client_id, publish);
-        }
         let token = s.token();
+        if let Some(hook) = &s.on_send_ack {
+            use std::sync::atomic::Ordering::SeqCst;
+            let leaves_on = if token == 0 { 0 } else { s.current.load(SeqCst) };
+            hook(&s.client_id, publish, AckRoute { leaves_on, bridge_told: s.told.load(SeqCst) });
+        }
         if token == 0 {
             // Queued while disconnected: discarded (rumqttc does the same).
             return Ok(());

@@ -56,4 +56,4 @@ mod client;
 mod wire;
 
 pub use broker::{AckHook, AckSeen, Held, LogHook, MqttBroker, PublishOutcome, SimBrokerConfig};
-pub use client::{ClientFaults, Reachable, ReceiptLog, SendAckHook, SimMqtt, SubscriptionLog};
+pub use client::{AckRoute, ClientFaults, Reachable, ReceiptLog, SendAckHook, SimMqtt, SubscriptionLog};

@@ -18,6 +18,10 @@
 //! *stable* configs stay as they are for the whole run.
 //!
 //! Properties:
+//! - **an ack only on its message's connection** (MQ-06, MQ-16): the bridge never asks for an
+//!   acknowledgement of a message of an earlier connection once it was handed the CONNACK of
+//!   the connection it would leave on (after a lost session the packet id names another
+//!   message there) — checked at the send;
 //! - **no ack before commit**, checked twice: when the bridge hands its client the ack of a
 //!   relayed message (the send), and when the broker applies an ack to a message (which, after
 //!   a lost session, may not be the message the bridge meant), the Kafka transaction carrying
@@ -66,7 +70,7 @@ use crate::harness::faults::{FaultProfile, FaultSchedule};
 use crate::harness::mqtt::{self as bridge, ClientWatch, OwnSubscriptions};
 use crate::harness::replicas::{Launch, ReplicaEnv, ReplicaObserver, Replicas};
 use crate::harness::truth;
-use crate::mqtt::{AckSeen, MqttBroker, ReceiptLog, SendAckHook, SimBrokerConfig};
+use crate::mqtt::{AckRoute, AckSeen, MqttBroker, ReceiptLog, SendAckHook, SimBrokerConfig};
 use crate::runner::{Ctx, Scenario};
 
 /// The scenario's fault kinds.
@@ -222,9 +226,19 @@ fn on_ack(cluster: &Cluster, replicas: &[String], journal: &Mutex<Journal>, ack:
 /// The ack check at the send: whenever a bridge asks its client to acknowledge a relayed
 /// message, the Kafka transaction carrying it is decided committed. An ack sent early but
 /// applied late (a slow ack, a partition) passes the check at the broker; not this one.
-fn on_send_ack(cluster: &Cluster, replicas: &[String], journal: &Mutex<Journal>, client: &str, publish: &Publish) {
+fn on_send_ack(
+    cluster: &Cluster,
+    replicas: &[String],
+    journal: &Mutex<Journal>,
+    client: &str,
+    publish: &Publish,
+    route: AckRoute,
+) {
     let mut journal = journal.lock().expect("journal lock");
     journal.sent += 1;
+    if let Some(stale) = bridge::stale_ack(client, publish, route) {
+        journal.violations.push(stale);
+    }
     let Kind::Seq(seq) = kind_of(&publish.payload) else { return };
     if !stable_topic(&publish.topic) {
         return;
@@ -606,8 +620,8 @@ fn launch(
             checks.receipts.lock().expect("receipts lock").insert(env.name.clone(), received.clone());
             let send_check: SendAckHook = {
                 let checks = checks.clone();
-                Arc::new(move |client: &str, publish: &Publish| {
-                    on_send_ack(&checks.cluster, &checks.names, &checks.journal, client, publish);
+                Arc::new(move |client: &str, publish: &Publish, route: AckRoute| {
+                    on_send_ack(&checks.cluster, &checks.names, &checks.journal, client, publish, route);
                 })
             };
             let watch = ClientWatch { on_send_ack: Some(send_check), received: Some(received) };
