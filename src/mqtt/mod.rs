@@ -20,7 +20,11 @@
 //! - **Manual acknowledgements.** Nothing is acknowledged on receipt: a QoS 1 message stays in
 //!   flight at the broker until [`MqttClient::ack`], and is redelivered (with the same packet id
 //!   and the DUP flag) after a reconnect to a resumed session. An ack queued while the
-//!   connection is down is discarded, so the message comes again.
+//!   connection is down is discarded, so the message comes again. A session the broker lost (a
+//!   restart without persistence, an expiry, a clean start under the same client id) is not
+//!   resumed: the CONNACK says so (`session_present` false), its messages never come again, and
+//!   the new session's packet ids start over, so an ack names a packet id only on the
+//!   connection its message arrived on ([`Publish::connection`]).
 //! - **Subscriptions are the caller's.** A resumed session may keep its subscriptions, but
 //!   Mosquitto restores a `$share` subscription dead after a broker restart: the caller
 //!   re-subscribes after every `Connected`.

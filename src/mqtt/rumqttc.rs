@@ -21,9 +21,11 @@
 //! A limitation: an ack queued just before a connection drops may leave on the next
 //! connection, naming a packet id of the previous one. Mosquitto redelivers a resumed session's
 //! messages under their old packet ids, so it then acknowledges the same message; if that
-//! message was already acknowledged and its id reused, it acknowledges a newer message early
-//! (a loss only if the process then dies before relaying it). The bridge never *asks* for such
-//! an ack (it drops acks of earlier connections).
+//! message was already acknowledged and its id reused, or if the broker lost the session (a
+//! restart without persistence, an expiry, a clean start: the new session numbers its ids from
+//! 1 again), it acknowledges another message early (a loss only if the process then dies
+//! before relaying it). The bridge never *asks* for such an ack (it drops acks of earlier
+//! connections).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

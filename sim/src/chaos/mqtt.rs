@@ -19,10 +19,10 @@ use super::{Chaos, Gen, Outcome, ReadTopics, Shape, DIFFS_SHOWN, FIRST_TASKS_MAX
 use crate::cluster::Cluster;
 use crate::harness::disk::SimDisk;
 use crate::harness::faults::FaultSchedule;
-use crate::harness::mqtt::{self as bridge, OwnSubscriptions};
+use crate::harness::mqtt::{self as bridge, ClientWatch, OwnSubscriptions};
 use crate::harness::replicas::{error_kind, Launch, ReplicaEnv, Replicas};
 use crate::harness::{topic, truth, CONFIG_CONVERGENCE_MAX, QUIESCENCE_MAX};
-use crate::mqtt::{MqttBroker, SimBrokerConfig};
+use crate::mqtt::{AckRoute, MqttBroker, SendAckHook, SimBrokerConfig};
 use crate::runner::Ctx;
 
 impl Chaos {
@@ -38,8 +38,9 @@ impl Chaos {
     /// faults fed the messages the chaos run's broker queued for the bridge; MQTT QoS 1 redelivers
     /// what was not acknowledged, so the chaos run may hold a value more often, but only as often
     /// as the broker delivered the messages it comes from (see the [module](crate::chaos) docs).
-    /// Besides, at every acknowledgement the broker applies, the output the relay made of the
-    /// message must be committed (no acknowledgement before the commit).
+    /// Besides, at every acknowledgement the bridge sends and at every one the broker applies,
+    /// the output the relay made of the message must be committed (no acknowledgement before
+    /// the commit).
     pub fn mqtt<S: MqttExtractor>(stage: impl Fn() -> S + Send + Sync + 'static) -> Self {
         let stage = Arc::new(stage);
         let read = stage.clone();
@@ -49,7 +50,8 @@ impl Chaos {
             Arc::new(move |env: ReplicaEnv| {
                 let (stage, run) = (stage.clone(), run.clone());
                 Box::pin(async move {
-                    let mqtt = bridge::client(&run.broker, &run.cluster, &env.name, run.slow_ack_max, &run.own);
+                    let watch = ClientWatch { on_send_ack: Some(run.on_send_ack.clone()), received: None };
+                    let mqtt = bridge::client(&run.broker, &run.cluster, &env.name, run.slow_ack_max, &run.own, watch);
                     let recorded = Recorded { inner: stage(), replica: env.name.clone(), relays: run.relays.clone() };
                     let app = Flechtwerk::builder()
                         .application_id(&run.application_id)
@@ -88,7 +90,7 @@ impl Chaos {
         let names: Vec<String> = (0..replica_count).map(|i| format!("replica-{i}")).collect();
         let relays = Relays::default();
         let acks: Arc<Mutex<AckJournal>> = Arc::default();
-        self.check_acks_on(&broker, &cluster, &names, &relays, &acks);
+        let on_send_ack = self.check_acks_on(&broker, &cluster, &names, &relays, &acks);
         let own = OwnSubscriptions::default();
         let run = BridgeRun {
             application_id: self.application_id.clone(),
@@ -98,6 +100,7 @@ impl Chaos {
             slow_ack_max: self.slow_ack_max,
             own: own.clone(),
             relays: relays.clone(),
+            on_send_ack,
         };
         let disk = SimDisk::default();
         let mut replicas = Replicas::start(&cluster, &ctx, &disk, factory(run), replica_count, replica_count);
@@ -147,9 +150,11 @@ impl Chaos {
         crate::harness::setup(cluster, topics, configs).await;
     }
 
-    /// The check at every acknowledgement the broker applies: the output the relay made of the
-    /// message must already be committed (decided, on the Kafka broker's own state). Its
-    /// violations go to `acks`.
+    /// The check at every acknowledgement the broker applies, and the hook that makes it at
+    /// every one a bridge sends (returned, for the replicas' clients): the output the relay made
+    /// of the message must already be committed (decided, on the Kafka broker's own state). An
+    /// acknowledgement sent before the commit but applied after it fails only the check at the
+    /// send. Violations go to `acks`.
     fn check_acks_on(
         &self,
         broker: &MqttBroker,
@@ -157,17 +162,19 @@ impl Chaos {
         names: &[String],
         relays: &Relays,
         acks: &Arc<Mutex<AckJournal>>,
-    ) {
-        let (cluster, relays, acks) = (cluster.clone(), relays.clone(), acks.clone());
+    ) -> SendAckHook {
+        let (cluster, relays, decisions) = (cluster.clone(), relays.clone(), acks.clone());
         let ids: Vec<String> = names.iter().map(|n| format!("{}-{n}", self.application_id)).collect();
         let outputs: Vec<String> = self.outputs_topics.iter().map(|(t, _)| t.clone()).collect();
-        broker.on_ack(Arc::new(move |ack| {
-            let Some(content) = canonical_bytes(&ack.message.payload) else { return };
-            let key = (ack.client_id.clone(), ack.message.topic.clone(), content);
-            let Some(Some(out)) = relays.lock().expect("relays lock").get(&key).cloned() else { return };
-            let mut journal = acks.lock().expect("acks lock");
+        // The output the relay made of (replica, topic, payload), unless it is decided
+        // committed by now.
+        let undecided = Arc::new(move |client: &str, topic: &str, payload: &[u8]| -> Option<OutputId> {
+            let content = canonical_bytes(payload)?;
+            let key = (client.to_owned(), topic.to_owned(), content);
+            let out = relays.lock().expect("relays lock").get(&key).cloned()??;
+            let mut journal = decisions.lock().expect("acks lock");
             if journal.decided.contains(&out) {
-                return;
+                return None;
             }
             for topic in &outputs {
                 let decided = bridge::decided_outputs(&cluster, &ids, topic, |key, value| {
@@ -176,13 +183,35 @@ impl Chaos {
                 });
                 journal.decided.extend(decided);
             }
-            if !journal.decided.contains(&out) {
-                journal.violations.push(format!(
-                    "{} acknowledged {} (publish #{}) before the Kafka transaction carrying its output {}/{} committed",
-                    ack.client_id, ack.message.topic, ack.message.number, out.0, out.1
+            (!journal.decided.contains(&out)).then_some(out)
+        });
+        {
+            let (undecided, acks) = (undecided.clone(), acks.clone());
+            broker.on_ack(Arc::new(move |ack| {
+                if let Some(out) =
+                    undecided(ack.client_id.as_str(), ack.message.topic.as_str(), &ack.message.payload[..])
+                {
+                    acks.lock().expect("acks lock").violations.push(format!(
+                        "{} acknowledged {} (publish #{}) before the Kafka transaction carrying its output {}/{} \
+                         committed",
+                        ack.client_id, ack.message.topic, ack.message.number, out.0, out.1
+                    ));
+                }
+            }));
+        }
+        let acks = acks.clone();
+        Arc::new(move |client: &str, publish: &flechtwerk::mqtt::Publish, route: AckRoute| {
+            if let Some(stale) = bridge::stale_ack(client, publish, route) {
+                acks.lock().expect("acks lock").violations.push(stale);
+            }
+            if let Some(out) = undecided(client, publish.topic.as_str(), &publish.payload[..]) {
+                acks.lock().expect("acks lock").violations.push(format!(
+                    "{client} sent the acknowledgement of {} (packet {} of connection {}) before the Kafka \
+                     transaction carrying its output {}/{} committed",
+                    publish.topic, publish.packet_id, publish.connection, out.0, out.1
                 ));
             }
-        }));
+        })
     }
 
     /// Waits, at most [`FIRST_TASKS_MAX`], until every replica subscribed the configs' filters:
@@ -338,6 +367,7 @@ pub(super) struct BridgeRun {
     slow_ack_max: Duration,
     own: OwnSubscriptions,
     relays: Relays,
+    on_send_ack: SendAckHook,
 }
 
 /// What the phases of a bridge run look at: the Kafka cluster, the MQTT broker, the replicas'

@@ -5,7 +5,8 @@
 //! start the broker with [`start_broker`], give each replica a client made by [`client`] (its
 //! node's network partitions cut its MQTT connection too, and every filter it subscribes is
 //! logged), decide "no acknowledgement before the commit" with [`decided_outputs`] at each
-//! acknowledgement the broker applies, and check the subscriptions after quiescence against
+//! acknowledgement the bridge sends ([`ClientWatch::on_send_ack`]) and at each one the broker
+//! applies, and check the subscriptions after quiescence against
 //! [`wanted_subscriptions`] and [`stray_subscriptions`].
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -13,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use flechtwerk::kafka::TopicPartition;
-use flechtwerk::mqtt::Mqtt;
+use flechtwerk::mqtt::{Mqtt, Publish};
 use flechtwerk::Event;
 use madsim::rand::{thread_rng, Rng};
 use madsim::runtime::Handle;
@@ -22,7 +23,9 @@ use super::truth;
 use crate::cluster::broker::log::Body;
 use crate::cluster::broker::TxnStatus;
 use crate::cluster::Cluster;
-use crate::mqtt::{ClientFaults, MqttBroker, SimBrokerConfig, SimMqtt, SubscriptionLog};
+use crate::mqtt::{
+    AckRoute, ClientFaults, MqttBroker, ReceiptLog, SendAckHook, SimBrokerConfig, SimMqtt, SubscriptionLog,
+};
 use crate::runner::Ctx;
 
 /// Per replica, what its current process subscribed (replaced at every start of it).
@@ -39,26 +42,58 @@ pub fn start_broker(ctx: &Ctx, config: SimBrokerConfig) -> MqttBroker {
     broker
 }
 
+/// What the checks watch on a replica's MQTT client, besides its subscriptions.
+#[derive(Clone, Default)]
+pub struct ClientWatch {
+    /// Called at every acknowledgement the bridge asks the client to send, as it asks (where
+    /// "no acknowledgement before the commit" is checked at the send).
+    pub on_send_ack: Option<SendAckHook>,
+    /// Receives every message the client hands to the bridge.
+    pub received: Option<ReceiptLog>,
+}
+
 /// The MQTT client factory of replica `name`'s current process: a client of `broker` whose acks
 /// take up to `slow_ack_max` on their way (seeded jitter), that cannot reach the broker while
-/// the replica's node is cut off the network, and that logs every filter it subscribes into
-/// `own` (a fresh log per call: call it at every start of the replica's application).
+/// the replica's node is cut off the network, that logs every filter it subscribes into
+/// `own` (a fresh log per call: call it at every start of the replica's application), and that
+/// `watch` watches.
 pub fn client(
     broker: &MqttBroker,
     cluster: &Cluster,
     name: &str,
     slow_ack_max: Duration,
     own: &OwnSubscriptions,
+    watch: ClientWatch,
 ) -> Arc<dyn Mqtt> {
     let log = SubscriptionLog::default();
     own.lock().expect("own lock").insert(name.to_owned(), log.clone());
     let (isolated, name) = (cluster.clone(), name.to_owned());
-    Arc::new(
+    let mut client =
         SimMqtt::new(broker.clone(), ClientFaults { slow_ack_max }, Arc::new(|n| thread_rng().gen_range(0..n)))
             .logging_subscriptions(log)
             // A partition of the replica's node cuts its MQTT connection too.
-            .reachable(Arc::new(move || !isolated.is_isolated(&name))),
-    )
+            .reachable(Arc::new(move || !isolated.is_isolated(&name)));
+    if let Some(hook) = watch.on_send_ack {
+        client = client.on_send_ack(hook);
+    }
+    if let Some(log) = watch.received {
+        client = client.logging_receipts(log);
+    }
+    Arc::new(client)
+}
+
+/// An acknowledgement only on its message's own connection (MQ-06, MQ-16): one that leaves on
+/// a later connection, asked for after the bridge was handed that connection's CONNACK, names
+/// a packet id that means another message there (after a lost session), or none.
+pub fn stale_ack(client: &str, publish: &Publish, route: AckRoute) -> Option<String> {
+    let stale = route.leaves_on != 0 && publish.connection != route.leaves_on && route.bridge_told == route.leaves_on;
+    stale.then(|| {
+        format!(
+            "{client} sent an acknowledgement of packet {} of connection {} ({}) on connection {}, after its \
+             CONNACK: the packet id names another message there, or none",
+            publish.packet_id, publish.connection, publish.topic, route.leaves_on
+        )
+    })
 }
 
 /// The records of `topic` that are decided committed at this moment, on the Kafka broker's own

@@ -49,6 +49,11 @@ pub struct PublishOutcome {
     pub dropped_by: Vec<String>,
     /// No live subscription matched (e.g. only dead restored `$share` subscriptions).
     pub unrouted: bool,
+    /// Sessions that lost it unacknowledged, with the session itself (a restart without
+    /// persistence, an expiry, a clean start): the broker will never send it (again) to anyone.
+    /// Each with the number of the client's connection it was last sent on (0: it was queued,
+    /// never sent).
+    pub lost_by: Vec<(String, u64)>,
 }
 
 /// An acknowledgement the broker applied.
@@ -85,6 +90,9 @@ struct SessionState {
     inflight: Vec<(u16, Held)>,
     next_packet_id: u16,
     conn: Option<Conn>,
+    /// The client's number of the last connection the session had (0: none yet): what its
+    /// in-flight messages were last sent on.
+    last_number: u64,
     expiry: Duration,
     /// When the last connection ended (for expiry).
     away_since: Option<Instant>,
@@ -107,6 +115,8 @@ struct State {
     on_ack: Option<AckHook>,
     on_log: Option<LogHook>,
     log: Vec<String>,
+    /// Clients cut off the broker (an outage of the network between them): until when.
+    cut: BTreeMap<String, Instant>,
 }
 
 impl State {
@@ -144,6 +154,7 @@ impl MqttBroker {
                 on_ack: None,
                 on_log: None,
                 log: Vec::new(),
+                cut: BTreeMap::new(),
             })),
             name: "sim-mqtt:1883".into(),
         }
@@ -260,6 +271,62 @@ impl MqttBroker {
         state.note(log);
     }
 
+    /// The broker restarts *without persistence* (Mosquitto with `persistence false`, or its
+    /// store lost): as [`stop`](Self::stop), and every session goes with its subscriptions, its
+    /// in-flight messages and its queue (recorded as lost, [`PublishOutcome::lost_by`]). After
+    /// [`start`](Self::start) a client's CONNECT finds no session (`session_present` false),
+    /// and the new session's packet ids start again from 1.
+    pub fn stop_without_persistence(&self) {
+        self.stop();
+        let mut state = self.lock();
+        let sessions = std::mem::take(&mut state.sessions);
+        let mut log = Vec::new();
+        for (client, session) in sessions {
+            let lost = forget(&mut state.outcomes, &client, session);
+            log.push(format!("mqtt: session {client} lost with the broker's memory ({lost} messages)"));
+        }
+        state.note(log);
+    }
+
+    /// A client with `client_id` connects with `clean_start` and a session expiry of 0, then
+    /// disconnects (an operator's tool, or a second deployment misconfigured with the same
+    /// client id): it takes the session over, closing the connection of its holder, and the
+    /// clean start discards the session with everything it held. The holder's next CONNECT
+    /// finds no session. Whether there was a session.
+    pub fn clean_start(&self, client_id: &str) -> bool {
+        let mut state = self.lock();
+        if !state.up {
+            return false;
+        }
+        let Some(mut session) = state.sessions.remove(client_id) else { return false };
+        let mut log = Vec::new();
+        if let Some(conn) = session.conn.take() {
+            conn.events.send(MqttEvent::Disconnected { reason: "session taken over".into() });
+            conn.closed.notify_one();
+            log.push(format!("mqtt: {client_id} session taken over"));
+        }
+        let lost = forget(&mut state.outcomes, client_id, session);
+        log.push(format!("mqtt: session {client_id} discarded by a clean start ({lost} messages)"));
+        state.note(log);
+        true
+    }
+
+    /// Cuts the network between `client_id` and the broker for `outage`: nothing either sends
+    /// arrives meanwhile (the client gives the connection up after an unanswered ping, the
+    /// broker drops it after 1.5 × the keepalive of silence, and reconnects time out). A
+    /// session whose expiry is shorter than what remains of the outage then expires.
+    pub fn cut(&self, client_id: &str, outage: Duration) {
+        let mut state = self.lock();
+        let until = Instant::now() + outage;
+        state.cut.insert(client_id.to_owned(), until);
+        state.note(vec![format!("mqtt: {client_id} cut off the broker for {outage:?}")]);
+    }
+
+    /// Whether `client_id` can reach the broker's network now (not [cut](Self::cut) off).
+    pub fn reaches(&self, client_id: &str) -> bool {
+        self.lock().cut.get(client_id).is_none_or(|until| Instant::now() >= *until)
+    }
+
     /// The broker is reachable again.
     pub fn start(&self) {
         let mut state = self.lock();
@@ -301,13 +368,18 @@ impl MqttBroker {
                 log.push(format!("mqtt: {client} keepalive timeout"));
             }
         }
-        state.sessions.retain(|client, session| {
-            let expired = session.conn.is_none() && session.away_since.is_some_and(|t| now - t >= session.expiry);
-            if expired {
-                log.push(format!("mqtt: session {client} expired"));
-            }
-            !expired
-        });
+        let expired: Vec<String> = state
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.conn.is_none() && s.away_since.is_some_and(|t| now - t >= s.expiry))
+            .map(|(client, _)| client.clone())
+            .collect();
+        for client in expired {
+            let session = state.sessions.remove(&client).expect("listed above");
+            let lost = forget(&mut state.outcomes, &client, session);
+            log.push(format!("mqtt: session {client} expired ({lost} messages)"));
+        }
+        state.cut.retain(|_, until| now < *until);
         state.note(log);
     }
 
@@ -362,6 +434,7 @@ impl MqttBroker {
             inflight: Vec::new(),
             next_packet_id: 1,
             conn: None,
+            last_number: 0,
             expiry,
             away_since: None,
         });
@@ -382,6 +455,7 @@ impl MqttBroker {
         }
         session.conn =
             Some(Conn { token, number, events: events.clone(), closed: Arc::clone(&closed), last_seen: now });
+        session.last_number = number;
         session.away_since = None;
         pump(session, window, deliveries);
         log.push(format!("mqtt: {client_id} connected #{number} (session present: {present})"));
@@ -473,4 +547,17 @@ fn pump(session: &mut SessionState, window: usize, deliveries: &mut BTreeMap<u64
         *deliveries.entry(held.number).or_default() += 1;
         session.inflight.push((packet_id, held));
     }
+}
+
+/// Records every message `session` of `client` held (in flight or queued) as lost with it;
+/// returns how many.
+fn forget(outcomes: &mut BTreeMap<u64, PublishOutcome>, client: &str, session: SessionState) -> usize {
+    let sent = session.inflight.into_iter().map(|(_, held)| (held, session.last_number));
+    let held: Vec<(Held, u64)> = sent.chain(session.queue.into_iter().map(|held| (held, 0))).collect();
+    for (held, number) in &held {
+        if let Some(outcome) = outcomes.get_mut(&held.number) {
+            outcome.lost_by.push((client.to_owned(), *number));
+        }
+    }
+    held.len()
 }

@@ -32,7 +32,31 @@ pub struct SimMqtt {
     rng: Arc<dyn Fn(u64) -> u64 + Send + Sync>,
     subscribed: Option<SubscriptionLog>,
     reachable: Reachable,
+    on_send_ack: Option<SendAckHook>,
+    received: Option<ReceiptLog>,
 }
+
+/// Hook called whenever the bridge hands the client an acknowledgement to send (before it
+/// travels: a slow ack or a partition may delay it, a dropped connection lose it), with the
+/// client id, the message it names and where it goes: where "no acknowledgement before the
+/// commit" and "an acknowledgement only on its message's connection" are checked at the send.
+pub type SendAckHook = Arc<dyn Fn(&str, &Publish, AckRoute) + Send + Sync>;
+
+/// Where an acknowledgement the bridge asked for goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AckRoute {
+    /// The client's connection it leaves on (0: none, the client discards it). Its packet id
+    /// names, there, whatever the session holds under it.
+    pub leaves_on: u64,
+    /// The last connection whose CONNACK the client had handed to the bridge when it asked
+    /// (a bridge that asks for an ack of an earlier connection's message after this names a
+    /// packet id it knew to be stale).
+    pub bridge_told: u64,
+}
+
+/// Every message the clients of one [`SimMqtt`] handed to the bridge (what one process received
+/// over its lifetime): topic, payload, and the number of the connection it came on.
+pub type ReceiptLog = Arc<Mutex<BTreeSet<(String, bytes::Bytes, u64)>>>;
 
 /// Whether the client's node can reach the broker right now (a network partition says no).
 pub type Reachable = Arc<dyn Fn() -> bool + Send + Sync>;
@@ -51,7 +75,15 @@ pub type SubscriptionLog = Arc<Mutex<BTreeSet<(Option<String>, String)>>>;
 impl SimMqtt {
     /// Clients of `broker`. `rng(n)` returns a number below `n` (the simulation's seeded RNG).
     pub fn new(broker: MqttBroker, faults: ClientFaults, rng: Arc<dyn Fn(u64) -> u64 + Send + Sync>) -> Self {
-        SimMqtt { broker, faults, rng, subscribed: None, reachable: Arc::new(|| true) }
+        SimMqtt {
+            broker,
+            faults,
+            rng,
+            subscribed: None,
+            reachable: Arc::new(|| true),
+            on_send_ack: None,
+            received: None,
+        }
     }
 
     /// The network between the clients and the broker follows `reachable`: while it says no,
@@ -71,6 +103,18 @@ impl SimMqtt {
         self.subscribed = Some(log);
         self
     }
+
+    /// Calls `hook` at every acknowledgement the bridge asks its clients to send, as it asks.
+    pub fn on_send_ack(mut self, hook: SendAckHook) -> Self {
+        self.on_send_ack = Some(hook);
+        self
+    }
+
+    /// Records every message its clients hand to the bridge into `log`.
+    pub fn logging_receipts(mut self, log: ReceiptLog) -> Self {
+        self.received = Some(log);
+        self
+    }
 }
 
 struct ClientShared {
@@ -84,9 +128,13 @@ struct ClientShared {
     rng: Arc<dyn Fn(u64) -> u64 + Send + Sync>,
     subscribed: Option<SubscriptionLog>,
     reachable: Reachable,
+    on_send_ack: Option<SendAckHook>,
+    received: Option<ReceiptLog>,
     /// The number of the connection the client uses (0: none): events of an abandoned
     /// connection still on their way are discarded, as a closed socket's unread data.
     current: std::sync::atomic::AtomicU64,
+    /// The number of the last connection whose CONNACK was handed to the bridge.
+    told: std::sync::atomic::AtomicU64,
 }
 
 impl ClientShared {
@@ -94,10 +142,16 @@ impl ClientShared {
         *self.token.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Whether the broker can be reached now: the client's node is not cut off the network,
+    /// nor the client off the broker's ([`MqttBroker::cut`]).
+    fn reaches(&self) -> bool {
+        (self.reachable)() && self.broker.reaches(&self.client_id)
+    }
+
     /// Waits until the broker is reachable, at most `bound`; whether it is.
     async fn until_reachable(&self, bound: Duration) -> bool {
         let deadline = Instant::now().checked_add(bound);
-        while !(self.reachable)() {
+        while !self.reaches() {
             if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
                 return false;
             }
@@ -109,7 +163,7 @@ impl ClientShared {
     /// Runs `send` now if the broker is reachable, else once it is again (a retransmission;
     /// the broker ignores it if the connection it names is gone by then).
     fn transmit(self: &Arc<Self>, send: impl FnOnce(&ClientShared) + Send + 'static) {
-        if (self.reachable)() {
+        if self.reaches() {
             send(self);
         } else {
             let shared = Arc::clone(self);
@@ -130,8 +184,24 @@ async fn forward(shared: Arc<ClientShared>, number: u64, mut from: EventReceiver
         if shared.current.load(SeqCst) != number {
             continue;
         }
+        let connected = match &event {
+            MqttEvent::Connected { connection, .. } => Some(*connection),
+            _ => None,
+        };
+        let receipt = match (&event, &shared.received) {
+            (MqttEvent::Publish(publish), Some(_)) => {
+                Some((publish.topic.clone(), publish.payload.clone(), publish.connection))
+            }
+            _ => None,
+        };
         if !to.send(event) {
             return;
+        }
+        if let Some(connection) = connected {
+            shared.told.store(connection, SeqCst);
+        }
+        if let (Some(receipt), Some(log)) = (receipt, &shared.received) {
+            log.lock().unwrap_or_else(|p| p.into_inner()).insert(receipt);
         }
     }
 }
@@ -153,7 +223,10 @@ impl Mqtt for SimMqtt {
             rng: Arc::clone(&self.rng),
             subscribed: self.subscribed.clone(),
             reachable: Arc::clone(&self.reachable),
+            on_send_ack: self.on_send_ack.clone(),
+            received: self.received.clone(),
             current: std::sync::atomic::AtomicU64::new(0),
+            told: std::sync::atomic::AtomicU64::new(0),
         });
         tokio::spawn(drive(Arc::clone(&shared), session.session_expiry, events));
         Ok((Box::new(SimClient { shared }), receiver))
@@ -258,6 +331,11 @@ impl MqttClient for SimClient {
         }
         let s = &self.shared;
         let token = s.token();
+        if let Some(hook) = &s.on_send_ack {
+            use std::sync::atomic::Ordering::SeqCst;
+            let leaves_on = if token == 0 { 0 } else { s.current.load(SeqCst) };
+            hook(&s.client_id, publish, AckRoute { leaves_on, bridge_told: s.told.load(SeqCst) });
+        }
         if token == 0 {
             // Queued while disconnected: discarded (rumqttc does the same).
             return Ok(());

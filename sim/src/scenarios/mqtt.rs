@@ -7,18 +7,31 @@
 //! crash-restarts at any point (no scale-up or scale-down: a removed replica's session would keep
 //! absorbing its share until it expires, MQ-52, which is the documented handover window, not a
 //! bug), plus MQTT faults: dropped connections, broker restarts (sessions kept, restored `$share`
-//! subscriptions dead until subscribed again, the broker unreachable for a while), slow acks.
+//! subscriptions dead until subscribed again, the broker unreachable for a while), slow acks,
+//! and session loss: broker restarts without persistence, a clean start under a replica's
+//! client id, outages of a replica's network to the MQTT broker, and in half the seeds a session
+//! expiry of seconds that an outage (that one, a pause, a partition, a crash) outlasts. After a
+//! lost session the broker has forgotten what it held for it and numbers packet ids from 1
+//! again, so an acknowledgement of a packet id received on an earlier connection names another
+//! message.
 //! A config writer adds, suspends, resumes, re-points and deletes the *churn* configs; the
 //! *stable* configs stay as they are for the whole run.
 //!
 //! Properties:
-//! - **no ack before commit**: whenever the broker applies an ack of a relayed message, the
-//!   Kafka transaction carrying it has been decided committed (a commit marker is in the log,
-//!   or the coordinator is committing it) — checked at the moment of the ack, on the Kafka
-//!   broker's own state;
+//! - **an ack only on its message's connection** (MQ-06, MQ-16): the bridge never asks for an
+//!   acknowledgement of a message of an earlier connection once it was handed the CONNACK of
+//!   the connection it would leave on (after a lost session the packet id names another
+//!   message there) — checked at the send;
+//! - **no ack before commit**, checked twice: when the bridge hands its client the ack of a
+//!   relayed message (the send), and when the broker applies an ack to a message (which, after
+//!   a lost session, may not be the message the bridge meant), the Kafka transaction carrying
+//!   the message has been decided committed (a commit marker is in the log, or the coordinator
+//!   is committing it) — checked at that moment, on the Kafka broker's own state;
 //! - **no loss**: every message of a stable topic that the MQTT broker queued for a bridge
 //!   session (a live subscription matched it, no queue overflowed) is in Kafka
-//!   (`read_committed`) at least once, unless the relay filtered it or it was poison;
+//!   (`read_committed`) at least once, unless the relay filtered it or it was poison, or it was
+//!   lost with its session and the process running now had not received its last send (a lost
+//!   session's messages are gone from the broker; one the bridge holds is its to relay);
 //! - **duplicates only from redeliveries**: a message is in Kafka at most as often as the broker
 //!   delivered it (a redelivery follows a crash or a reconnect); duplicates are counted in the
 //!   trace;
@@ -42,6 +55,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use flechtwerk::attribute::{Attribute, BOOL, INT, STR};
 use flechtwerk::kafka::{Kafka, NewTopic, ProducerConfig, ProducerRecord};
+use flechtwerk::mqtt::Publish;
 use flechtwerk::observer::{ConfigView, Observer};
 use flechtwerk::stage::{mqtt_extractor, MqttBrokerConfig};
 use flechtwerk::wire::RawRecord;
@@ -53,10 +67,10 @@ use madsim::time::sleep;
 use crate::cluster::{Cluster, KafkaClient};
 use crate::harness::disk::SimDisk;
 use crate::harness::faults::{FaultProfile, FaultSchedule};
-use crate::harness::mqtt::{self as bridge, OwnSubscriptions};
+use crate::harness::mqtt::{self as bridge, ClientWatch, OwnSubscriptions};
 use crate::harness::replicas::{Launch, ReplicaEnv, ReplicaObserver, Replicas};
 use crate::harness::truth;
-use crate::mqtt::{AckSeen, MqttBroker, SimBrokerConfig};
+use crate::mqtt::{AckRoute, AckSeen, MqttBroker, ReceiptLog, SendAckHook, SimBrokerConfig};
 use crate::runner::{Ctx, Scenario};
 
 /// The scenario's fault kinds.
@@ -84,6 +98,10 @@ const FAULTS: &[&str] = &[
     "leader-move",
     "lagging-failover",
     "mqtt-slow-ack",
+    "mqtt-broker-restart-without-persistence",
+    "mqtt-clean-start",
+    "mqtt-outage",
+    "mqtt-session-expiry",
 ];
 
 /// `FAULTS` and clean stops, for `mqtt-rolling`.
@@ -115,7 +133,7 @@ const APP: &str = "bridge";
 const CONFIGS: &str = "bridge-configs";
 const OUTPUT: &str = "bridge-output";
 const QUIESCENCE_MAX: Duration = Duration::from_secs(600);
-/// Long enough that no session expires within a run.
+/// Long enough that no session expires within a run (the seeds that do not draw a short one).
 const SESSION_EXPIRY: Duration = Duration::from_secs(7_200);
 
 const SEQ: Attribute<i64> = Attribute::new("seq", &INT);
@@ -128,6 +146,7 @@ const SKIP: Attribute<bool> = Attribute::new("skip", &BOOL);
 struct Published {
     number: u64,
     topic: String,
+    payload: Bytes,
     kind: Kind,
 }
 
@@ -146,6 +165,8 @@ struct Journal {
     published: Vec<Published>,
     /// Acks the broker applied: publish numbers.
     acked: BTreeSet<u64>,
+    /// Acks the bridges sent (asked their clients to send).
+    sent: u64,
     /// (topic, seq) whose transaction was seen decided committed.
     decided: BTreeSet<(String, i64)>,
     violations: Vec<String>,
@@ -201,6 +222,43 @@ fn on_ack(cluster: &Cluster, replicas: &[String], journal: &Mutex<Journal>, ack:
         ));
     }
 }
+
+/// The ack check at the send: whenever a bridge asks its client to acknowledge a relayed
+/// message, the Kafka transaction carrying it is decided committed. An ack sent early but
+/// applied late (a slow ack, a partition) passes the check at the broker; not this one.
+fn on_send_ack(
+    cluster: &Cluster,
+    replicas: &[String],
+    journal: &Mutex<Journal>,
+    client: &str,
+    publish: &Publish,
+    route: AckRoute,
+) {
+    let mut journal = journal.lock().expect("journal lock");
+    journal.sent += 1;
+    if let Some(stale) = bridge::stale_ack(client, publish, route) {
+        journal.violations.push(stale);
+    }
+    let Kind::Seq(seq) = kind_of(&publish.payload) else { return };
+    if !stable_topic(&publish.topic) {
+        return;
+    }
+    let id = (publish.topic.clone(), seq);
+    if journal.decided.contains(&id) {
+        return;
+    }
+    refresh_decided(cluster, replicas, &mut journal.decided);
+    if !journal.decided.contains(&id) {
+        journal.violations.push(format!(
+            "{client} sent the acknowledgement of {} seq {seq} (packet {} of connection {}) before the Kafka \
+             transaction carrying it committed",
+            publish.topic, publish.packet_id, publish.connection
+        ));
+    }
+}
+
+/// Per replica, the messages its current process received (replaced at every start of it).
+type OwnReceipts = Arc<Mutex<BTreeMap<String, ReceiptLog>>>;
 
 /// A replica's observer: the harness's, plus the MQTT connection count (for the relay's stamp)
 /// and the poison count.
@@ -303,12 +361,18 @@ async fn publish(broker: MqttBroker, journal: Arc<Mutex<Journal>>, topics: Vec<S
         if let Kind::Seq(seq) = kind {
             seqs.insert(topic.clone(), seq);
         }
-        journal.lock().expect("journal lock").published.push(Published { number, topic, kind });
+        journal.lock().expect("journal lock").published.push(Published {
+            number,
+            topic,
+            payload: Bytes::from(payload),
+            kind,
+        });
         sleep(Duration::from_millis(thread_rng().gen_range(5..120))).await;
     }
 }
 
-/// MQTT faults: dropped connections and broker restarts.
+/// MQTT faults: dropped connections, broker restarts with and without persistence, clean
+/// starts under a replica's client id, outages of a replica's network to the broker.
 async fn mqtt_faults(broker: MqttBroker, ctx: Ctx, replicas: Vec<String>, period: Duration, rate: u64) {
     if rate == 0 {
         return;
@@ -319,16 +383,51 @@ async fn mqtt_faults(broker: MqttBroker, ctx: Ctx, replicas: Vec<String>, period
         if madsim::time::Instant::now() >= end {
             break;
         }
-        if thread_rng().gen_bool(0.5) {
-            let down = Duration::from_millis(thread_rng().gen_range(50..6_000));
-            ctx.fault("mqtt-broker-restart", format!("down for {down:?}"));
-            broker.stop();
-            sleep(down).await;
-            broker.start();
-        } else {
-            let victim = &replicas[thread_rng().gen_range(0..replicas.len())];
-            if broker.drop_connection(victim) {
-                ctx.fault("mqtt-disconnect", victim.clone());
+        let victim = &replicas[thread_rng().gen_range(0..replicas.len())];
+        match thread_rng().gen_range(0..100) {
+            0..30 => {
+                let down = Duration::from_millis(thread_rng().gen_range(50..6_000));
+                ctx.fault("mqtt-broker-restart", format!("down for {down:?}"));
+                broker.stop();
+                sleep(down).await;
+                broker.start();
+            }
+            30..45 => {
+                // Sometimes a crash loop: restarts a few seconds apart, each session lost young
+                // (its packet ids still low, so the next session soon reuses them).
+                let restarts = thread_rng().gen_range(1..=3);
+                for i in 0..restarts {
+                    if i > 0 {
+                        sleep(Duration::from_millis(thread_rng().gen_range(300..3_000))).await;
+                    }
+                    let down = Duration::from_millis(thread_rng().gen_range(50..6_000));
+                    ctx.fault("mqtt-broker-restart-without-persistence", format!("down for {down:?}"));
+                    broker.stop_without_persistence();
+                    sleep(down).await;
+                    broker.start();
+                }
+            }
+            45..75 => {
+                if broker.drop_connection(victim) {
+                    ctx.fault("mqtt-disconnect", victim.clone());
+                }
+            }
+            75..85 => {
+                // 1-4 clean starts 0.3-3 s apart: the other client may be crash-looping too.
+                let starts = thread_rng().gen_range(1..=4);
+                for i in 0..starts {
+                    if i > 0 {
+                        sleep(Duration::from_millis(thread_rng().gen_range(300..3_000))).await;
+                    }
+                    if broker.clean_start(victim) {
+                        ctx.fault("mqtt-clean-start", victim.clone());
+                    }
+                }
+            }
+            _ => {
+                let outage = Duration::from_millis(thread_rng().gen_range(1_000..20_000));
+                ctx.fault("mqtt-outage", format!("{victim} cut off the MQTT broker for {outage:?}"));
+                broker.cut(victim, outage);
             }
         }
     }
@@ -375,15 +474,27 @@ async fn run(ctx: Ctx, stop_restart: u32) {
     }
     let poison_counted = Arc::new(AtomicU64::new(0));
     let disk = SimDisk::default();
-    // What each replica's current process subscribed (replaced at every start).
+    // What each replica's current process subscribed and received (replaced at every start).
     let own = OwnSubscriptions::default();
-    let launch = launch(&cluster, &broker, &own, &poison_counted, &plan);
+    let receipts = OwnReceipts::default();
+    let checks = Checks { cluster: cluster.clone(), names: names.clone(), journal: journal.clone(), receipts };
+    let launch = launch(&checks, &broker, &own, &poison_counted, &plan);
     let mut replicas = Replicas::start(&cluster, &ctx, &disk, launch, plan.replica_count, plan.replica_count);
     run_faults(&ctx, &cluster, &mut replicas, &broker, &journal, &names, &plan).await;
-    await_quiescence(&ctx, &cluster, &broker, &journal, &names, &own).await;
+    await_quiescence(&ctx, &checks, &broker, &own).await;
     // Two more cycles' worth: every last reconcile sees the final configs.
     sleep(Duration::from_secs(3)).await;
-    check(&ctx, &cluster, &broker, &journal, &names, &poison_counted, &own);
+    check(&ctx, &checks, &broker, &poison_counted, &own);
+}
+
+/// What the checks read: the Kafka cluster, the replicas' names, the journal, and the messages
+/// each replica's current process received.
+#[derive(Clone)]
+struct Checks {
+    cluster: Cluster,
+    names: Vec<String>,
+    journal: Arc<Mutex<Journal>>,
+    receipts: OwnReceipts,
 }
 
 /// What one seed draws for its run: the replicas, the configs and their writes, the broker's
@@ -401,12 +512,15 @@ struct Plan {
     /// MQTT faults every ≤ this many milliseconds (0: none).
     fault_rate: u64,
     grace: Duration,
+    /// The bridges' session expiry interval: in half the seeds seconds, so that outages
+    /// outlast it.
+    session_expiry: Duration,
     schedule: FaultSchedule,
 }
 
 /// Draws the seed's plan and traces it.
 fn draw_plan(ctx: &Ctx, cluster: &Cluster, profile: &FaultProfile) -> Plan {
-    let (replica_count, stable, churn, writes, period, window, slow_ack_ms, fault_rate, grace) = {
+    let (replica_count, stable, churn, writes, period, window, slow_ack_ms, fault_rate, grace, session_expiry) = {
         let mut rng = thread_rng();
         (
             rng.gen_range(1..=3usize),
@@ -418,16 +532,32 @@ fn draw_plan(ctx: &Ctx, cluster: &Cluster, profile: &FaultProfile) -> Plan {
             [0u64, 0, 200, 2_000][rng.gen_range(0..4)],
             [0u64, 3_000, 8_000][rng.gen_range(0..3)],
             Duration::from_secs([0u64, 5, 30][rng.gen_range(0..3)]),
+            [SESSION_EXPIRY, SESSION_EXPIRY, Duration::from_secs(10), Duration::from_secs(3)][rng.gen_range(0..4)],
         )
     };
     let schedule = profile.on_brokers(cluster.brokers()).generate(&mut thread_rng(), period);
     ctx.event(format!(
         "mqtt: {replica_count} replicas, {stable} stable + {churn} churn configs, {writes} config writes, \
          in-flight window {window}, slow acks ≤{slow_ack_ms} ms, MQTT faults every ≤{fault_rate} ms, \
-         reconnect grace {grace:?}, {} Kafka faults over {period:?}:\n{schedule}",
+         reconnect grace {grace:?}, session expiry {session_expiry:?}, {} Kafka faults over {period:?}:\n{schedule}",
         schedule.len()
     ));
-    Plan { replica_count, stable, churn, writes, period, window, slow_ack_ms, fault_rate, grace, schedule }
+    if session_expiry < SESSION_EXPIRY {
+        ctx.fault("mqtt-session-expiry", format!("sessions expire {session_expiry:?} after their client left"));
+    }
+    Plan {
+        replica_count,
+        stable,
+        churn,
+        writes,
+        period,
+        window,
+        slow_ack_ms,
+        fault_rate,
+        grace,
+        session_expiry,
+        schedule,
+    }
 }
 
 /// Set-up: the config and output topics, created from a node of their own (retried until the
@@ -449,21 +579,22 @@ async fn set_up_topics(cluster: &Cluster) {
 }
 
 /// The replicas' launch: each start builds a bridge whose relay numbers what it relays (the
-/// process, and its connection), on a client of `broker` with the seed's slow acks.
+/// process, and its connection), on a client of `broker` with the seed's slow acks, whose
+/// acknowledgements are checked as they are sent and whose receipts are logged.
 fn launch(
-    cluster: &Cluster,
+    checks: &Checks,
     broker: &MqttBroker,
     own: &OwnSubscriptions,
     poison_counted: &Arc<AtomicU64>,
     plan: &Plan,
 ) -> Launch {
-    let (slow_ack_ms, grace) = (plan.slow_ack_ms, plan.grace);
+    let (slow_ack_ms, grace, session_expiry) = (plan.slow_ack_ms, plan.grace, plan.session_expiry);
     // Numbers every start of an application (a node restart begins its incarnations anew).
     let starts = Arc::new(AtomicU64::new(0));
     let (broker, poison_counted, own) = (broker.clone(), poison_counted.clone(), own.clone());
-    let cluster = cluster.clone();
+    let checks = checks.clone();
     Arc::new(move |env: ReplicaEnv| {
-        let (broker, poison, cluster, own) = (broker.clone(), poison_counted.clone(), cluster.clone(), own.clone());
+        let (broker, poison, checks, own) = (broker.clone(), poison_counted.clone(), checks.clone(), own.clone());
         let start = starts.fetch_add(1, Ordering::SeqCst);
         Box::pin(async move {
             let connections = Arc::new(AtomicU64::new(0));
@@ -485,7 +616,17 @@ fn launch(
                     Ok(Some(Message::new(OUTPUT, topic, value)))
                 },
             );
-            let mqtt = bridge::client(&broker, &cluster, &env.name, Duration::from_millis(slow_ack_ms), &own);
+            let received = ReceiptLog::default();
+            checks.receipts.lock().expect("receipts lock").insert(env.name.clone(), received.clone());
+            let send_check: SendAckHook = {
+                let checks = checks.clone();
+                Arc::new(move |client: &str, publish: &Publish, route: AckRoute| {
+                    on_send_ack(&checks.cluster, &checks.names, &checks.journal, client, publish, route);
+                })
+            };
+            let watch = ClientWatch { on_send_ack: Some(send_check), received: Some(received) };
+            let mqtt =
+                bridge::client(&broker, &checks.cluster, &env.name, Duration::from_millis(slow_ack_ms), &own, watch);
             let observer = BridgeObserver {
                 inner: env.observer(),
                 name: env.name.clone(),
@@ -500,7 +641,7 @@ fn launch(
                 .poll_interval(Duration::from_millis(thread_rng().gen_range(100..1_000)))
                 .replication_factor(env.kafka.replication_factor())
                 .observer(Arc::new(observer))
-                .mqtt(MqttBrokerConfig::new(mqtt).session_expiry(SESSION_EXPIRY).reconnect_grace(grace))
+                .mqtt(MqttBrokerConfig::new(mqtt).session_expiry(session_expiry).reconnect_grace(grace))
                 .build(stage)
                 .map_err(|e| e.to_string())?;
             app.run_until(env.stop_requested()).await.map_err(|error| crate::harness::replicas::error_kind(&error))
@@ -554,21 +695,15 @@ async fn run_faults(
 /// Quiescence, within [`QUIESCENCE_MAX`]: nothing held at the broker, no open transaction,
 /// every required message in, every active filter subscribed and none that the current
 /// processes retired.
-async fn await_quiescence(
-    ctx: &Ctx,
-    cluster: &Cluster,
-    broker: &MqttBroker,
-    journal: &Mutex<Journal>,
-    names: &[String],
-    own: &OwnSubscriptions,
-) {
+async fn await_quiescence(ctx: &Ctx, checks: &Checks, broker: &MqttBroker, own: &OwnSubscriptions) {
     let deadline = ctx.now() + QUIESCENCE_MAX;
     let since = ctx.now();
+    let Checks { cluster, names, .. } = checks;
     loop {
         let want = wanted_subscriptions(cluster);
         let idle = names.iter().all(|n| bridge::settled(broker, own, n, &want))
             && truth::no_open_transactions(cluster, OUTPUT);
-        if (idle && missing(cluster, broker, journal).is_empty()) || ctx.now() >= deadline {
+        if (idle && missing(checks, broker).0.is_empty()) || ctx.now() >= deadline {
             break;
         }
         sleep(Duration::from_secs(1)).await;
@@ -577,40 +712,57 @@ async fn await_quiescence(
 }
 
 /// Required messages not in Kafka: queued for a session by the broker (no overflow), on a
-/// stable topic, a numbered payload.
-fn missing(cluster: &Cluster, broker: &MqttBroker, journal: &Mutex<Journal>) -> Vec<(String, i64)> {
+/// stable topic, a numbered payload, and not lost with its session unless the process that is
+/// running now had received it on the connection it was last sent on (then it holds the only
+/// copy: a copy received earlier it may have dropped for the redelivery that then never came).
+/// Also returns how many numbered messages of stable topics were lost with a session and not
+/// required.
+fn missing(checks: &Checks, broker: &MqttBroker) -> (Vec<(String, i64)>, usize) {
     let have: BTreeSet<(String, i64)> =
-        outputs(cluster).iter().filter_map(|r| identity(r.key.as_deref(), r.value.as_deref())).collect();
-    let journal = journal.lock().expect("journal lock");
-    journal
+        outputs(&checks.cluster).iter().filter_map(|r| identity(r.key.as_deref(), r.value.as_deref())).collect();
+    // Per replica, what its current process received.
+    let received: BTreeMap<String, BTreeSet<(String, Bytes, u64)>> = checks
+        .receipts
+        .lock()
+        .expect("receipts lock")
+        .iter()
+        .map(|(replica, log)| (replica.clone(), log.lock().expect("receipt log lock").clone()))
+        .collect();
+    let journal = checks.journal.lock().expect("journal lock");
+    let mut exempt = 0;
+    let missing = journal
         .published
         .iter()
         .filter(|p| stable_topic(&p.topic))
         .filter_map(|p| {
             let Kind::Seq(seq) = p.kind else { return None };
             let outcome = broker.outcome(p.number)?;
-            let required = !outcome.queued_for.is_empty() && outcome.dropped_by.is_empty();
+            let mut required = !outcome.queued_for.is_empty() && outcome.dropped_by.is_empty();
+            // Lost in flight on a connection whose process received it and is still running:
+            // that process holds the only copy.
+            let held = |(replica, connection): &(String, u64)| {
+                let receipt = (p.topic.clone(), p.payload.clone(), *connection);
+                received.get(replica).is_some_and(|r| r.contains(&receipt))
+            };
+            if required && !outcome.lost_by.is_empty() && !outcome.lost_by.iter().any(held) {
+                required = false;
+                exempt += 1;
+            }
             let id = (p.topic.clone(), seq);
             (required && !have.contains(&id)).then_some(id)
         })
-        .collect()
+        .collect();
+    (missing, exempt)
 }
 
 /// The checks after quiescence, each family in turn: the acknowledgements, loss, copies and
 /// order, poison, what the broker still holds, the subscriptions.
-fn check(
-    ctx: &Ctx,
-    cluster: &Cluster,
-    broker: &MqttBroker,
-    journal: &Mutex<Journal>,
-    names: &[String],
-    poison_counted: &AtomicU64,
-    own: &OwnSubscriptions,
-) {
+fn check(ctx: &Ctx, checks: &Checks, broker: &MqttBroker, poison_counted: &AtomicU64, own: &OwnSubscriptions) {
+    let Checks { cluster, names, journal, .. } = checks;
     for v in journal.lock().expect("journal lock").violations.iter().take(5) {
         ctx.violation(v.clone());
     }
-    let lost = missing(cluster, broker, journal);
+    let (lost, lost_with_sessions) = missing(checks, broker);
     if !lost.is_empty() {
         ctx.violation(format!(
             "{} required messages are not in Kafka (first 10: {:?})",
@@ -639,9 +791,11 @@ fn check(
         ctx.violation(v);
     }
     ctx.event(format!(
-        "end: {} published, {} in Kafka ({duplicates} duplicates), {} acked, {} poison, {extra} left-over subscriptions",
+        "end: {} published, {} in Kafka ({duplicates} duplicates), {} acks sent, {} acked, {} poison, \
+         {lost_with_sessions} lost with their sessions, {extra} left-over subscriptions",
         journal.published.len(),
         copies.len(),
+        journal.sent,
         journal.acked.len(),
         poison
     ));
@@ -706,7 +860,8 @@ fn check_copies(
 }
 
 /// Poison never blocks: every poison message the broker queued on a stable topic was
-/// acknowledged, and the observer counted at least as many. Returns how many there were.
+/// acknowledged (unless it was lost with its session: the broker has nothing to acknowledge
+/// any more), and the observer counted at least as many. Returns how many there were.
 fn check_poison(ctx: &Ctx, broker: &MqttBroker, journal: &Journal, poison_counted: &AtomicU64) -> usize {
     let poison: Vec<&Published> = journal
         .published
@@ -714,7 +869,7 @@ fn check_poison(ctx: &Ctx, broker: &MqttBroker, journal: &Journal, poison_counte
         .filter(|p| {
             p.kind == Kind::Poison
                 && stable_topic(&p.topic)
-                && broker.outcome(p.number).is_some_and(|o| !o.queued_for.is_empty())
+                && broker.outcome(p.number).is_some_and(|o| !o.queued_for.is_empty() && o.lost_by.is_empty())
         })
         .collect();
     let unacked: Vec<u64> = poison.iter().filter(|p| !journal.acked.contains(&p.number)).map(|p| p.number).collect();

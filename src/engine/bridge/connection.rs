@@ -76,9 +76,12 @@ struct State {
     /// The current connection's number (0 before the first CONNACK).
     connection: u64,
     connected: bool,
-    /// The current connection resumed the session: messages of earlier connections that were
-    /// not acknowledged come again.
-    resumed: bool,
+    /// The number of the connection whose CONNACK found no session (the broker created the
+    /// session the current connection holds); 0 while every connection of this process resumed
+    /// a session. Messages of earlier connections of that session that were not acknowledged
+    /// come again; messages of connections before it were lost with an earlier session (a
+    /// broker restart without persistence, an expiry, a clean start) and come never again.
+    session_start: u64,
     /// The first connection attempt has an outcome.
     settled: bool,
     shutting_down: bool,
@@ -97,9 +100,10 @@ impl State {
         self.desired.as_ref().is_none_or(|desired| desired.iter().any(|f| matches(f, topic)))
     }
 
-    /// Whether a message of an earlier connection would come again if left alone.
+    /// Whether a message of an earlier connection would come again if left alone: it arrived
+    /// on an earlier connection of the session the broker still holds.
     fn redelivered(&self, msg: &Publish) -> bool {
-        msg.qos == QoS::AtLeastOnce && msg.connection != self.connection && self.resumed
+        msg.qos == QoS::AtLeastOnce && msg.connection != self.connection && msg.connection >= self.session_start
     }
 }
 
@@ -186,30 +190,37 @@ impl Connection {
         let mut state = self.state();
         match event {
             MqttEvent::Connected { connection, session_present } => {
-                // A successful (re)connect (MQ-06): the error is gone; held messages and pending
-                // acks of the previous connection are stale (their packet ids name nothing on
-                // this one). With the session resumed, the broker sends every message it holds
-                // un-acknowledged again, so buffered copies of the old connection go too.
+                // A successful (re)connect (MQ-06): the error is gone; pending acks of earlier
+                // connections are stale (their packet ids name another message on this one, or
+                // none). With the session resumed, the broker sends every message of it that it
+                // holds un-acknowledged again, so held and buffered copies of those go too; a
+                // message of a session the broker lost (no session present now, or present
+                // but created after the message arrived) comes never again: it stays, to be
+                // relayed (and never acknowledged).
                 state.connection = connection;
                 state.connected = true;
-                state.resumed = session_present;
+                if !session_present {
+                    state.session_start = connection;
+                }
                 state.error = None;
                 state.settled = true;
                 self.observer.mqtt_connected();
-                state.unrouted.clear();
+                let unrouted = std::mem::take(&mut state.unrouted);
+                state.unrouted =
+                    unrouted.into_iter().filter(|m| m.qos == QoS::AtLeastOnce && !state.redelivered(m)).collect();
                 for filter in &state.retired {
                     let shared = self.shared(filter);
                     if let Err(error) = self.client.unsubscribe(&shared) {
                         tracing::warn!(%error, filter = %shared, "MQTT unsubscribe of a retired filter not queued");
                     }
                 }
-                let State { views, connection, .. } = &mut *state;
+                let State { views, connection, session_start, .. } = &mut *state;
                 for (filter, view) in views.iter_mut() {
                     view.pending.clear();
                     view.in_page.clear();
-                    if session_present {
-                        view.items.retain(|m| m.qos == QoS::AtMostOnce || m.connection == *connection);
-                    }
+                    view.items.retain(|m| {
+                        m.qos == QoS::AtMostOnce || m.connection == *connection || m.connection < *session_start
+                    });
                     // Mosquitto restores a `$share` subscription dead after its restart: always
                     // subscribe again.
                     self.send_subscribe(filter);

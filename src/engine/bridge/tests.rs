@@ -341,6 +341,60 @@ fn an_ack_never_names_a_packet_id_of_an_earlier_connection() {
     assert!(f.client.acks().is_empty(), "the broker redelivers it instead");
 }
 
+fn on(connection: u64, m: Publish) -> Publish {
+    Publish { connection, ..m }
+}
+
+#[test]
+fn mq_06_a_resumed_session_sends_its_messages_again_so_their_buffered_copies_go() {
+    let f = fixture(Duration::ZERO);
+    f.conn.on_event(connected());
+    f.conn.subscribe("t/#");
+    f.conn.on_event(MqttEvent::Publish(msg("t/x", 1, "{}")));
+    f.conn.on_event(MqttEvent::Publish(msg("held/x", 2, "{}")));
+    f.conn.on_event(MqttEvent::Disconnected { reason: "connection reset".into() });
+    f.conn.on_event(MqttEvent::Connected { connection: 2, session_present: true });
+    assert!(f.conn.buffered("t/#").is_empty(), "the broker sends packet 1 again on connection 2");
+    assert!(f.conn.unrouted().is_empty());
+}
+
+#[test]
+fn mq_06_messages_of_a_lost_session_stay_to_be_relayed_and_are_never_acknowledged() {
+    let f = fixture(Duration::ZERO);
+    f.conn.on_event(connected());
+    f.conn.subscribe("t/#");
+    f.conn.on_event(MqttEvent::Publish(msg("t/x", 1, "{}")));
+    f.conn.on_event(MqttEvent::Publish(msg("held/x", 2, "{}")));
+    // The session is lost (a broker restart without persistence, an expiry, a clean start):
+    // the broker will never send packets 1 and 2 of connection 1 again.
+    f.conn.on_event(MqttEvent::Disconnected { reason: "broker went away".into() });
+    f.conn.on_event(MqttEvent::Connected { connection: 2, session_present: false });
+    assert_eq!(ids(&f.conn.buffered("t/#")), vec![1]);
+    assert_eq!(ids(&f.conn.unrouted()), vec![2]);
+    // The new session's packet 1 is another message.
+    f.conn.on_event(MqttEvent::Publish(on(2, msg("t/y", 1, "{}"))));
+    // A reconnect that resumes the new session drops only what the new session sends again.
+    f.conn.on_event(MqttEvent::Disconnected { reason: "connection reset".into() });
+    f.conn.on_event(MqttEvent::Connected { connection: 3, session_present: true });
+    assert_eq!(topics(&f.conn.buffered("t/#")), vec!["t/x"], "t/y comes again on connection 3; t/x never");
+    assert_eq!(ids(&f.conn.unrouted()), vec![2]);
+    // Relayed and committed, t/x is not acknowledged: packet 1 names t/y's copy on connection 3.
+    let (batch, _) = f.conn.drain("t/#", 10).unwrap();
+    f.client.clear();
+    for m in batch {
+        f.conn.mark_pending("t/#", m);
+    }
+    f.conn.page_committed("t/#");
+    f.conn.ack_all_pending("t/#");
+    assert!(f.client.acks().is_empty(), "{:?}", f.client.calls());
+    // An aborted page's messages of the lost session return to the buffer.
+    f.conn.on_event(MqttEvent::Publish(on(3, msg("t/y", 1, "{}"))));
+    let (batch, _) = f.conn.drain("t/#", 10).unwrap();
+    let old = on(1, msg("t/z", 7, "{}"));
+    f.conn.roll_back("t/#", &batch, vec![old]);
+    assert_eq!(topics(&f.conn.buffered("t/#")), vec!["t/y", "t/z"]);
+}
+
 #[test]
 fn mq20_mq21_reconcile_unsubscribes_acks_pending_and_drops_buffered() {
     let f = fixture(Duration::ZERO);
