@@ -9,29 +9,14 @@
 //! Needs the Python reference: `PYTHON_REF`, else `scripts/python-ref` is run to find or install
 //! it (as tests/migration_python does).
 
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
+
+#[path = "python_support/mod.rs"]
+mod python_support;
 
 use flechtwerk::json::{self, Map, Value};
 use flechtwerk::secrets::{Keyring, SecretError};
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn python_ref() -> PathBuf {
-    if let Some(python) = std::env::var_os("PYTHON_REF").filter(|p| !p.is_empty()) {
-        return PathBuf::from(python);
-    }
-    let out = Command::new(repo().join("scripts/python-ref"))
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("run scripts/python-ref");
-    assert!(out.status.success(), "scripts/python-ref failed: install the Python reference first");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let line = text.lines().find_map(|l| l.strip_prefix("PYTHON_REF=")).expect("PYTHON_REF= in its output");
-    PathBuf::from(line)
-}
+use python_support::{python_ref, repo};
 
 fn golden() -> Map {
     let text = std::fs::read_to_string(repo().join("tests/golden/secrets_vectors.json")).expect("the vector file");

@@ -74,12 +74,13 @@ mod extraction;
 mod extractor_cutover;
 mod extractor_rolling;
 mod process;
+#[path = "../python_support/mod.rs"]
+mod python_support;
 mod rolling;
 mod topics;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -93,6 +94,7 @@ use crate::cutover::{cutover, Switch};
 use crate::extractor_cutover::extractor_cutover;
 use crate::extractor_rolling::extractor_rolling;
 use crate::process::Proc;
+pub(crate) use crate::python_support::{python_ref, repo};
 use crate::rolling::rolling;
 
 /// The count, in the state and in every output value, as `benches/python/counter_app.py` names it.
@@ -148,25 +150,6 @@ fn bootstrap() -> String {
     let bootstrap = std::env::var("KAFKA_BOOTSTRAP").unwrap_or_default();
     assert!(!bootstrap.is_empty(), "KAFKA_BOOTSTRAP is not set: run through scripts/test");
     bootstrap
-}
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The Python of the reference venv: `PYTHON_REF`, else what `scripts/python-ref` installs.
-fn python_ref() -> PathBuf {
-    if let Some(python) = std::env::var_os("PYTHON_REF").filter(|p| !p.is_empty()) {
-        return PathBuf::from(python);
-    }
-    let out = Command::new(repo().join("scripts/python-ref"))
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("run scripts/python-ref");
-    assert!(out.status.success(), "scripts/python-ref failed: install the Python reference first");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let line = text.lines().find_map(|l| l.strip_prefix("PYTHON_REF=")).expect("PYTHON_REF= in its output");
-    PathBuf::from(line)
 }
 
 fn mutant() -> String {
