@@ -386,8 +386,9 @@ impl FlechtwerkBuilder {
     /// again.
     ///
     /// The metrics count batches, not polls (MET-03): `flechtwerk_batch_size` observes each
-    /// committed batch once, with all the records it gathered, on a ladder that ends at
-    /// `records`; `flechtwerk_transactions_committed_total` counts one transaction per task per
+    /// committed batch once, with all the records it gathered, on Python's ladder (topped by
+    /// `max_poll_records`, so a fleet of both shares its bounds; a gathered batch above it counts
+    /// in `+Inf`); `flechtwerk_transactions_committed_total` counts one transaction per task per
     /// batch. Beside a Python fleet, where every poll is a batch, both read lower and the sizes
     /// higher for the same input unless `records` equals `max_poll_records`
     /// (docs/operations.md).
@@ -751,8 +752,10 @@ impl FlechtwerkBuilder {
             )));
         }
         let metrics = match &self.metrics {
-            // The batch_size ladder ends at the most records a batch holds (MET-03).
-            Some(config) => Some(config.instance(&self.metrics_labels, max_batch_records).map_err(Error::Invalid)?),
+            // The batch_size ladder is Python's, topped by max_poll_records, at every
+            // max_batch_records: a fleet of both exposes one set of bounds (MET-03); a batch that
+            // gathered more records than one poll's cap lands in +Inf only.
+            Some(config) => Some(config.instance(&self.metrics_labels, self.max_poll_records).map_err(Error::Invalid)?),
             None => None,
         };
         let observer: Arc<dyn Observer> = match (&metrics, self.observer) {

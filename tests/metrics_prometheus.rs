@@ -182,8 +182,9 @@ async fn prometheus_scrapes_what_the_counter_processed() {
         (format!("sum(flechtwerk_batch_processing_seconds_count{{{selector}}})"), batches),
         (format!("sum(flechtwerk_message_in_bytes_count{{{selector}}})"), INPUTS as f64),
         (format!("max(flechtwerk_tasks_assigned{{{selector}}})"), 4.0),
-        // The default max_batch_records (2 000) tops the ladder (MET-03), then +Inf.
-        (format!(r#"count(flechtwerk_batch_size_bucket{{{selector}}})"#), (batch_size_buckets(2_000).len() + 1) as f64),
+        // Python's ladder, topped by max_poll_records (500) at the default max_batch_records
+        // (2 000), then +Inf (MET-03): one set of bounds beside a Python fleet.
+        (format!(r#"count(flechtwerk_batch_size_bucket{{{selector}}})"#), (batch_size_buckets(500).len() + 1) as f64),
     ] {
         let value = until_equal(&prometheus, &promql, expected).await;
         report.push(format!("{promql} = {value}"));

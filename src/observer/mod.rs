@@ -696,7 +696,7 @@ fan_out! {
 pub trait MetricsConfig: Send + Sync {
     /// The metrics of one application: `labels` (the application's `metrics_labels`, in the
     /// caller's order) lead the label names of every metric; `batch_cap`, the most records one
-    /// batch holds (the application's `max_batch_records`), tops the `batch_size` ladder
+    /// poll returns (the application's `max_poll_records`, as in Python), tops the `batch_size` ladder
     /// (MET-03). An error says why the labels cannot be used.
     ///
     /// ```

@@ -30,11 +30,12 @@ pub const BYTE_BUCKETS: [f64; 15] = [
 /// cap − 1 below it.
 pub const BATCH_CAP_MAX: usize = 1 << 53;
 
-/// MET-03: the `batch_size` ladder for batches of at most `batch_cap` records (an application's
-/// `max_batch_records`; Python's `max_poll_records`, where every poll is a batch): 1, 2, 5, 10,
+/// MET-03: the `batch_size` ladder for a cap of `batch_cap` records (an application's
+/// `max_poll_records`, as in Python, where every poll is a batch): 1, 2, 5, 10,
 /// 25, 50, 100, 250, ... (1-2.5-5 per decade, floored) while strictly below the cap − 1, then the
 /// cap − 1 and the cap. The top bound is the cap itself (a quantile never exceeds the top bound),
-/// and the cap − 1 bound isolates full batches, the falling-behind signal, in one bucket.
+/// and everything above the cap − 1 bound is a full poll or, here, a batch that gathered several
+/// polls while a commit waited (TRX-45, in +Inf): the falling-behind signal of both fleets.
 ///
 /// `batch_cap` must be in `1..=BATCH_CAP_MAX`.
 ///

@@ -545,8 +545,8 @@ impl std::fmt::Debug for PrometheusObserver {
 
 impl PrometheusObserver {
     /// An observer whose metrics carry `labels` (name, value) first, in this order, then their
-    /// own labels; `batch_cap`, the most records a batch holds (an application passes its
-    /// `max_batch_records`), tops the `batch_size` ladder (MET-03). Fails on labels
+    /// own labels; `batch_cap`, the most records one poll returns (an application passes its
+    /// `max_poll_records`, as Python does; a gathered batch above it counts in +Inf), tops the `batch_size` ladder (MET-03). Fails on labels
     /// [`validate_labels`] refuses, or a `batch_cap` outside `1..=2^53`.
     ///
     /// ```
@@ -896,6 +896,12 @@ mod tests {
             bounds(&observer.render(), "flechtwerk_batch_size").join(" "),
             "1.0 2.0 5.0 10.0 25.0 50.0 99.0 100.0 +Inf"
         );
+        // A batch that gathered several polls (TRX-45) is above the poll cap: +Inf only.
+        observer.batch_processed(350, Duration::ZERO);
+        let text = observer.render();
+        assert!(text.contains("flechtwerk_batch_size_bucket{le=\"100.0\"} 1.0\n"), "{text}");
+        assert!(text.contains("flechtwerk_batch_size_bucket{le=\"+Inf\"} 2.0\n"), "{text}");
+        assert!(text.contains("flechtwerk_batch_size_sum 450.0\n"), "{text}");
         assert!(PrometheusObserver::new(&[], 0).is_err());
         assert!(PrometheusObserver::new(&[], BATCH_CAP_MAX + 1).is_err());
         assert!(PrometheusObserver::new(&[], BATCH_CAP_MAX).is_ok());
