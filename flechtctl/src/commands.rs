@@ -8,9 +8,7 @@ use flechtwerk::secrets::{is_encrypted, is_protected_keyring, read_header, Keyri
 use zeroize::{Zeroize as _, Zeroizing};
 
 use crate::error::{CliError, Result};
-use crate::files::{
-    display_path, existing_password, new_password, read_operand, read_text, write_private, write_text,
-};
+use crate::files::{display_path, existing_password, new_password, read_operand, read_text, write_private, write_text};
 use crate::{Command, KeyType, KeyringCommand, KeyringOption, PasswordOption, Roles, SealingType};
 
 pub(crate) fn run(command: Command) -> Result<()> {
@@ -94,7 +92,8 @@ fn keyring_command(command: KeyringCommand) -> Result<()> {
             let (keyring, password) = if std::path::Path::new(&path).exists() {
                 if encrypt {
                     return Err(CliError::Value(
-                        "--encrypt only applies when import creates the keyring; use flechtctl keyring protect".to_owned(),
+                        "--encrypt only applies when import creates the keyring; use flechtctl keyring protect"
+                            .to_owned(),
                     ));
                 }
                 let (keyring, password) = open_keyring(&path, &password)?;
@@ -144,10 +143,7 @@ fn keyring_command(command: KeyringCommand) -> Result<()> {
         KeyringCommand::Remove { keyring: path, password, kid } => {
             let (keyring, password) = open_keyring(&path, &password)?;
             if !keyring.kids().any(|k| k == kid) {
-                return Err(CliError::KeyringCommand(format!(
-                    "the keyring holds no key {}",
-                    crate::files::repr(&kid)
-                )));
+                return Err(CliError::KeyringCommand(format!("the keyring holds no key {}", crate::files::repr(&kid))));
             }
             if kid == keyring.primary() {
                 return Err(CliError::KeyringCommand(format!(
@@ -251,9 +247,8 @@ fn read_value(operand: Option<&str>, string: bool) -> Result<Zeroizing<Vec<u8>>>
     let mut value = if string {
         Value::Str(text.to_string())
     } else {
-        json::parse(&text).map_err(|e| {
-            CliError::Value(format!("VALUE is not valid JSON ({e}) — pass --string for a plain string"))
-        })?
+        json::parse(&text)
+            .map_err(|e| CliError::Value(format!("VALUE is not valid JSON ({e}) — pass --string for a plain string")))?
     };
     let bytes = json::to_canonical_bytes(&value).map_err(|e| CliError::Value(e.to_string()));
     wipe(&mut value);

@@ -195,7 +195,8 @@ pub(crate) fn new_password(password_file: Option<&str>) -> Result<Zeroizing<Stri
 /// read, without its newline.
 fn prompt(question: &str) -> Result<Zeroizing<String>> {
     use std::os::fd::AsRawFd as _;
-    let mut tty = fs::OpenOptions::new().read(true).write(true).open("/dev/tty").map_err(|e| os_error(&e, "/dev/tty"))?;
+    let mut tty =
+        fs::OpenOptions::new().read(true).write(true).open("/dev/tty").map_err(|e| os_error(&e, "/dev/tty"))?;
     let fd = tty.as_raw_fd();
     // SAFETY: `termios` is plain data; tcgetattr fills it for an open descriptor.
     let mut saved: libc::termios = unsafe { std::mem::zeroed() };

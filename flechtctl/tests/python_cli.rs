@@ -140,7 +140,10 @@ fn public_halves_exported_by_either_are_imported_by_the_other() {
         bench.ok(exporter, &["keyring", "import", &writer, "sig.jwk"]);
         assert_canonical_file(&bench, &writer);
         let lines = assert_show_alike(&bench, &["keyring", "show", &writer]);
-        assert_eq!(lines, "rec  x25519  public  scopes=api  roles=primary\nsig  ed25519  public  scopes=api,zähler  roles=-\n");
+        assert_eq!(
+            lines,
+            "rec  x25519  public  scopes=api  roles=primary\nsig  ed25519  public  scopes=api,zähler  roles=-\n"
+        );
         bench.count("keyring import of the other's export");
         for sealer in [Py, Rs] {
             let token = bench.ok(sealer, &["encrypt", "-k", &writer, "--scope", "api", "{\"user\": \"ü\"}"]);
@@ -149,8 +152,10 @@ fn public_halves_exported_by_either_are_imported_by_the_other() {
                 assert_eq!(value, "{\"user\": \"ü\"}\n");
                 bench.count("token sealed with an imported public half, opened by the holder");
             }
-            let refused: Vec<Out> =
-                [Py, Rs].iter().map(|&s| bench.run(s, &["decrypt", "-k", &writer, "--scope", "api", token.trim()], "")).collect();
+            let refused: Vec<Out> = [Py, Rs]
+                .iter()
+                .map(|&s| bench.run(s, &["decrypt", "-k", &writer, "--scope", "api", token.trim()], ""))
+                .collect();
             assert_eq!(refused[0], refused[1]);
             assert_eq!(refused[0].code, 1);
             assert!(refused[0].stderr.contains("can seal but not open"), "{refused:?}");
@@ -182,6 +187,7 @@ fn tokens_sealed_or_signed_by_either_open_in_the_other() {
     // Each scope picks a sealing path: "" and "other" the primary (dir), "db" a bound oct key
     // (dir), "api" an X25519 recipient (ECDH-ES+A256KW).
     let scopes = ["", "api", "db", "other"];
+    let mut signatures: std::collections::BTreeMap<(usize, &str), Vec<String>> = Default::default();
     for writer in [Py, Rs] {
         for (i, (operand, printed)) in VALUES.iter().enumerate() {
             let scope = scopes[i % scopes.len()];
@@ -220,8 +226,14 @@ fn tokens_sealed_or_signed_by_either_open_in_the_other() {
         // --string: the operand is the text; decrypt --string prints it raw.
         let token = bench.ok(writer, &["encrypt", "-k", "ring.json", "--string", "--scope", "api", "hunter2 ünï"]);
         for reader in [Py, Rs] {
-            assert_eq!(bench.ok(reader, &["decrypt", "-k", "ring.json", "--scope", "api", "--string", token.trim()]), "hunter2 ünï\n");
-            assert_eq!(bench.ok(reader, &["decrypt", "-k", "ring.json", "--scope", "api", token.trim()]), "\"hunter2 ünï\"\n");
+            assert_eq!(
+                bench.ok(reader, &["decrypt", "-k", "ring.json", "--scope", "api", "--string", token.trim()]),
+                "hunter2 ünï\n"
+            );
+            assert_eq!(
+                bench.ok(reader, &["decrypt", "-k", "ring.json", "--scope", "api", token.trim()]),
+                "\"hunter2 ünï\"\n"
+            );
             bench.count(&format!("encrypt --string by {writer:?}, decrypt [--string] by {reader:?}"));
         }
         // Signatures: Ed25519 under the scope's signing key, verified by both.
@@ -230,8 +242,13 @@ fn tokens_sealed_or_signed_by_either_open_in_the_other() {
             let token = bench.ok(writer, &["sign", "-k", "ring.json", "--scope", scope, operand]);
             let token = token.trim();
             assert_eq!(signer_of(token).unwrap(), "sig");
+            // Ed25519 is deterministic: both sign the same value to the same token.
+            signatures.entry((i, scope)).or_default().push(token.to_owned());
             for reader in [Py, Rs] {
-                assert_eq!(bench.ok(reader, &["verify", "-k", "ring.json", "--scope", scope, token]), format!("{printed}\n"));
+                assert_eq!(
+                    bench.ok(reader, &["verify", "-k", "ring.json", "--scope", scope, token]),
+                    format!("{printed}\n")
+                );
                 bench.count(&format!("sign by {writer:?}, verify by {reader:?}: same value printed"));
             }
             if i == 0 {
@@ -245,9 +262,16 @@ fn tokens_sealed_or_signed_by_either_open_in_the_other() {
         assert_eq!(kid_of(moved.trim()).unwrap(), "rec");
         assert!(bench.ok(Rs, &["inspect", moved.trim()]).contains("\"flenc_scope\": \"api\""));
         for reader in [Py, Rs] {
-            assert_eq!(bench.ok(reader, &["decrypt", "-k", "ring.json", "--scope", "api", moved.trim()]), "\"promote me\"\n");
+            assert_eq!(
+                bench.ok(reader, &["decrypt", "-k", "ring.json", "--scope", "api", moved.trim()]),
+                "\"promote me\"\n"
+            );
             bench.count(&format!("reencrypt by {writer:?} of the other's token, decrypt by {reader:?}"));
         }
+    }
+    for tokens in signatures.values() {
+        assert_eq!(tokens[0], tokens[1], "Python and Rust sign alike");
+        bench.count("sign: byte-identical tokens from both");
     }
 }
 
@@ -264,7 +288,10 @@ fn protected_keyrings_are_shared_both_ways() {
     for (creator, editor) in [(Py, Rs), (Rs, Py)] {
         let name = format!("made-by-{creator:?}.json");
         bench.ok(creator, &["keyring", "new", &name, "--kid", "k1", "--encrypt", "--password-file", "pw"]);
-        bench.ok(editor, &[&["keyring", "add", &name, "--kid", "rec", "--type", "x25519", "--scope", "api"][..], &pw].concat());
+        bench.ok(
+            editor,
+            &[&["keyring", "add", &name, "--kid", "rec", "--type", "x25519", "--scope", "api"][..], &pw].concat(),
+        );
         let text = bench.read(&name);
         assert!(is_protected_keyring(&text), "{name} stays protected after an edit");
         assert!(text.ends_with('\n') && text.matches('\n').count() == 1, "one line: {text:?}");
@@ -476,7 +503,11 @@ fn every_refusal_has_the_same_exit_code_and_message() {
                 class += 1;
             }
             (Class, 2) => {
-                assert!(py.stderr.contains("error:") && rs.stderr.contains("error:") || args.is_empty() || args == &["keyring"]);
+                assert!(
+                    py.stderr.contains("error:") && rs.stderr.contains("error:")
+                        || args.is_empty()
+                        || args == &["keyring"]
+                );
                 class += 1;
             }
             _ => panic!("{args:?}: unexpected {rs:?} (Python {py:?})"),
@@ -510,7 +541,8 @@ fn operands_from_stdin_abbreviations_and_version() {
             }
         }
         let token = bench.ok(writer, &["encrypt", "--keyr", "locked.json", "--pass", "pw", "true"]);
-        let value = bench.ok_in(writer.other(), &["decrypt", "--keyring=locked.json", "--password-file=pw", "-"], &token);
+        let value =
+            bench.ok_in(writer.other(), &["decrypt", "--keyring=locked.json", "--password-file=pw", "-"], &token);
         assert_eq!(value, "true\n");
         bench.count("abbreviated --password-file, both ways");
     }

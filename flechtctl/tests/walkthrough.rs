@@ -75,7 +75,8 @@ fn the_rotation_walkthroughs_print_what_the_docs_say() {
             let bin = shim(&root, mode);
             let _ = std::fs::remove_file(bin.join("calls"));
             let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
-            let out = Command::new("sh").args(["-eu", "-c", script]).current_dir(&dir).env("PATH", path).output().unwrap();
+            let out =
+                Command::new("sh").args(["-eu", "-c", script]).current_dir(&dir).env("PATH", path).output().unwrap();
             let stdout = String::from_utf8(out.stdout).unwrap();
             let stderr = String::from_utf8(out.stderr).unwrap();
             assert!(out.status.success(), "walkthrough {name} with {mode}: {stderr}");
