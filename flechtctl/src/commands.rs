@@ -17,7 +17,7 @@ pub(crate) fn run(command: Command) -> Result<()> {
             let keyring = crypto_keyring(&keyring)?;
             let token = read_operand(token.as_deref())?;
             let plaintext = keyring.decrypt(&token, &scope)?;
-            print_value(&parse_payload(&plaintext)?, string)
+            print_value(parse_payload(&plaintext)?, string)
         }
         Command::Encrypt { keyring, scope, string, value } => {
             let keyring = crypto_keyring(&keyring)?;
@@ -50,7 +50,7 @@ pub(crate) fn run(command: Command) -> Result<()> {
             let keyring = crypto_keyring(&keyring)?;
             let token = read_operand(token.as_deref())?;
             let payload = Zeroizing::new(keyring.verify(&token, &scope)?);
-            print_value(&parse_payload(&payload)?, string)
+            print_value(parse_payload(&payload)?, string)
         }
     }
 }
@@ -261,23 +261,17 @@ fn parse_payload(bytes: &[u8]) -> Result<Value> {
     json::parse(text).map_err(|e| CliError::Value(e.to_string()))
 }
 
-/// Prints a value as JSON, or with `raw` a string value as its text.
-fn print_value(value: &Value, raw: bool) -> Result<()> {
-    let text = if raw {
-        match value {
-            Value::Str(s) => Zeroizing::new(s.clone()),
-            _ => {
-                return Err(CliError::Value(
-                    "the value is not a JSON string — drop --string to print it as JSON".to_owned(),
-                ))
-            }
+/// Prints a value as JSON, or with `raw` a string value as its text; the value is wiped then.
+fn print_value(mut value: Value, raw: bool) -> Result<()> {
+    let text = match (&value, raw) {
+        (Value::Str(s), true) => Ok(Zeroizing::new(s.clone())),
+        (_, true) => {
+            Err(CliError::Value("the value is not a JSON string — drop --string to print it as JSON".to_owned()))
         }
-    } else {
-        Zeroizing::new(crate::pyjson::dumps(value))
+        (value, false) => Ok(Zeroizing::new(crate::pyjson::dumps(value))),
     };
-    let mut value = value.clone();
     wipe(&mut value);
-    println(&text)
+    println(&text?)
 }
 
 fn println(text: &str) -> Result<()> {

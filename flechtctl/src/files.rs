@@ -66,25 +66,39 @@ pub(crate) fn display_path(text: &str) -> String {
 }
 
 /// Universal newlines: `\r\n` and a lone `\r` read as `\n` (Python's text mode).
-fn universal_newlines(text: String) -> String {
+fn universal_newlines(text: Zeroizing<String>) -> Zeroizing<String> {
     if !text.contains('\r') {
         return text;
     }
-    text.replace("\r\n", "\n").replace('\r', "\n")
+    let mut out = Zeroizing::new(String::with_capacity(text.len()));
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\r' {
+            if chars.peek() == Some(&'\n') {
+                chars.next();
+            }
+            out.push('\n');
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
-fn utf8(bytes: Vec<u8>) -> Result<String> {
-    String::from_utf8(bytes).map_err(|e| {
+/// The bytes as UTF-8 text (Python's strict decoding); the bytes are wiped either way.
+fn utf8(bytes: Vec<u8>) -> Result<Zeroizing<String>> {
+    String::from_utf8(bytes).map(Zeroizing::new).map_err(|e| {
         let at = e.utf8_error().valid_up_to();
-        let byte = e.as_bytes()[at];
+        let bytes = Zeroizing::new(e.into_bytes());
+        let byte = bytes[at];
         CliError::Value(format!("'utf-8' codec can't decode byte 0x{byte:02x} in position {at}: invalid utf-8"))
     })
 }
 
 /// `Path(path).read_text(encoding="utf-8")`.
 pub(crate) fn read_text(path: &str) -> Result<Zeroizing<String>> {
-    let bytes = Zeroizing::new(fs::read(path).map_err(|e| os_error(&e, path))?);
-    Ok(Zeroizing::new(universal_newlines(utf8(bytes.to_vec())?)))
+    let bytes = fs::read(path).map_err(|e| os_error(&e, path))?;
+    Ok(universal_newlines(utf8(bytes)?))
 }
 
 /// The operand itself, or standard input (one trailing newline stripped) when it is omitted or
@@ -93,9 +107,9 @@ pub(crate) fn read_operand(operand: Option<&str>) -> Result<Zeroizing<String>> {
     match operand {
         Some(text) if text != "-" => Ok(Zeroizing::new(text.to_owned())),
         _ => {
-            let mut bytes = Zeroizing::new(Vec::new());
+            let mut bytes = Vec::new();
             io::stdin().read_to_end(&mut bytes).map_err(|e| CliError::Os(e.to_string()))?;
-            let mut text = Zeroizing::new(utf8(bytes.to_vec())?);
+            let mut text = utf8(bytes)?;
             if text.ends_with('\n') {
                 text.pop();
             }
@@ -237,6 +251,12 @@ mod tests {
         assert_eq!(display_path("/tmp/./x"), "/tmp/x");
         assert_eq!(display_path("."), ".");
         assert_eq!(display_path("//x"), "//x");
+    }
+
+    #[test]
+    fn text_files_read_with_universal_newlines() {
+        assert_eq!(universal_newlines(Zeroizing::new("a\r\nb\rc\n\r".to_owned())).as_str(), "a\nb\nc\n\n");
+        assert_eq!(universal_newlines(Zeroizing::new("plain\n".to_owned())).as_str(), "plain\n");
     }
 
     #[test]
