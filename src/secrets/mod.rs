@@ -49,9 +49,12 @@
 mod error;
 mod jose;
 mod keyring;
+mod runtime;
 mod text;
 mod tokens;
 
 pub use error::{DecryptReason, KeyringError, Refusal, SecretError, SignatureReason};
 pub use keyring::{is_protected_keyring, Keyring, KeyringBuilder};
+pub(crate) use runtime::{bind, carry, enter, keyring as active_keyring, report, SecretContext, SecretEvents};
+pub use runtime::{install_keyring, with_keyring};
 pub use tokens::{is_encrypted, is_signed, kid_of, read_header, signer_of, Plaintext, ENCRYPTED_SCHEME, SIGNED_SCHEME};
