@@ -202,3 +202,72 @@ async fn sec_05_06_13_15_secrets_in_a_run_never_leak() {
         changelog.len() + outputs.len()
     );
 }
+
+/// SEC-40, N-11, INV-42, ERR-32: the scan of config topics reports every secret value —
+/// ciphertext with its kid, plaintext, a corrupt token with its error — and every record that
+/// does not decode (an undecodable key by Python's `repr` of its bytes), skips tombstones and
+/// absent or null values, needs no key, and refuses a missing topic instead of reporting nothing.
+#[tokio::test(flavor = "current_thread")]
+async fn sec_40_n_11_scan_of_config_topics() {
+    use flechtwerk::kafka::ConsumerConfig;
+    use flechtwerk::{scan_config_topics, ScanEntry, ScanError};
+    let kafka = LocalCluster::new();
+    let admin = kafka.admin().unwrap();
+    admin.create_topic(&NewTopic::new("vendors", 1).compacted()).await.unwrap();
+    admin.create_topic(&NewTopic::new("partners", 2).compacted()).await.unwrap();
+    let keyring = keyring();
+    let sealed = with_keyring(&keyring, || Config::new().with(&VENDOR_KEY, API_KEY.to_owned()).unwrap());
+    produce(&kafka, "vendors", "acme", sealed.encode().unwrap()).await;
+    produce(&kafka, "vendors", "legacy", br#"{"api_key":"in clear","note":"x"}"#.to_vec()).await;
+    produce(&kafka, "vendors", "corrupt", br#"{"api_key":"flenc:jwe:%%%.x.y.z.w"}"#.to_vec()).await;
+    produce(&kafka, "vendors", "none", br#"{"api_key":null,"note":"x"}"#.to_vec()).await;
+    produce(&kafka, "vendors", "deleted", b"{}".to_vec()).await;
+    produce(&kafka, "vendors", "broken", b"{not json".to_vec()).await;
+    let producer = kafka.producer(ProducerConfig::idempotent("seed-raw")).unwrap();
+    producer.send(ProducerRecord::new("partners", b"\xff\xfe".to_vec(), b"{}x".to_vec())).await.unwrap().await.unwrap();
+    producer.close().await;
+
+    let mut consumer = kafka.consumer(ConsumerConfig::groupless("scanner")).unwrap();
+    let found = scan_config_topics(consumer.as_mut(), &["vendors", "partners"], &[VENDOR_KEY.name(), NOTE.name()])
+        .await
+        .unwrap();
+    let entry = |attribute: &str, error: Option<&str>, kid: Option<&str>, topic: &str, wire_key: &str| ScanEntry {
+        attribute: attribute.into(),
+        error: error.map(Into::into),
+        kid: kid.map(Into::into),
+        partition: 0,
+        topic: topic.into(),
+        wire_key: wire_key.into(),
+    };
+    let corrupt_error = found.iter().find(|e| e.wire_key == "corrupt").and_then(|e| e.error.clone());
+    let broken_error = found.iter().find(|e| e.wire_key == "broken").and_then(|e| e.error.clone());
+    let partner_error = found.iter().find(|e| e.topic == "partners").and_then(|e| e.error.clone());
+    let partner_partition = found.iter().find(|e| e.topic == "partners").map(|e| e.partition).unwrap();
+    assert!(corrupt_error.as_deref().is_some_and(|e| e.starts_with("malformed JWE header")), "{found:?}");
+    assert!(broken_error.as_deref().is_some_and(|e| e.starts_with("not JSON")), "{found:?}");
+    assert!(partner_error.as_deref().is_some_and(|e| e.starts_with("not UTF-8")), "{found:?}");
+    let mut partner = entry("", partner_error.as_deref(), None, "partners", r"b'\xff\xfe'");
+    partner.partition = partner_partition;
+    assert_eq!(
+        found,
+        [
+            entry("api_key", None, Some("k-2026"), "vendors", "acme"),
+            entry("api_key", None, None, "vendors", "legacy"),
+            entry("note", None, None, "vendors", "legacy"),
+            entry("api_key", corrupt_error.as_deref(), None, "vendors", "corrupt"),
+            entry("note", None, None, "vendors", "none"),
+            entry("", broken_error.as_deref(), None, "vendors", "broken"),
+            partner,
+        ]
+    );
+    assert!(
+        found[1].is_plaintext() && !found[0].is_plaintext() && !found[3].is_plaintext() && !found[5].is_plaintext()
+    );
+    for e in &found {
+        assert!(!format!("{e:?}").contains(API_KEY));
+    }
+    let missing =
+        scan_config_topics(consumer.as_mut(), &["vendors", "nowhere", "gone"], &["api_key"]).await.unwrap_err();
+    assert!(matches!(&missing, ScanError::MissingTopics { topics } if topics == &["gone", "nowhere"]));
+    assert_eq!(missing.to_string(), "cannot scan — config topic(s) not found: ['gone', 'nowhere']");
+}

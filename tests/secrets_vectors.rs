@@ -729,6 +729,9 @@ fn events_as_python(events: &[Observed]) -> Value {
     )
 }
 
+/// One way of calling a codec that Python's vectors say fails.
+type Attempt<'a> = Box<dyn Fn() -> Result<Value, CodecError> + 'a>;
+
 fn codec_class(e: &CodecError) -> &'static str {
     match e {
         CodecError::Secret(e) => secret_class(e),
@@ -798,9 +801,9 @@ fn sec_04_10_11_12_13_14_pythons_codec_vectors_through_ours() {
             recorder.clear();
             plaintext_reads += 1;
         }
-        let token = case.get("decode_token").map(|t| t.clone());
+        let token = case.get("decode_token").cloned();
         let scoped_other = ported!(encrypted(STR).scope("other"), STR);
-        let mut attempts: Vec<(&str, Box<dyn Fn() -> Result<Value, CodecError>>)> = Vec::new();
+        let mut attempts: Vec<(&str, Attempt<'_>)> = Vec::new();
         attempts.push(("encode", Box::new(|| (codec.encode)(&Value::Str("x".into())))));
         if let Some(token) = token {
             let t = token.clone();

@@ -149,7 +149,7 @@ pub async fn scan_config_topics(
     }
     // Topics in the order asked, then partition and offset order.
     let order = |topic: &str| topics.iter().position(|t| *t == topic).unwrap_or(usize::MAX);
-    found.sort_by(|a, b| (order(&a.0), a.1, a.2, a.3).cmp(&(order(&b.0), b.1, b.2, b.3)));
+    found.sort_by_key(|(topic, partition, offset, i, _)| (order(topic), *partition, *offset, *i));
     Ok(found.into_iter().map(|(.., entry)| entry).collect())
 }
 

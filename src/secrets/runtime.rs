@@ -93,8 +93,7 @@ pub fn install_keyring(keyring: Keyring) -> Result<(), KeyringError> {
 pub fn with_keyring<R>(keyring: &Keyring, f: impl FnOnce() -> R) -> R {
     let mut context = current().map(|c| (*c).clone()).unwrap_or_default();
     context.keyring = Some(Arc::new(keyring.clone()));
-    let _guard = Enter::new(Some(Arc::new(context)));
-    f()
+    enter(context, f)
 }
 
 /// Runs `f` with `context` bound on this thread.
