@@ -72,6 +72,12 @@ pub struct Flechtwerk {
     metrics: Option<Arc<dyn MetricsInstance>>,
     /// Where the metrics endpoint listens while a run serves it.
     metrics_address: Arc<Mutex<Option<SocketAddr>>>,
+    /// The keyring and event sink the secret codecs use during a run.
+    #[cfg(feature = "secrets")]
+    secrets: Arc<crate::secrets::SecretContext>,
+    /// Where `keyring_key_loaded` goes at the start of a run.
+    #[cfg(feature = "secrets")]
+    observer: Arc<dyn Observer>,
 }
 
 /// A runner, whatever the stage's shape.
@@ -252,6 +258,8 @@ pub struct FlechtwerkBuilder {
     metrics_labels: Vec<(String, String)>,
     stores: Arc<dyn StateStores>,
     mqtt: Option<MqttBrokerConfig>,
+    #[cfg(feature = "secrets")]
+    keyring: Option<crate::secrets::Keyring>,
 }
 
 impl Flechtwerk {
@@ -281,6 +289,8 @@ impl Flechtwerk {
             metrics_labels: Vec::new(),
             stores: crate::state::default_stores(),
             mqtt: None,
+            #[cfg(feature = "secrets")]
+            keyring: None,
         }
     }
 }
@@ -713,6 +723,37 @@ impl FlechtwerkBuilder {
         self
     }
 
+    /// The keyring of the application's secret attributes (feature `secrets`; Python's
+    /// `Flechtwerk.of(keyring=...)`). The library reads no key file: the application builds the
+    /// keyring from wherever it keeps it ([`Keyring::from_json`](crate::secrets::Keyring::from_json)
+    /// of a mounted secret, say) and hands it in here.
+    ///
+    /// Every encrypted or signed attribute read or written by the stage's code during a run uses
+    /// it, and reports its `secret_decrypted` / `secret_plaintext_read` events to this
+    /// application's observer; each run starts by reporting `keyring_key_loaded(kid)` for every
+    /// kid (SEC-06). The keyring is bound to the application's run, not installed in the
+    /// process: two applications in one process may hold different keyrings, and code outside a
+    /// run uses [`install_keyring`](crate::secrets::install_keyring). Without a keyring, the
+    /// stage's secret attributes fail with [`KeyringError::NotInstalled`](crate::secrets::KeyringError::NotInstalled)
+    /// (unless the process installed one).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use flechtwerk::{stage::transformer, Flechtwerk};
+    /// use flechtwerk::secrets::Keyring;
+    /// # let stage = transformer(["in"]).transform(|_, _, _| Ok(()));
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// // In production: Keyring::from_json(&std::fs::read_to_string("/run/secrets/keyring.json")?)?
+    /// let keyring = Keyring::builder().generate_oct("k-2026").primary("k-2026").build()?;
+    /// let app = Flechtwerk::builder().application_id("counter").client_id("pod-0").kafka(kafka).keyring(keyring).build(stage)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(feature = "secrets")]
+    pub fn keyring(mut self, keyring: crate::secrets::Keyring) -> Self {
+        self.keyring = Some(keyring);
+        self
+    }
+
     /// Builds the handle for `stage`, a [`Transformer`], an [`Extractor`] or an
     /// [`MqttExtractor`]. No connection is made here.
     ///
@@ -764,6 +805,13 @@ impl FlechtwerkBuilder {
             (Some(metrics), None) => metrics.observer(),
             (Some(metrics), Some(observer)) => Arc::new(FanOut::new(vec![metrics.observer(), observer])),
         };
+        #[cfg(feature = "secrets")]
+        let secrets = Arc::new(crate::secrets::SecretContext {
+            keyring: self.keyring.map(Arc::new),
+            events: Some(Arc::new(crate::observer::SecretEventsOf(Arc::clone(&observer)))),
+        });
+        #[cfg(feature = "secrets")]
+        let secret_observer = Arc::clone(&observer);
         let parts = RunnerParts {
             settings: Settings {
                 application_id,
@@ -789,6 +837,10 @@ impl FlechtwerkBuilder {
             running: Arc::new(AtomicBool::new(false)),
             metrics,
             metrics_address: Arc::new(Mutex::new(None)),
+            #[cfg(feature = "secrets")]
+            secrets,
+            #[cfg(feature = "secrets")]
+            observer: secret_observer,
         })
     }
 }
@@ -919,7 +971,12 @@ impl Flechtwerk {
         let runner = Arc::clone(&self.runner);
         let running = Arc::clone(&self.running);
         let run_stop = stop.clone();
-        let mut handle = tokio::spawn(async move {
+        #[cfg(feature = "secrets")]
+        if let Some(keyring) = &self.secrets.keyring {
+            // SEC-06: the keyring's kids, once per run (the keyring_keys_loaded gauge).
+            keyring.kids().for_each(|kid| self.observer.keyring_key_loaded(kid));
+        }
+        let run = async move {
             let result = runner.run(&run_stop).await;
             // The endpoint lives exactly as long as the run: stopped (its port free again)
             // however the run ends, a dropped `run_until` future included.
@@ -929,7 +986,12 @@ impl Flechtwerk {
             *metrics_address.lock().unwrap_or_else(|p| p.into_inner()) = None;
             running.store(false, Ordering::Release);
             result
-        });
+        };
+        // The stage's code runs inside: its secret attributes find the application's keyring
+        // and report to its observer, on whatever thread polls the run.
+        #[cfg(feature = "secrets")]
+        let run = crate::secrets::bind(Some(Arc::clone(&self.secrets)), run);
+        let mut handle = tokio::spawn(run);
         // Dropping this future raises the stop signal; the run winds down on its own.
         let _stop_on_drop = StopOnDrop(stop.clone());
         tokio::pin!(shutdown);

@@ -190,6 +190,8 @@ mod app;
 pub mod testing;
 
 pub use app::{Flechtwerk, FlechtwerkBuilder, IntoRunner};
+#[cfg(feature = "secrets")]
+pub use configs::{scan_config_topics, ScanEntry, ScanError};
 pub use configs::{ConfigStore, ConfigStoreError};
 pub use engine::bounds::MAX_POLL_RECORDS_DEFAULT;
 pub use engine::{Guarantee, Producers};

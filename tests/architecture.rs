@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 const RANKS: &[(&str, u32, &str)] = &[
     ("json", 0, "wire model"),
     // The `flenc:`/`flsig:` token format and keyrings (feature `secrets`): JSON below them, the
-    // codecs that will seal attributes above.
+    // codecs that seal attributes (record/secret.rs) above.
     ("secrets", 1, "wire model"),
     ("record", 2, "wire model"),
     ("message", 3, "wire model"),

@@ -31,18 +31,8 @@ use metrics_support::{http_get, label_names, parse, samples, series};
 
 const GOLDEN: &str = include_str!("golden/python_metrics_exposition.txt");
 
-/// Python 0.17's families that this port does not have: no keyring, no field encryption, so no
-/// hook feeds them.
-const LEFT_OUT: [&str; 5] = [
-    "flechtwerk_keyring_keys_loaded",
-    "flechtwerk_secret_plaintext_reads_total",
-    "flechtwerk_secret_decrypts_total",
-    "flechtwerk_secret_unsigned_reads_total",
-    "flechtwerk_secret_verifications_total",
-];
-
-/// Every family this port exposes (27 of Python 0.17's 32), pinned.
-const RUST_FAMILIES: [&str; 27] = [
+/// Every family this port exposes (all 32 of Python 0.17's), pinned.
+const RUST_FAMILIES: [&str; 32] = [
     "flechtwerk_active_configs",
     "flechtwerk_batch_processing_seconds",
     "flechtwerk_batch_size",
@@ -50,6 +40,7 @@ const RUST_FAMILIES: [&str; 27] = [
     "flechtwerk_config_store_bytes",
     "flechtwerk_config_store_entries",
     "flechtwerk_config_store_restored_entries_total",
+    "flechtwerk_keyring_keys_loaded",
     "flechtwerk_message_in_bytes",
     "flechtwerk_message_in_max_bytes",
     "flechtwerk_message_out_bytes",
@@ -64,6 +55,10 @@ const RUST_FAMILIES: [&str; 27] = [
     "flechtwerk_mqtt_messages_dropped_total",
     "flechtwerk_mqtt_messages_in_total",
     "flechtwerk_poll_cycle_seconds",
+    "flechtwerk_secret_decrypts_total",
+    "flechtwerk_secret_plaintext_reads_total",
+    "flechtwerk_secret_unsigned_reads_total",
+    "flechtwerk_secret_verifications_total",
     "flechtwerk_state_record_bytes",
     "flechtwerk_state_record_max_bytes",
     "flechtwerk_state_restored_entries_total",
@@ -138,6 +133,12 @@ fn replay_golden_script(observer: &dyn Observer) {
     }
     observer.mqtt_message_dropped("(unmatched)", "stale");
     observer.mqtt_disconnected();
+    observer.keyring_key_loaded("k1");
+    observer.keyring_key_loaded("k2");
+    observer.secret_plaintext_read("");
+    observer.secret_decrypted("tenant", "k1");
+    observer.secret_unsigned_read("tenant");
+    observer.secret_verified("tenant", "k2");
 }
 
 fn demo_labels() -> Vec<(String, String)> {
@@ -146,7 +147,7 @@ fn demo_labels() -> Vec<(String, String)> {
 
 /// MET-01..06 against the real package: every family Python 0.17 writes for the same calls, with
 /// the same type, help text, label names, bucket bounds and sample values, byte for byte per
-/// sample line, except the `*_created` series and the keyring/secret families.
+/// sample line, except the `*_created` series; the keyring and secret families (SEC-06) included.
 #[test]
 fn parity_with_the_python_exposition_sample_for_sample() {
     let observer = PrometheusObserver::new(&demo_labels(), 500).unwrap();
@@ -164,8 +165,7 @@ fn parity_with_the_python_exposition_sample_for_sample() {
         let base = name.trim_end_matches("_created");
         assert!(python.contains_key(base) || python.contains_key(&format!("{base}_total")), "{name}");
     }
-    let expected: BTreeSet<&str> =
-        python.keys().map(String::as_str).filter(|name| !created.contains(name) && !LEFT_OUT.contains(name)).collect();
+    let expected: BTreeSet<&str> = python.keys().map(String::as_str).filter(|name| !created.contains(name)).collect();
     let actual: BTreeSet<&str> = rust.keys().map(String::as_str).collect();
     assert_eq!(actual, expected, "the families");
     assert_eq!(actual, RUST_FAMILIES.into_iter().collect(), "the pinned list");

@@ -195,3 +195,146 @@ fn sec_02_10_python_reads_what_rust_writes() {
         token_expect.iter().filter(|e| matches!(e, Expect::Refused(_))).count()
     );
 }
+
+/// SEC-10, SEC-14: a record the Rust codecs wrote — every composition, `dir` and ECDH-ES, scoped,
+/// doubled, signed then encrypted — read by Python's codecs (flechtwerk[secrets] 0.17.0, with
+/// the same keyring): each field decodes to the value Rust wrote, with the events Python's
+/// observer reports (one `secret_decrypted` per token opened, with its scope and kid).
+#[test]
+fn sec_10_14_python_codecs_read_what_ours_write() {
+    use flechtwerk::attribute::{
+        dict, encrypted, list, set, signed, tuple, Attribute, Date, ANY, DATE, FLOAT, INT, RECORD, STR,
+    };
+    use flechtwerk::secrets::with_keyring;
+    use flechtwerk::{Config, Record};
+    use std::collections::{BTreeMap, BTreeSet};
+
+    const E_STR: Attribute<String> = Attribute::new("e_str", &encrypted(STR));
+    const E_INT: Attribute<i64> = Attribute::new("e_int", &encrypted(INT).scope("a"));
+    const E_RECIPIENT: Attribute<f64> = Attribute::new("e_recipient", &encrypted(FLOAT).scope("api_key"));
+    const E_LIST: Attribute<Vec<String>> = Attribute::new("e_list", &encrypted(list(STR)));
+    const LIST_E: Attribute<Vec<String>> = Attribute::new("list_e", &list(encrypted(STR)));
+    const SET_E: Attribute<BTreeSet<i64>> = Attribute::new("set_e", &set(encrypted(INT)));
+    const TUPLE_E: Attribute<Box<[f64]>> = Attribute::new("tuple_e", &tuple(encrypted(FLOAT)));
+    const E_DICT_ANY: Attribute<BTreeMap<String, Value>> = Attribute::new("e_dict_any", &encrypted(dict(ANY)));
+    const DICT_E: Attribute<BTreeMap<String, i64>> = Attribute::new("dict_e", &dict(encrypted(INT).scope("api_key")));
+    const E_RECORD: Attribute<Record> = Attribute::new("e_record", &encrypted(RECORD));
+    const E_E: Attribute<String> = Attribute::new("e_e", &encrypted(encrypted(STR).scope("a")).scope("api_key"));
+    const E_SIGNED: Attribute<String> = Attribute::new("e_signed", &encrypted(signed(STR, "api_key")).scope("api_key"));
+    const SIGNED_LIST: Attribute<Vec<i64>> = Attribute::new("signed_list", &signed(list(INT), "api_key"));
+    const E_DATE: Attribute<Date> = Attribute::new("e_date", &encrypted(DATE));
+
+    let golden = golden();
+    let keyring_text = str_of(obj(&obj(&golden["keyrings"])["python-fixture-asymmetric"]), "json").to_owned();
+    let keyring = Keyring::from_json(&keyring_text).unwrap();
+    let parsed = |text: &str| json::parse(text).unwrap();
+    let object = |text: &str| match parsed(text) {
+        Value::Object(map) => map,
+        _ => unreachable!(),
+    };
+    let strings = vec!["zähler".to_owned(), "".to_owned(), "\"quoted\"\n".to_owned()];
+    let any_map: BTreeMap<String, Value> =
+        object(r#"{"z": 1, "a": [true, null, 1.5], "ü": {"x": "y"}}"#).into_iter().collect();
+    let int_map = BTreeMap::from([("a".to_owned(), -7), ("b".to_owned(), 1 << 40)]);
+    let record = Record::wrap(object(r#"{"user": "svc", "port": 5432, "tags": ["x"]}"#));
+    let date = Date::from_ymd_opt(1815, 12, 10).unwrap();
+    let config = with_keyring(&keyring, || {
+        Config::new()
+            .with(&E_STR, "s3cret ünïcode".to_owned())?
+            .with(&E_INT, 1 << 53)?
+            .with(&E_RECIPIENT, 0.1)?
+            .with(&E_LIST, strings.clone())?
+            .with(&LIST_E, strings.clone())?
+            .with(&SET_E, BTreeSet::from([3, -1, 2]))?
+            .with(&TUPLE_E, Box::from([1.0, -2.5e-300]))?
+            .with(&E_DICT_ANY, any_map)?
+            .with(&DICT_E, int_map)?
+            .with(&E_RECORD, record)?
+            .with(&E_E, "twice".to_owned())?
+            .with(&E_SIGNED, "vouched".to_owned())?
+            .with(&SIGNED_LIST, vec![1, 2, 3])?
+            .with(&E_DATE, date)
+    })
+    .unwrap();
+    // Each field: Python's codec, its inner codec, and the inner JSON Rust wrote.
+    let fields: [(&str, &str, &str, Value); 14] = [
+        ("e_str", "ENCRYPTED(STR)", "STR", parsed(r#""s3cret ünïcode""#)),
+        ("e_int", "ENCRYPTED(INT, scope='a')", "INT", Value::Int(1 << 53)),
+        ("e_recipient", "ENCRYPTED(FLOAT, scope='api_key')", "FLOAT", Value::Float(0.1)),
+        ("e_list", "ENCRYPTED(LIST(STR))", "LIST(STR)", parsed(r#"["zähler", "", "\"quoted\"\n"]"#)),
+        ("list_e", "LIST(ENCRYPTED(STR))", "LIST(STR)", parsed(r#"["zähler", "", "\"quoted\"\n"]"#)),
+        ("set_e", "SET(ENCRYPTED(INT))", "SET(INT)", parsed("[-1, 2, 3]")),
+        ("tuple_e", "TUPLE(ENCRYPTED(FLOAT))", "TUPLE(FLOAT)", parsed("[1.0, -2.5e-300]")),
+        (
+            "e_dict_any",
+            "ENCRYPTED(DICT(ANY))",
+            "DICT(ANY)",
+            parsed(r#"{"z": 1, "a": [true, null, 1.5], "ü": {"x": "y"}}"#),
+        ),
+        ("dict_e", "DICT(ENCRYPTED(INT, scope='api_key'))", "DICT(INT)", parsed(r#"{"a": -7, "b": 1099511627776}"#)),
+        ("e_record", "ENCRYPTED(RECORD)", "RECORD", parsed(r#"{"user": "svc", "port": 5432, "tags": ["x"]}"#)),
+        ("e_e", "ENCRYPTED(ENCRYPTED(STR, scope='a'), scope='api_key')", "STR", parsed(r#""twice""#)),
+        ("e_signed", "ENCRYPTED(SIGNED(STR, scope='api_key'), scope='api_key')", "STR", parsed(r#""vouched""#)),
+        ("signed_list", "SIGNED(LIST(INT), scope='api_key')", "LIST(INT)", parsed("[1, 2, 3]")),
+        ("e_date", "ENCRYPTED(DATE)", "DATE", parsed(r#""1815-12-10""#)),
+    ];
+    let mut cases = Map::new();
+    cases.insert("keyring".to_owned(), Value::Str(keyring_text));
+    cases.insert("record".to_owned(), Value::Object(config.raw().clone()));
+    cases.insert(
+        "fields".to_owned(),
+        Value::List(
+            fields
+                .iter()
+                .map(|(name, codec, inner, _)| {
+                    Value::List(vec![
+                        Value::Str((*name).into()),
+                        Value::Str((*codec).into()),
+                        Value::Str((*inner).into()),
+                    ])
+                })
+                .collect(),
+        ),
+    );
+    let dir = std::env::temp_dir().join(format!("flechtwerk-secrets-codec-python-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("cases.json");
+    std::fs::write(&path, json::to_canonical_bytes(&Value::Object(cases)).unwrap()).unwrap();
+    let out = Command::new(python_ref())
+        .arg(repo().join("tests/python/secrets_codec_read.py"))
+        .arg(&path)
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("run the Python reader");
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(out.status.success(), "the Python reader failed");
+    let answers = match json::parse(&String::from_utf8(out.stdout).unwrap()).unwrap() {
+        Value::Object(map) => map,
+        _ => panic!(),
+    };
+    let decrypted = |scope: &str, kid: &str| parsed(&format!(r#"["secret_decrypted", "{scope}", "{kid}"]"#));
+    for (name, codec, _, expected) in &fields {
+        let answer = obj(&answers[*name]);
+        assert_eq!(answer["ok"], Value::Bool(true), "{name} ({codec}): {answer:?}");
+        assert_eq!(answer["value"], *expected, "{name} ({codec})");
+        let Value::List(events) = &answer["events"] else { panic!() };
+        let opened = events
+            .iter()
+            .filter(|e| matches!(e, Value::List(parts) if parts[0] == Value::Str("secret_decrypted".into())))
+            .count();
+        let tokens = match &config.raw()[*name] {
+            Value::Str(_) if codec.starts_with("SIGNED") => 0,
+            Value::Str(_) if codec.starts_with("ENCRYPTED(ENCRYPTED") => 2,
+            Value::Str(_) => 1,
+            Value::List(items) => items.len(),
+            Value::Object(map) => map.len(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(opened, tokens, "{name}: {events:?}");
+    }
+    let e_int = obj(&answers["e_int"]);
+    assert_eq!(e_int["events"], Value::List(vec![decrypted("a", "test-key")]));
+    let recipient = obj(&answers["e_recipient"]);
+    assert_eq!(recipient["events"], Value::List(vec![decrypted("api_key", "test-recipient")]));
+    println!("python reads rust: {} fields of a record our codecs wrote", fields.len());
+}

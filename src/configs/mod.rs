@@ -22,9 +22,13 @@
 pub(crate) mod arena;
 pub(crate) mod bootstrap;
 mod index;
+#[cfg(feature = "secrets")]
+mod scan;
 mod store;
 
 pub(crate) use bootstrap::{decode_config_update, ConfigBootstrap};
+#[cfg(feature = "secrets")]
+pub use scan::{scan_config_topics, ScanEntry, ScanError};
 pub use store::{ConfigStore, ConfigStoreError};
 
 #[cfg(test)]

@@ -127,7 +127,11 @@ impl<S: Extractor> DispatchRunner<S> {
                     retry_aborted_pages: true,
                 });
                 let cancel = Stop::new();
-                let handle = tokio::spawn(run_cycles(ctx, vec![token], cancel.clone()));
+                let cycles_run = run_cycles(ctx, vec![token], cancel.clone());
+                // The stage's code runs in the cycles: they carry the application's secret context.
+                #[cfg(feature = "secrets")]
+                let cycles_run = crate::secrets::carry(cycles_run);
+                let handle = tokio::spawn(cycles_run);
                 cycles = Some(Cycles { cancel, handle });
                 self.main_loop(&mut configs, hooks, &entries, &mut cycles, stop).await
             }

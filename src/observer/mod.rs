@@ -492,6 +492,93 @@ pub trait Observer: Send + Sync {
     /// assert_eq!(tokens.0.load(Ordering::Relaxed), 2);
     /// ```
     fn tokens_assigned(&self, count: usize) {}
+    /// A key of the application's keyring, once per kid when a run starts (feature `secrets`; the
+    /// `keyring_keys_loaded` gauge).
+    ///
+    /// ```
+    /// use std::sync::Mutex;
+    /// use flechtwerk::observer::Observer;
+    /// #[derive(Default)]
+    /// struct Seen(Mutex<Vec<String>>);
+    /// impl Observer for Seen {
+    ///     fn keyring_key_loaded(&self, kid: &str) {
+    ///         self.0.lock().unwrap().push(kid.to_owned());
+    ///     }
+    /// }
+    /// let observer = Seen::default();
+    /// observer.keyring_key_loaded("k-2026");
+    /// assert_eq!(*observer.0.lock().unwrap(), ["k-2026"]);
+    /// ```
+    fn keyring_key_loaded(&self, kid: &str) {}
+    /// A plaintext value read by an encrypted attribute that tolerates one (`read_plaintext`), by
+    /// the attribute's scope.
+    ///
+    /// ```
+    /// use std::sync::Mutex;
+    /// use flechtwerk::observer::Observer;
+    /// #[derive(Default)]
+    /// struct Seen(Mutex<Vec<String>>);
+    /// impl Observer for Seen {
+    ///     fn secret_plaintext_read(&self, scope: &str) {
+    ///         self.0.lock().unwrap().push(scope.to_owned());
+    ///     }
+    /// }
+    /// let observer = Seen::default();
+    /// observer.secret_plaintext_read("db");
+    /// assert_eq!(*observer.0.lock().unwrap(), ["db"]);
+    /// ```
+    fn secret_plaintext_read(&self, scope: &str) {}
+    /// A `flenc:` value decrypted, by the attribute's scope and the token's kid.
+    ///
+    /// ```
+    /// use std::sync::Mutex;
+    /// use flechtwerk::observer::Observer;
+    /// #[derive(Default)]
+    /// struct Seen(Mutex<Vec<String>>);
+    /// impl Observer for Seen {
+    ///     fn secret_decrypted(&self, scope: &str, kid: &str) {
+    ///         self.0.lock().unwrap().push(format!("{scope}/{kid}"));
+    ///     }
+    /// }
+    /// let observer = Seen::default();
+    /// observer.secret_decrypted("db", "k-2026");
+    /// assert_eq!(*observer.0.lock().unwrap(), ["db/k-2026"]);
+    /// ```
+    fn secret_decrypted(&self, scope: &str, kid: &str) {}
+    /// An unsigned value read by a signed attribute that tolerates one (`read_unsigned`).
+    ///
+    /// ```
+    /// use std::sync::Mutex;
+    /// use flechtwerk::observer::Observer;
+    /// #[derive(Default)]
+    /// struct Seen(Mutex<Vec<String>>);
+    /// impl Observer for Seen {
+    ///     fn secret_unsigned_read(&self, scope: &str) {
+    ///         self.0.lock().unwrap().push(scope.to_owned());
+    ///     }
+    /// }
+    /// let observer = Seen::default();
+    /// observer.secret_unsigned_read("payouts");
+    /// assert_eq!(*observer.0.lock().unwrap(), ["payouts"]);
+    /// ```
+    fn secret_unsigned_read(&self, scope: &str) {}
+    /// A `flsig:` value verified, by the attribute's scope and the signer's kid.
+    ///
+    /// ```
+    /// use std::sync::Mutex;
+    /// use flechtwerk::observer::Observer;
+    /// #[derive(Default)]
+    /// struct Seen(Mutex<Vec<String>>);
+    /// impl Observer for Seen {
+    ///     fn secret_verified(&self, scope: &str, kid: &str) {
+    ///         self.0.lock().unwrap().push(format!("{scope}/{kid}"));
+    ///     }
+    /// }
+    /// let observer = Seen::default();
+    /// observer.secret_verified("payouts", "sig-1");
+    /// assert_eq!(*observer.0.lock().unwrap(), ["payouts/sig-1"]);
+    /// ```
+    fn secret_verified(&self, scope: &str, kid: &str) {}
     /// Messages left buffered for an MQTT filter.
     ///
     /// ```
@@ -671,6 +758,11 @@ fan_out! {
     state_record_bytes(bytes: usize);
     tasks_assigned(count: usize);
     tokens_assigned(count: usize);
+    keyring_key_loaded(kid: &str);
+    secret_plaintext_read(scope: &str);
+    secret_decrypted(scope: &str, kid: &str);
+    secret_unsigned_read(scope: &str);
+    secret_verified(scope: &str, kid: &str);
     mqtt_buffered(topic: &str, count: usize);
     mqtt_connected();
     mqtt_disconnected();
@@ -839,4 +931,24 @@ pub trait MetricsServer: Send {
     /// # }
     /// ```
     fn stop(self: Box<Self>) -> BoxFuture<'static, ()>;
+}
+
+/// An observer as the sink of the secret codecs' events (feature `secrets`).
+#[cfg(feature = "secrets")]
+pub(crate) struct SecretEventsOf(pub(crate) Arc<dyn Observer>);
+
+#[cfg(feature = "secrets")]
+impl crate::secrets::SecretEvents for SecretEventsOf {
+    fn decrypted(&self, scope: &str, kid: &str) {
+        self.0.secret_decrypted(scope, kid);
+    }
+    fn plaintext_read(&self, scope: &str) {
+        self.0.secret_plaintext_read(scope);
+    }
+    fn verified(&self, scope: &str, kid: &str) {
+        self.0.secret_verified(scope, kid);
+    }
+    fn unsigned_read(&self, scope: &str) {
+        self.0.secret_unsigned_read(scope);
+    }
 }

@@ -33,6 +33,8 @@ use std::marker::PhantomData;
 use super::temporal;
 pub use super::temporal::{Date, DateTime, TemporalError, Time, UtcOffset};
 
+#[cfg(feature = "secrets")]
+pub use super::secret::{encrypted, signed, EncryptedCodec, SignedCodec};
 use super::Record;
 use crate::json::{Map, Value};
 
@@ -84,6 +86,11 @@ pub enum CodecError {
     /// A custom codec's own error.
     #[error("{0}")]
     Custom(String),
+    /// A secret codec's refusal (feature `secrets`): no keyring, a token that does not open
+    /// under the attribute's scope, a plaintext value where ciphertext is required.
+    #[cfg(feature = "secrets")]
+    #[error(transparent)]
+    Secret(#[from] crate::secrets::SecretError),
 }
 
 impl CodecError {

@@ -9,6 +9,8 @@ use std::fmt;
 use std::ops::{Deref, DerefMut};
 
 pub mod attribute;
+#[cfg(feature = "secrets")]
+mod secret;
 mod temporal;
 
 use self::attribute::{Attribute, AttributeError};

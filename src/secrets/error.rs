@@ -269,6 +269,15 @@ pub enum KeyringError {
         #[source]
         cause: Refusal,
     },
+    /// An encrypted or signed attribute ran with no keyring: none bound to the application
+    /// (the builder's `keyring(...)`), none installed in the process
+    /// ([`install_keyring`](super::install_keyring)). Python's `KeyringNotInstalledError`.
+    #[error("no keyring installed — give the application one (Flechtwerk::builder().keyring(...)) or call flechtwerk::secrets::install_keyring(...)")]
+    NotInstalled,
+    /// A second, different keyring installed in a process that has one (Python's
+    /// `KeyringConflictError`).
+    #[error("a different keyring is already installed in this process — one keyring per process")]
+    Conflict,
 }
 
 fn sealing_what(scope: &str) -> String {
@@ -365,6 +374,30 @@ pub enum SecretError {
         /// `sign` or `verify`.
         verb: &'static str,
     },
+    /// A secret attribute holds a plaintext value and its codec does not tolerate one
+    /// (`read_plaintext` off; Python's `PlaintextSecretError`). The record must be written again
+    /// encrypted, and the value treated as exposed.
+    #[error("{}", plain_detail("secret value is plaintext but read_plaintext is off for this attribute", .scope))]
+    Plaintext {
+        /// The attribute's scope (empty: unscoped).
+        scope: String,
+    },
+    /// A signed attribute holds an unsigned value and its codec does not tolerate one
+    /// (`read_unsigned` off; Python's `UnsignedSecretError`).
+    #[error("{}", plain_detail("value is unsigned but read_unsigned is off for this attribute", .scope))]
+    Unsigned {
+        /// The attribute's scope.
+        scope: String,
+    },
+    /// A decrypted (or verified) payload is not JSON, or not what the attribute's inner codec
+    /// reads. The details stay out of the text: they could quote the secret.
+    #[error("the secret value of scope {} does not decode: {what} (details withheld, they could quote the value)", repr(.scope))]
+    Payload {
+        /// The attribute's scope.
+        scope: String,
+        /// `not JSON`, or the JSON type the inner codec refused.
+        what: String,
+    },
     /// Writing refused: a reader would refuse the token for its size (Python writes it, then
     /// cannot read it back).
     #[error("the token's {part} would be {size} characters, over the {limit} a reader accepts")]
@@ -376,6 +409,14 @@ pub enum SecretError {
         /// The reader's cap.
         limit: usize,
     },
+}
+
+fn plain_detail(head: &str, scope: &str) -> String {
+    if scope.is_empty() {
+        head.to_owned()
+    } else {
+        format!("{head}; scope={}", repr(scope))
+    }
 }
 
 fn detail(head: &str, scope: &str, kid: &str, reason: Option<String>) -> String {

@@ -18,7 +18,12 @@
 //! - **Without a key**: [`is_encrypted`], [`is_signed`], [`kid_of`], [`signer_of`],
 //!   [`read_header`], [`is_protected_keyring`].
 //!
-//! What the attribute codec needs, in one place:
+//! The attribute codecs built on them are [`encrypted`](crate::attribute::encrypted) and
+//! [`signed`](crate::attribute::signed); they find their keyring in the application's run (the
+//! builder's `keyring(...)`), else the process's ([`install_keyring`]), or in a
+//! [`with_keyring`] call.
+//!
+//! What the attribute codec does with the keyring, in one place:
 //!
 //! ```
 //! use flechtwerk::secrets::{is_encrypted, kid_of, Keyring};
@@ -49,9 +54,14 @@
 mod error;
 mod jose;
 mod keyring;
+mod runtime;
 mod text;
 mod tokens;
 
 pub use error::{DecryptReason, KeyringError, Refusal, SecretError, SignatureReason};
 pub use keyring::{is_protected_keyring, Keyring, KeyringBuilder};
+#[cfg(feature = "testing")]
+pub(crate) use runtime::enter;
+pub(crate) use runtime::{bind, carry, keyring as active_keyring, report, SecretContext, SecretEvents};
+pub use runtime::{install_keyring, with_keyring};
 pub use tokens::{is_encrypted, is_signed, kid_of, read_header, signer_of, Plaintext, ENCRYPTED_SCHEME, SIGNED_SCHEME};

@@ -66,3 +66,38 @@ pub async fn read_topic(kafka: &dyn Kafka, client_id: &str, topic: &str) -> Resu
     records.sort_by_key(|r| (r.partition, r.offset));
     Ok(records)
 }
+
+/// Runs `f` with `observer` receiving the secret codecs' events (`secret_decrypted`,
+/// `secret_plaintext_read`, ...) on this thread, as an application's run sends them to its
+/// observer (feature `secrets`). A `keyring` given is used before the process's, as in
+/// [`with_keyring`](crate::secrets::with_keyring).
+///
+/// ```
+/// use std::sync::Arc;
+/// use flechtwerk::attribute::{encrypted, Attribute, STR};
+/// use flechtwerk::secrets::Keyring;
+/// use flechtwerk::testing::{with_secret_observer, Observed, RecordingObserver};
+/// use flechtwerk::Config;
+///
+/// const API_KEY: Attribute<String> = Attribute::new("api_key", &encrypted(STR));
+/// let keyring = Keyring::builder().oct("k1", &[7; 32]).primary("k1").build()?;
+/// let recorder = RecordingObserver::default();
+/// let read = with_secret_observer(Arc::new(recorder.clone()), Some(&keyring), || {
+///     Config::new().with(&API_KEY, "hunter2".to_owned())?.require(&API_KEY)
+/// })?;
+/// assert_eq!(read, "hunter2");
+/// assert_eq!(recorder.events(), [Observed::SecretDecrypted { scope: "".into(), kid: "k1".into() }]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[cfg(feature = "secrets")]
+pub fn with_secret_observer<R>(
+    observer: std::sync::Arc<dyn crate::observer::Observer>,
+    keyring: Option<&crate::secrets::Keyring>,
+    f: impl FnOnce() -> R,
+) -> R {
+    let context = crate::secrets::SecretContext {
+        keyring: keyring.map(|k| std::sync::Arc::new(k.clone())),
+        events: Some(std::sync::Arc::new(crate::observer::SecretEventsOf(observer))),
+    };
+    crate::secrets::enter(context, f)
+}

@@ -43,6 +43,11 @@ pub enum Observed {
     MqttDisconnected,
     MqttMessageDropped { topic: String, reason: String },
     MqttMessageIn { topic: String },
+    KeyringKeyLoaded { kid: String },
+    SecretPlaintextRead { scope: String },
+    SecretDecrypted { scope: String, kid: String },
+    SecretUnsignedRead { scope: String },
+    SecretVerified { scope: String, kid: String },
 }
 
 /// An observer that records every call, in order (TST-04).
@@ -158,5 +163,20 @@ impl Observer for RecordingObserver {
     }
     fn mqtt_message_in(&self, topic: &str) {
         self.push(Observed::MqttMessageIn { topic: topic.to_owned() });
+    }
+    fn keyring_key_loaded(&self, kid: &str) {
+        self.push(Observed::KeyringKeyLoaded { kid: kid.to_owned() });
+    }
+    fn secret_plaintext_read(&self, scope: &str) {
+        self.push(Observed::SecretPlaintextRead { scope: scope.to_owned() });
+    }
+    fn secret_decrypted(&self, scope: &str, kid: &str) {
+        self.push(Observed::SecretDecrypted { scope: scope.to_owned(), kid: kid.to_owned() });
+    }
+    fn secret_unsigned_read(&self, scope: &str) {
+        self.push(Observed::SecretUnsignedRead { scope: scope.to_owned() });
+    }
+    fn secret_verified(&self, scope: &str, kid: &str) {
+        self.push(Observed::SecretVerified { scope: scope.to_owned(), kid: kid.to_owned() });
     }
 }

@@ -370,6 +370,9 @@ impl<S: Extractor> TokenRunner<S> {
                 run_cycles(ctx, started, cancel).await
             }
         };
+        // The stage's code runs in the cycles: they carry the application's secret context.
+        #[cfg(feature = "secrets")]
+        let task = crate::secrets::carry(task);
         let handle = tokio::spawn(task);
         *cycles = Some(Cycles { cancel, handle });
         Ok(())

@@ -252,6 +252,11 @@ struct Families {
     mqtt_disconnects: IntCounterVec,
     mqtt_dropped: IntCounterVec,
     mqtt_messages_in: IntCounterVec,
+    keyring_keys_loaded: IntGaugeVec,
+    secret_plaintext_reads: IntCounterVec,
+    secret_decrypts: IntCounterVec,
+    secret_unsigned_reads: IntCounterVec,
+    secret_verifications: IntCounterVec,
 }
 
 impl Families {
@@ -416,6 +421,38 @@ impl Families {
                 "flechtwerk_mqtt_messages_in_total",
                 "MQTT messages routed into a subscription's buffer",
                 topic,
+            )?,
+            // The secret families (feature `secrets`): `kid` and `scope` are bounded, kids by
+            // the keyring's size, scopes by the attributes declared (empty: unscoped).
+            keyring_keys_loaded: gauge(
+                "flechtwerk_keyring_keys_loaded",
+                "Keys present in the installed keyring (1 per kid) \u{2014} makes 'every reader has the new key' \
+                 checkable fleet-wide",
+                &["kid"],
+            )?,
+            secret_plaintext_reads: counter(
+                "flechtwerk_secret_plaintext_reads_total",
+                "Reads of a secret value that took the legacy-plaintext branch \u{2014} should reach zero before \
+                 ending the migration",
+                &["scope"],
+            )?,
+            secret_decrypts: counter(
+                "flechtwerk_secret_decrypts_total",
+                "Successful secret decryptions, by scope and kid \u{2014} 'decrypts under the old kid are flat' \
+                 gates a rotation",
+                &["scope", "kid"],
+            )?,
+            secret_unsigned_reads: counter(
+                "flechtwerk_secret_unsigned_reads_total",
+                "Reads of a signed value that took the unsigned branch \u{2014} should reach zero before ending \
+                 the migration",
+                &["scope"],
+            )?,
+            secret_verifications: counter(
+                "flechtwerk_secret_verifications_total",
+                "Successful signature verifications, by scope and signer kid \u{2014} 'verifications under the \
+                 old kid are flat' gates a signer rotation",
+                &["scope", "kid"],
             )?,
         })
     }
@@ -805,6 +842,26 @@ impl Observer for PrometheusObserver {
 
     fn mqtt_message_in(&self, topic: &str) {
         self.topic(topic, |t| t.mqtt_messages_in.get(&self.families.mqtt_messages_in, || t.values()).inc());
+    }
+
+    fn keyring_key_loaded(&self, kid: &str) {
+        self.families.keyring_keys_loaded.with_label_values(&self.with(&[kid])).set(1);
+    }
+
+    fn secret_plaintext_read(&self, scope: &str) {
+        self.families.secret_plaintext_reads.with_label_values(&self.with(&[scope])).inc();
+    }
+
+    fn secret_decrypted(&self, scope: &str, kid: &str) {
+        self.families.secret_decrypts.with_label_values(&self.with(&[scope, kid])).inc();
+    }
+
+    fn secret_unsigned_read(&self, scope: &str) {
+        self.families.secret_unsigned_reads.with_label_values(&self.with(&[scope])).inc();
+    }
+
+    fn secret_verified(&self, scope: &str, kid: &str) {
+        self.families.secret_verifications.with_label_values(&self.with(&[scope, kid])).inc();
     }
 }
 
