@@ -1,11 +1,13 @@
-//! The transformer's hot path side by side with Python flechtwerk 0.17 (issue #14).
+//! The transformer's hot path side by side with Python flechtwerk 0.17 (issue #14) and Kafka
+//! Streams 4.4 (issue #38).
 //!
 //! ```text
 //! eval "$(scripts/kafka start | grep '^KAFKA_BOOTSTRAP=')"
 //! eval "$(scripts/python-ref | grep '^PYTHON_REF=')"
 //! cargo bench --features rdkafka --bench eos_side_by_side -- [--records 100000] [--keys 1000] \
-//!     [--partitions 4] [--rounds 3] [--only rust|python|rust-eos2|bare[,...]] [--guarantee eos|alos] \
-//!     [--work-us 0] [--max-batch-records N]
+//!     [--partitions 4] [--rounds 3] [--only rust|python|rust-eos2|kstreams|kstreams-defaults|bare[,...]] \
+//!     [--guarantee eos|alos] [--work-us 0] [--max-batch-records N]
+//! cargo bench --features rdkafka --bench eos_side_by_side -- --smoke   # every implementation, 3 000 inputs
 //! cargo bench --features rdkafka --bench eos_side_by_side -- --in-process 20000   # callgrind
 //! ```
 //!
@@ -37,6 +39,19 @@
 //! polls made during a commit (TRX-45; `FlechtwerkBuilder::max_batch_records`); without it the
 //! stage runs the library's default (four times `max_poll_records`), and `--max-batch-records
 //! 500` (= `max_poll_records`) is one poll per batch, as Python does.
+//!
+//! `kstreams` is Kafka Streams 4.4 running the same counter (`benches/kstreams/CounterApp.java`,
+//! built and started by `scripts/kstreams`: a RocksDB key-value store logged to its changelog,
+//! `exactly_once_v2` or `at_least_once`, one stream thread) with the settings that differ from
+//! ours set to ours (max.poll.records, a commit after every processing pass, zstd, linger.ms 5,
+//! batch.size, the fetch sizes, read_committed: the app's header lists them);
+//! `kstreams-defaults` is the same app at Kafka Streams' own defaults. Both get a fresh state
+//! directory per run (removed afterwards) and stop cleanly when their stdin closes.
+//!
+//! `--smoke` is the run `scripts/test` makes so that none of the implementations rots: 3 000
+//! inputs over 100 keys, one round of `rust,rust-eos2,python,kstreams` (unless `--only` says
+//! otherwise), and every output checked: the value is the input with `"seen":N` added (the
+//! same bytes from all three implementations), N counting 1, 2, 3... per key.
 //!
 //! `bare` is the floor under the engine (see `bare_child`): the same adapter and wire work per
 //! input without the engine; `--only bare,rust` closes with the ratios of the two.
@@ -97,6 +112,8 @@ struct Args {
     max_batch_records: Option<usize>,
     /// CPU each transform spins (`--work-us`, Rust only): a stage that does work of its own.
     work: Duration,
+    /// `--smoke`: small defaults, every output's bytes checked.
+    smoke: bool,
 }
 
 fn flag_value(args: &[String], name: &str) -> Option<String> {
@@ -107,12 +124,13 @@ fn flag_value(args: &[String], name: &str) -> Option<String> {
 
 fn parse(args: &[String]) -> Args {
     let num = |name: &str, default: usize| flag_value(args, name).map_or(default, |v| v.parse().expect(name));
+    let smoke = args.iter().any(|a| a == "--smoke");
     Args {
-        records: num("--records", 100_000),
-        keys: num("--keys", 1_000),
+        records: num("--records", if smoke { 3_000 } else { 100_000 }),
+        keys: num("--keys", if smoke { 100 } else { 1_000 }),
         partitions: num("--partitions", 4) as u32,
-        rounds: num("--rounds", 3),
-        only: flag_value(args, "--only"),
+        rounds: num("--rounds", if smoke { 1 } else { 3 }),
+        only: flag_value(args, "--only").or_else(|| smoke.then(|| "rust,rust-eos2,python,kstreams".to_owned())),
         guarantee: match flag_value(args, "--guarantee").as_deref() {
             None | Some("eos") => Guarantee::ExactlyOnce,
             Some("alos") => Guarantee::AtLeastOnce,
@@ -126,6 +144,7 @@ fn parse(args: &[String]) -> Args {
         max_poll_records: num("--max-poll-records", 500),
         max_batch_records: flag_value(args, "--max-batch-records").map(|v| v.parse().expect("--max-batch-records")),
         work: Duration::from_micros(num("--work-us", 0) as u64),
+        smoke,
     }
 }
 
@@ -441,25 +460,39 @@ async fn measure(kafka: &Arc<dyn Kafka>, args: &Args, bootstrap: &str, input: &s
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 
+    // Kafka Streams' state directory: fresh per run, under the temp dir as our stage's RocksDB.
+    let state_dir = std::env::temp_dir().join(format!("{tag}-kstreams-state"));
     let mut command = match which {
         "rust" | "rust-eos2" | "bare" => {
             let mut c = Command::new(std::env::current_exe().expect("this binary"));
             c.arg(if which == "bare" { "--bare-child" } else { "--stage-child" });
             c
         }
-        _ => {
+        "kstreams" | "kstreams-defaults" => {
+            // `run` execs the JVM: the child's pid is the JVM's.
+            let mut c = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/kstreams"));
+            c.arg("run").args(["--client", "bench-pod-0", "--partitions", &args.partitions.to_string()]);
+            c.args(["--state-dir".as_ref(), state_dir.as_os_str()]);
+            c.args(["--guarantee", if args.guarantee == Guarantee::AtLeastOnce { "alos" } else { "eos" }]);
+            c.args(["--settings", if which == "kstreams" { "matched" } else { "defaults" }]);
+            c
+        }
+        "python" => {
             let python = std::env::var("PYTHON_REF").expect("PYTHON_REF (scripts/python-ref prints it)");
             let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/python/counter_app.py");
             let mut c = Command::new(python);
             c.arg(script).args(["--client", "bench-pod-0", "--announce-run", "--log-level", "WARNING"]);
             c
         }
+        other => panic!("--only: no implementation {other}"),
     };
     command
         .args(["--bootstrap", bootstrap, "--input", input, "--output", &output, "--app", &app])
-        .args(["--max-poll-records", &args.max_poll_records.to_string()])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped());
+    if which != "kstreams-defaults" {
+        command.args(["--max-poll-records", &args.max_poll_records.to_string()]);
+    }
     if which == "rust-eos2" {
         command.args(["--producers", "instance"]);
     }
@@ -478,6 +511,7 @@ async fn measure(kafka: &Arc<dyn Kafka>, args: &Args, bootstrap: &str, input: &s
     let events = watch_stdout(&mut child);
 
     let mut count = 0usize;
+    let mut counts: std::collections::HashMap<Vec<u8>, i64> = std::collections::HashMap::new();
     let mut first: Option<(Instant, u128, usize, Sample)> = None;
     let mut peak = Sample::default();
     let mut last_sample = Instant::now();
@@ -489,6 +523,11 @@ async fn measure(kafka: &Arc<dyn Kafka>, args: &Args, bootstrap: &str, input: &s
             first = Some((Instant::now(), unix_nanos(), count + polled.records.len(), sample(pid)));
         }
         count += polled.records.len();
+        if args.smoke {
+            for record in &polled.records {
+                check_output(&mut counts, record.key.as_deref(), record.value.as_deref(), which);
+            }
+        }
         if last_sample.elapsed() > Duration::from_millis(500) {
             let s = sample(pid);
             peak.threads = peak.threads.max(s.threads);
@@ -502,7 +541,8 @@ async fn measure(kafka: &Arc<dyn Kafka>, args: &Args, bootstrap: &str, input: &s
     let end = Instant::now();
     let last = sample(pid);
     reader.close().await.expect("close reader");
-    // Stop: the Rust child on stdin's end, Python on SIGTERM (its clean shutdown path).
+    // Stop: the Rust and Kafka Streams children on stdin's end, Python on SIGTERM (its clean
+    // shutdown path).
     drop(child.stdin.take());
     if which == "python" {
         // SAFETY: signalling our own child by its pid.
@@ -514,6 +554,11 @@ async fn measure(kafka: &Arc<dyn Kafka>, args: &Args, bootstrap: &str, input: &s
             let _ = child.kill();
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = std::fs::remove_dir_all(&state_dir);
+    if args.smoke {
+        assert_eq!(count, args.records, "{which}: outputs");
+        assert_eq!(counts.values().sum::<i64>(), args.records as i64, "{which}: counts");
     }
     let (first_at, first_ns, first_count, first_sample) = first.expect("outputs arrived");
     let events = events.lock().expect("lock").clone();
@@ -531,6 +576,24 @@ async fn measure(kafka: &Arc<dyn Kafka>, args: &Args, bootstrap: &str, input: &s
         threads_end: last.threads,
         sockets_end: last.sockets,
     }
+}
+
+/// `--smoke`: one output of `which` is the input it answers (`input_value`) with `"seen":N`
+/// added in its sorted place, N one more than the key's previous output's.
+fn check_output(counts: &mut std::collections::HashMap<Vec<u8>, i64>, key: Option<&[u8]>, value: Option<&[u8]>, which: &str) {
+    let key = key.unwrap_or_else(|| panic!("{which}: an output without a key"));
+    let value = std::str::from_utf8(value.unwrap_or_else(|| panic!("{which}: a tombstone output"))).expect("UTF-8");
+    let number = |field: &str| -> i64 {
+        let at = value.find(field).unwrap_or_else(|| panic!("{which}: no {field} in {value}")) + field.len();
+        let digits: String = value[at..].chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().unwrap_or_else(|_| panic!("{which}: {field} of {value}"))
+    };
+    let seen = counts.entry(key.to_vec()).or_insert(0);
+    *seen += 1;
+    let key = std::str::from_utf8(key).expect("UTF-8 key");
+    let expected =
+        input_value(number(r#""i":"#) as usize, key).replacen(r#","unit""#, &format!(r#","seen":{seen},"unit""#), 1);
+    assert_eq!(value, expected, "{which}: output of key {key}");
 }
 
 /// A summary row: its label, the figure of a run, and whether higher is better.
@@ -579,6 +642,12 @@ async fn side_by_side(args: Args) {
         Some(names) => names.split(',').collect(),
         None => vec!["rust", "python"],
     };
+    if which.iter().any(|name| name.starts_with("kstreams")) {
+        // Fetch and compile once, before anything is timed (`run` finds it built).
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/kstreams");
+        let status = Command::new(script).arg("build").status().expect("scripts/kstreams build");
+        assert!(status.success(), "scripts/kstreams build: {status}");
+    }
     println!(
         "counter (seen += 1, output = input + seen), {} inputs of {:.0} B avg (key + value), {} keys, {} partitions, \
          max_poll_records {}, max_batch_records (Rust) {}, {:?}; load before: {}",
@@ -592,7 +661,7 @@ async fn side_by_side(args: Args) {
         load()
     );
     println!(
-        "{:<9} {:>5} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8}  load",
+        "{:<17} {:>5} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8}  load",
         "impl",
         "round",
         "records/s",
@@ -616,7 +685,7 @@ async fn side_by_side(args: Args) {
             let tag = format!("{prefix}-{name}-{round}");
             let r = measure(&kafka, &args, &bootstrap, &input, &tag, name).await;
             println!(
-                "{:<9} {:>5} {:>10.0} {:>9.1} {:>9.1} {:>9.1} {:>9.2} {:>9} {:>8} {:>8} {:>8} {:>8}  {}",
+                "{:<17} {:>5} {:>10.0} {:>9.1} {:>9.1} {:>9.1} {:>9.2} {:>9} {:>8} {:>8} {:>8} {:>8}  {}",
                 name,
                 round,
                 r.records_per_s,
@@ -643,21 +712,50 @@ async fn side_by_side(args: Args) {
         ("peak RSS MiB", |r| r.peak_mib, false),
         ("run() -> first committed output s", |r| r.first_output_s, false),
     ];
-    let (base, other) = match which.as_slice() {
-        _ if results.contains_key("python") => ("python", "rust"),
-        [first, second] => (*first, *second),
-        _ => ("rust", "rust-eos2"),
-    };
-    println!("{:<36} {:>10} {:>10} {:>14}", "", base, other, format!("ratio ({other} better by)"));
+    print!("{:<36}", "");
+    for name in &which {
+        print!(" {name:>17}");
+    }
+    println!();
+    for (label, f, _) in rows {
+        print!("{label:<36}");
+        for name in &which {
+            print!(" {:>17}", med(name, f).map_or("-".into(), |v| format!("{v:.2}")));
+        }
+        println!();
+    }
+    // Ratios: each of ours against each other implementation; with ours alone, the first named
+    // against the others. "A/B" is how many times better A's figure is than B's (above 1: A is
+    // better; rates divided, costs inverted).
+    let ours = |name: &&str| name.starts_with("rust") || **name == "bare";
+    let mut pairs: Vec<(&str, &str)> = Vec::new();
+    for a in which.iter().filter(|n| ours(n)) {
+        for b in which.iter().filter(|n| !ours(n)) {
+            pairs.push((a, b));
+        }
+    }
+    if pairs.is_empty() {
+        pairs = which.iter().skip(1).map(|b| (which[0], *b)).collect();
+    }
+    if pairs.is_empty() {
+        return;
+    }
+    print!("{:<36}", "ratios (A/B: A better by)");
+    for (a, b) in &pairs {
+        print!(" {:>17}", format!("{a}/{b}"));
+    }
+    println!();
     for (label, f, higher_better) in rows {
-        let (p, r) = (med(base, f), med(other, f));
-        let ratio = match (p, r) {
-            (Some(p), Some(r)) if higher_better => format!("{:.1}x", r / p),
-            (Some(p), Some(r)) => format!("{:.1}x", p / r),
-            _ => "-".into(),
-        };
-        let show = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.2}"));
-        println!("{label:<36} {:>10} {:>10} {:>14}", show(p), show(r), ratio);
+        print!("{label:<36}");
+        for (a, b) in &pairs {
+            let ratio = match (med(a, f), med(b, f)) {
+                (Some(a), Some(b)) if higher_better => format!("{:.2}x", a / b),
+                (Some(a), Some(b)) => format!("{:.2}x", b / a),
+                _ => "-".into(),
+            };
+            print!(" {ratio:>17}");
+        }
+        println!();
     }
 }
 
