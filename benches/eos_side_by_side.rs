@@ -427,6 +427,64 @@ fn watch_stdout(child: &mut Child) -> Arc<std::sync::Mutex<BTreeMap<String, u128
     seen
 }
 
+/// The command that starts implementation `which` on `input` (its stdout and stdin piped; it
+/// stops when its stdin closes, Python on SIGTERM). `state_dir`: Kafka Streams' state directory.
+fn stage_command(
+    args: &Args,
+    which: &str,
+    bootstrap: &str,
+    input: &str,
+    output: &str,
+    app: &str,
+    state_dir: &std::path::Path,
+) -> Command {
+    let mut command = match which {
+        "rust" | "rust-eos2" | "bare" => {
+            let mut c = Command::new(std::env::current_exe().expect("this binary"));
+            c.arg(if which == "bare" { "--bare-child" } else { "--stage-child" });
+            c
+        }
+        "kstreams" | "kstreams-defaults" => {
+            // `run` execs the JVM: the child's pid is the JVM's.
+            let mut c = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/kstreams"));
+            c.arg("run").args(["--client", "bench-pod-0", "--partitions", &args.partitions.to_string()]);
+            c.args(["--state-dir".as_ref(), state_dir.as_os_str()]);
+            c.args(["--guarantee", if args.guarantee == Guarantee::AtLeastOnce { "alos" } else { "eos" }]);
+            c.args(["--settings", if which == "kstreams" { "matched" } else { "defaults" }]);
+            c
+        }
+        "python" => {
+            let python = std::env::var("PYTHON_REF").expect("PYTHON_REF (scripts/python-ref prints it)");
+            let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/python/counter_app.py");
+            let mut c = Command::new(python);
+            c.arg(script).args(["--client", "bench-pod-0", "--announce-run", "--log-level", "WARNING"]);
+            c
+        }
+        other => panic!("--only: no implementation {other}"),
+    };
+    command
+        .args(["--bootstrap", bootstrap, "--input", input, "--output", output, "--app", app])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    if which != "kstreams-defaults" {
+        command.args(["--max-poll-records", &args.max_poll_records.to_string()]);
+    }
+    if which == "rust-eos2" {
+        command.args(["--producers", "instance"]);
+    }
+    if let (Some(batch), "rust" | "rust-eos2") = (args.max_batch_records, which) {
+        command.args(["--max-batch-records", &batch.to_string()]);
+    }
+    if which.starts_with("rust") || which == "bare" {
+        command.args(["--partitions", &args.partitions.to_string()]);
+        command.args(["--work-us", &args.work.as_micros().to_string()]);
+        if args.guarantee == Guarantee::AtLeastOnce {
+            command.args(["--guarantee", "alos"]);
+        }
+    }
+    command
+}
+
 async fn measure(kafka: &Arc<dyn Kafka>, args: &Args, bootstrap: &str, input: &str, tag: &str, which: &str) -> Run {
     let output = format!("{tag}-output");
     let app = format!("{tag}-app");
@@ -462,50 +520,7 @@ async fn measure(kafka: &Arc<dyn Kafka>, args: &Args, bootstrap: &str, input: &s
 
     // Kafka Streams' state directory: fresh per run, under the temp dir as our stage's RocksDB.
     let state_dir = std::env::temp_dir().join(format!("{tag}-kstreams-state"));
-    let mut command = match which {
-        "rust" | "rust-eos2" | "bare" => {
-            let mut c = Command::new(std::env::current_exe().expect("this binary"));
-            c.arg(if which == "bare" { "--bare-child" } else { "--stage-child" });
-            c
-        }
-        "kstreams" | "kstreams-defaults" => {
-            // `run` execs the JVM: the child's pid is the JVM's.
-            let mut c = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/kstreams"));
-            c.arg("run").args(["--client", "bench-pod-0", "--partitions", &args.partitions.to_string()]);
-            c.args(["--state-dir".as_ref(), state_dir.as_os_str()]);
-            c.args(["--guarantee", if args.guarantee == Guarantee::AtLeastOnce { "alos" } else { "eos" }]);
-            c.args(["--settings", if which == "kstreams" { "matched" } else { "defaults" }]);
-            c
-        }
-        "python" => {
-            let python = std::env::var("PYTHON_REF").expect("PYTHON_REF (scripts/python-ref prints it)");
-            let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/python/counter_app.py");
-            let mut c = Command::new(python);
-            c.arg(script).args(["--client", "bench-pod-0", "--announce-run", "--log-level", "WARNING"]);
-            c
-        }
-        other => panic!("--only: no implementation {other}"),
-    };
-    command
-        .args(["--bootstrap", bootstrap, "--input", input, "--output", &output, "--app", &app])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped());
-    if which != "kstreams-defaults" {
-        command.args(["--max-poll-records", &args.max_poll_records.to_string()]);
-    }
-    if which == "rust-eos2" {
-        command.args(["--producers", "instance"]);
-    }
-    if let (Some(batch), "rust" | "rust-eos2") = (args.max_batch_records, which) {
-        command.args(["--max-batch-records", &batch.to_string()]);
-    }
-    if which.starts_with("rust") || which == "bare" {
-        command.args(["--partitions", &args.partitions.to_string()]);
-        command.args(["--work-us", &args.work.as_micros().to_string()]);
-        if args.guarantee == Guarantee::AtLeastOnce {
-            command.args(["--guarantee", "alos"]);
-        }
-    }
+    let mut command = stage_command(args, which, bootstrap, input, &output, &app, &state_dir);
     let mut child = command.spawn().expect("spawn the stage");
     let pid = child.id();
     let events = watch_stdout(&mut child);
@@ -759,6 +774,212 @@ async fn side_by_side(args: Args) {
     }
 }
 
+/// One start of a restore round (`--restore`): from the child's `RUN` line.
+#[derive(Clone, Copy, Default)]
+struct Restart {
+    first_output_s: f64,
+    tasks_started_s: f64,
+    cpu_s: f64,
+    peak_mib: f64,
+}
+
+/// Reads `output` (a topic new per start) from the beginning, read_committed, until `n` records
+/// arrived; returns the instant of the first and `sample` of the child then.
+async fn await_outputs(bootstrap: &str, output: &str, partitions: u32, n: usize, child: &mut Child, which: &str) -> (u128, Sample) {
+    let quick = RdKafka::with_settings(bootstrap, BTreeMap::from([("fetch.wait.max.ms".into(), "10".into())]))
+        .expect("reader settings");
+    let mut reader = quick.consumer(ConsumerConfig::groupless(format!("{output}-reader"))).expect("reader");
+    let assignment: Vec<_> =
+        (0..partitions as i32).map(|p| (TopicPartition::new(output, p), StartOffset::Beginning)).collect();
+    let mut tries = 0;
+    while let Err(e) = reader.assign(&assignment).await {
+        tries += 1;
+        assert!(tries < 50, "assign {output}: {e}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (mut count, mut first) = (0, None);
+    let deadline = Instant::now() + Duration::from_secs(1200);
+    while count < n {
+        assert!(Instant::now() < deadline, "{which}: only {count} of {n} outputs after 20 minutes");
+        let polled = reader.poll(5_000, Duration::from_millis(100)).await.expect("poll");
+        if !polled.records.is_empty() && first.is_none() {
+            first = Some((unix_nanos(), sample(child.id())));
+        }
+        count += polled.records.len();
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("{which} stage exited early: {status}");
+        }
+    }
+    reader.close().await.expect("close reader");
+    first.expect("outputs")
+}
+
+/// Waits until `child` exits (killed after 60 s).
+async fn reap(child: &mut Child) {
+    let stopped = Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if stopped.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `--restore N`: one round of `which` over an input of N keys (one record each): the state
+/// built by a first run, then three restarts on the same application id, each with 1 000 new
+/// inputs written before it starts: (a) after a clean stop, on the same state directory; (b)
+/// after a SIGKILL of a running instance, on the same state directory; (c) after a clean stop,
+/// on an empty state directory. Each output topic is new per start, so "first output" is the
+/// first of that start.
+async fn restore_round(kafka: &Arc<dyn Kafka>, args: &Args, bootstrap: &str, input: &str, tag: &str, which: &str) -> [Restart; 3] {
+    let app = format!("{tag}-app");
+    let state_dir = std::env::temp_dir().join(format!("{tag}-kstreams-state"));
+    let producer = kafka.producer(ProducerConfig::idempotent("bench-feeder")).expect("producer");
+    let mut fed = args.records;
+    let start = |output: &str| {
+        let mut command = stage_command(args, which, bootstrap, input, output, &app, &state_dir);
+        let mut child = command.spawn().expect("spawn the stage");
+        let events = watch_stdout(&mut child);
+        (child, events)
+    };
+    let new_output = |phase: &str| format!("{tag}-{phase}-output");
+    let create = |output: String| async move {
+        kafka
+            .admin()
+            .expect("admin")
+            .create_topic(&NewTopic::new(&output, args.partitions).replication(1))
+            .await
+            .expect("create output");
+        output
+    };
+    // The first run: every key counted once, the state built.
+    let output = create(new_output("load")).await;
+    let (mut child, _) = start(&output);
+    let loaded = Instant::now();
+    await_outputs(bootstrap, &output, args.partitions, args.records, &mut child, which).await;
+    eprintln!("{which}: {} keys loaded in {:.1} s", args.records, loaded.elapsed().as_secs_f64());
+    drop(child.stdin.take());
+    reap(&mut child).await;
+    let mut results = [Restart::default(); 3];
+    for (phase, result) in ["clean", "kill", "empty"].into_iter().zip(results.iter_mut()) {
+        if phase == "empty" {
+            let _ = std::fs::remove_dir_all(&state_dir);
+        }
+        const NEW: usize = 1_000;
+        let mut deliveries = Vec::with_capacity(NEW);
+        for i in fed..fed + NEW {
+            let key = format!("key-{:07}", i % args.keys);
+            let record = ProducerRecord::new(input, key.clone(), input_value(i, &key));
+            deliveries.push(producer.send(record).await.expect("send"));
+        }
+        for d in deliveries {
+            d.await.expect("delivered");
+        }
+        fed += NEW;
+        let output = create(new_output(phase)).await;
+        let (mut child, events) = start(&output);
+        let (first_ns, at_first) = await_outputs(bootstrap, &output, args.partitions, NEW, &mut child, which).await;
+        let events = events.lock().expect("lock").clone();
+        let run_ns = *events.get("RUN").expect("the child printed RUN");
+        *result = Restart {
+            first_output_s: (first_ns - run_ns) as f64 / 1e9,
+            tasks_started_s: events.get("TASKS").map_or(f64::NAN, |t| (t - run_ns) as f64 / 1e9),
+            cpu_s: at_first.cpu.as_secs_f64(),
+            peak_mib: at_first.hwm_kib as f64 / 1024.0,
+        };
+        eprintln!(
+            "{which} {phase}: first output {:.2} s, tasks {:.2} s, cpu {:.2} s, peak {:.0} MiB ({})",
+            result.first_output_s,
+            result.tasks_started_s,
+            result.cpu_s,
+            result.peak_mib,
+            load()
+        );
+        if phase == "clean" {
+            // The next start follows a crash of a running instance.
+            child.kill().expect("SIGKILL");
+            let _ = child.wait();
+        } else {
+            drop(child.stdin.take());
+            reap(&mut child).await;
+        }
+    }
+    producer.close().await;
+    let _ = std::fs::remove_dir_all(&state_dir);
+    results
+}
+
+/// `--restore N`: the restart comparison of issue 35 (see `restore_round`), alternating the
+/// implementations of `--only` (default `kstreams`) per round; medians.
+async fn restore(args: Args) {
+    let bootstrap = std::env::var("KAFKA_BOOTSTRAP").expect("KAFKA_BOOTSTRAP (scripts/kafka start prints it)");
+    let kafka: Arc<dyn Kafka> = Arc::new(RdKafka::new(bootstrap.clone()));
+    let prefix = format!("restore-{:x}", unix_nanos());
+    let input = format!("{prefix}-input");
+    kafka
+        .admin()
+        .expect("admin")
+        .create_topic(&NewTopic::new(&input, args.partitions).replication(1))
+        .await
+        .expect("input");
+    let producer = kafka.producer(ProducerConfig::idempotent("bench-feeder")).expect("producer");
+    let mut deliveries = std::collections::VecDeque::new();
+    for i in 0..args.records {
+        let key = format!("key-{:07}", i % args.keys);
+        deliveries.push_back(producer.send(ProducerRecord::new(&input, key.clone(), input_value(i, &key))).await.expect("send"));
+        if deliveries.len() > 100_000 {
+            deliveries.pop_front().expect("one").await.expect("delivered");
+        }
+    }
+    for d in deliveries {
+        d.await.expect("delivered");
+    }
+    producer.close().await;
+    let which: Vec<&str> = args.only.as_deref().unwrap_or("kstreams").split(',').collect();
+    if which.iter().any(|name| name.starts_with("kstreams")) {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/kstreams");
+        let status = Command::new(script).arg("build").status().expect("scripts/kstreams build");
+        assert!(status.success(), "scripts/kstreams build: {status}");
+    }
+    println!(
+        "restarts over a state of {} keys ({} inputs, {} partitions, {:?}), 1 000 new inputs before each start; load before: {}",
+        args.keys,
+        args.records,
+        args.partitions,
+        args.guarantee,
+        load()
+    );
+    let mut results: BTreeMap<&str, Vec<[Restart; 3]>> = BTreeMap::new();
+    for round in 0..args.rounds {
+        let mut order = which.clone();
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for name in order {
+            let r = restore_round(&kafka, &args, &bootstrap, &input, &format!("{prefix}-{name}-{round}"), name).await;
+            results.entry(name).or_default().push(r);
+        }
+    }
+    println!("medians of {} rounds: run()/start() -> first committed output s (-> all tasks running s; CPU s; peak RSS MiB, both until the first output)", args.rounds);
+    println!("{:<17} {:>28} {:>28} {:>28}", "impl", "(a) clean restart", "(b) after SIGKILL", "(c) empty state dir");
+    for name in &which {
+        let runs = &results[name];
+        print!("{name:<17}");
+        for phase in 0..3 {
+            let med = |f: fn(&Restart) -> f64| median(runs.iter().map(|r| f(&r[phase])).collect());
+            let cell = format!(
+                "{:.2} ({:.2}; {:.1}; {:.0})",
+                med(|r| r.first_output_s),
+                med(|r| r.tasks_started_s),
+                med(|r| r.cpu_s),
+                med(|r| r.peak_mib)
+            );
+            print!(" {cell:>28}");
+        }
+        println!();
+    }
+}
+
 /// A fixed in-process workload for callgrind: the same stage on the simulated cluster.
 async fn in_process(records: usize, keys: usize) {
     use flechtwerk_sim::cluster::LocalCluster;
@@ -831,5 +1052,8 @@ fn main() {
         return runtime.block_on(in_process(n.parse().expect("a record count"), keys));
     }
     // `cargo bench` passes --bench; everything else is ours.
+    if argv.iter().any(|a| a == "--restore") {
+        return runtime.block_on(restore(parse(&argv)));
+    }
     runtime.block_on(side_by_side(parse(&argv)));
 }
