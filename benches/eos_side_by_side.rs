@@ -25,10 +25,12 @@
 //! per round. The parent reads the output (read_committed) and, from the child's `/proc/<pid>`,
 //! samples its CPU (utime + stime of every thread), peak RSS (VmHWM), threads and sockets. Per
 //! run it reports: records/s from the first committed output to the last, CPU µs per record over
-//! the whole run and in the steady part (after the first output), peak RSS, and the time from
+//! the whole run, in the steady part (after the first output) and over the second half of the
+//! outputs (where a JVM has compiled its hot path), peak RSS, and the time from
 //! the child's `run()` call (it prints the instant) to the first committed output, and to every
 //! task started (the Rust child reports `tasks_assigned`). Medians over the rounds (the mean of
-//! the two middle rounds for an even number) and the Python/Rust ratios close the report. The broker and the parent share the machine with the
+//! the two middle rounds for an even number) and the ratios (each of ours against each other
+//! implementation) close the report. The broker and the parent share the machine with the
 //! child: the ratios are the figures to trust, not the absolute ones.
 //!
 //! `rust-eos2` is the Rust stage with `Producers::PerInstance` (KIP-447: one transactional
@@ -114,6 +116,9 @@ struct Args {
     work: Duration,
     /// `--smoke`: small defaults, every output's bytes checked.
     smoke: bool,
+    /// `--kstreams-commit-ms N`: Kafka Streams' `commit.interval.ms` in both of its settings
+    /// (without it: the app's choice for `kstreams`, Kafka Streams' default for the other).
+    kstreams_commit_ms: Option<usize>,
 }
 
 fn flag_value(args: &[String], name: &str) -> Option<String> {
@@ -145,6 +150,7 @@ fn parse(args: &[String]) -> Args {
         max_batch_records: flag_value(args, "--max-batch-records").map(|v| v.parse().expect("--max-batch-records")),
         work: Duration::from_micros(num("--work-us", 0) as u64),
         smoke,
+        kstreams_commit_ms: flag_value(args, "--kstreams-commit-ms").map(|v| v.parse().expect("--kstreams-commit-ms")),
     }
 }
 
@@ -398,6 +404,8 @@ struct Run {
     records_per_s: f64,
     cpu_us_whole: f64,
     cpu_us_steady: f64,
+    /// CPU per record over the second half of the outputs (a JVM's JIT has warmed up).
+    cpu_us_tail: f64,
     peak_mib: f64,
     first_output_s: f64,
     tasks_started_s: Option<f64>,
@@ -451,6 +459,9 @@ fn stage_command(
             c.args(["--state-dir".as_ref(), state_dir.as_os_str()]);
             c.args(["--guarantee", if args.guarantee == Guarantee::AtLeastOnce { "alos" } else { "eos" }]);
             c.args(["--settings", if which == "kstreams" { "matched" } else { "defaults" }]);
+            if let Some(ms) = args.kstreams_commit_ms {
+                c.args(["--commit-interval-ms", &ms.to_string()]);
+            }
             c
         }
         "python" => {
@@ -528,6 +539,7 @@ async fn measure(kafka: &Arc<dyn Kafka>, args: &Args, bootstrap: &str, input: &s
     let mut count = 0usize;
     let mut counts: std::collections::HashMap<Vec<u8>, i64> = std::collections::HashMap::new();
     let mut first: Option<(Instant, u128, usize, Sample)> = None;
+    let mut half: Option<(usize, Sample)> = None;
     let mut peak = Sample::default();
     let mut last_sample = Instant::now();
     let deadline = Instant::now() + Duration::from_secs(600);
@@ -538,6 +550,9 @@ async fn measure(kafka: &Arc<dyn Kafka>, args: &Args, bootstrap: &str, input: &s
             first = Some((Instant::now(), unix_nanos(), count + polled.records.len(), sample(pid)));
         }
         count += polled.records.len();
+        if half.is_none() && count >= args.records / 2 {
+            half = Some((count, sample(pid)));
+        }
         if args.smoke {
             for record in &polled.records {
                 check_output(&mut counts, record.key.as_deref(), record.value.as_deref(), which);
@@ -583,6 +598,9 @@ async fn measure(kafka: &Arc<dyn Kafka>, args: &Args, bootstrap: &str, input: &s
         records_per_s: steady as f64 / (end - first_at).as_secs_f64(),
         cpu_us_whole: last.cpu.as_secs_f64() * 1e6 / args.records as f64,
         cpu_us_steady: (last.cpu - first_sample.cpu).as_secs_f64() * 1e6 / steady.max(1) as f64,
+        cpu_us_tail: half.map_or(f64::NAN, |(at, s)| {
+            (last.cpu - s.cpu).as_secs_f64() * 1e6 / (args.records - at).max(1) as f64
+        }),
         peak_mib: last.hwm_kib as f64 / 1024.0,
         first_output_s: (first_ns - run_ns) as f64 / 1e9,
         tasks_started_s: events.get("TASKS").map(|t| (t - run_ns) as f64 / 1e9),
@@ -676,12 +694,13 @@ async fn side_by_side(args: Args) {
         load()
     );
     println!(
-        "{:<17} {:>5} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8}  load",
+        "{:<17} {:>5} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8}  load",
         "impl",
         "round",
         "records/s",
         "cpu us/r",
         "steady",
+        "2nd half",
         "peak MiB",
         "1st out s",
         "tasks s",
@@ -700,12 +719,13 @@ async fn side_by_side(args: Args) {
             let tag = format!("{prefix}-{name}-{round}");
             let r = measure(&kafka, &args, &bootstrap, &input, &tag, name).await;
             println!(
-                "{:<17} {:>5} {:>10.0} {:>9.1} {:>9.1} {:>9.1} {:>9.2} {:>9} {:>8} {:>8} {:>8} {:>8}  {}",
+                "{:<17} {:>5} {:>10.0} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.2} {:>9} {:>8} {:>8} {:>8} {:>8}  {}",
                 name,
                 round,
                 r.records_per_s,
                 r.cpu_us_whole,
                 r.cpu_us_steady,
+                r.cpu_us_tail,
                 r.peak_mib,
                 r.first_output_s,
                 r.tasks_started_s.map_or("-".into(), |t| format!("{t:.2}")),
@@ -720,10 +740,11 @@ async fn side_by_side(args: Args) {
     }
     println!("medians of {} rounds:", args.rounds);
     let med = |name: &str, f: fn(&Run) -> f64| results.get(name).map(|runs| median(runs.iter().map(f).collect()));
-    let rows: [Row; 5] = [
+    let rows: [Row; 6] = [
         ("records/s after the first commit", |r| r.records_per_s, true),
         ("CPU us per record (whole run)", |r| r.cpu_us_whole, false),
         ("CPU us per record (steady)", |r| r.cpu_us_steady, false),
+        ("CPU us per record (second half)", |r| r.cpu_us_tail, false),
         ("peak RSS MiB", |r| r.peak_mib, false),
         ("run() -> first committed output s", |r| r.first_output_s, false),
     ];
@@ -742,7 +763,7 @@ async fn side_by_side(args: Args) {
     // Ratios: each of ours against each other implementation; with ours alone, the first named
     // against the others. "A/B" is how many times better A's figure is than B's (above 1: A is
     // better; rates divided, costs inverted).
-    let ours = |name: &&str| name.starts_with("rust") || **name == "bare";
+    let ours = |name: &&&str| name.starts_with("rust") || **name == "bare";
     let mut pairs: Vec<(&str, &str)> = Vec::new();
     for a in which.iter().filter(|n| ours(n)) {
         for b in which.iter().filter(|n| !ours(n)) {
