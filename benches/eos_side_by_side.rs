@@ -417,7 +417,8 @@ struct Run {
     sockets_end: u64,
 }
 
-/// Lines the child prints (`RUN <ns>`, `TASKS <n> <ns>`), by first word.
+/// Lines the child prints (`RUN <ns>`, `TASKS <n> <ns>`, Kafka Streams' `RESTORED <records>
+/// <ns> <ns>`), by first word (`RESTORED`'s as `RESTORED`, `RESTORE_START` and `RESTORE_END`).
 fn watch_stdout(child: &mut Child) -> Arc<std::sync::Mutex<BTreeMap<String, u128>>> {
     let seen = Arc::new(std::sync::Mutex::new(BTreeMap::new()));
     let stdout = child.stdout.take().expect("piped stdout");
@@ -429,6 +430,11 @@ fn watch_stdout(child: &mut Child) -> Arc<std::sync::Mutex<BTreeMap<String, u128
                 sink.lock().expect("lock").insert("RUN".into(), ns.parse().expect("nanos"));
             } else if let (Some(&"TASKS"), Some(ns)) = (words.first(), words.get(2)) {
                 sink.lock().expect("lock").insert("TASKS".into(), ns.parse().expect("nanos"));
+            } else if let (Some(&"RESTORED"), [records, start, end]) = (words.first(), words.get(1..).unwrap_or(&[])) {
+                let mut sink = sink.lock().expect("lock");
+                sink.insert("RESTORED".into(), records.parse().expect("records"));
+                sink.insert("RESTORE_START".into(), start.parse().expect("nanos"));
+                sink.insert("RESTORE_END".into(), end.parse().expect("nanos"));
             }
         }
     });
@@ -802,6 +808,10 @@ struct Restart {
     tasks_started_s: f64,
     cpu_s: f64,
     peak_mib: f64,
+    /// Kafka Streams only: changelog records restored, and the seconds from the first
+    /// restoration's start to the last one's end (NaN: none reported).
+    restored: f64,
+    restore_s: f64,
 }
 
 /// Reads `output` (a topic new per start) from the beginning, read_committed, until `n` records
@@ -907,13 +917,20 @@ async fn restore_round(kafka: &Arc<dyn Kafka>, args: &Args, bootstrap: &str, inp
             tasks_started_s: events.get("TASKS").map_or(f64::NAN, |t| (t - run_ns) as f64 / 1e9),
             cpu_s: at_first.cpu.as_secs_f64(),
             peak_mib: at_first.hwm_kib as f64 / 1024.0,
+            restored: events.get("RESTORED").map_or(f64::NAN, |&n| n as f64),
+            restore_s: match (events.get("RESTORE_START"), events.get("RESTORE_END")) {
+                (Some(start), Some(end)) => (end - start) as f64 / 1e9,
+                _ => f64::NAN,
+            },
         };
         eprintln!(
-            "{which} {phase}: first output {:.2} s, tasks {:.2} s, cpu {:.2} s, peak {:.0} MiB ({})",
+            "{which} {phase}: first output {:.2} s, tasks {:.2} s, cpu {:.2} s, peak {:.0} MiB, restored {} in {:.2} s ({})",
             result.first_output_s,
             result.tasks_started_s,
             result.cpu_s,
             result.peak_mib,
+            result.restored,
+            result.restore_s,
             load()
         );
         if phase == "clean" {
@@ -981,21 +998,29 @@ async fn restore(args: Args) {
             results.entry(name).or_default().push(r);
         }
     }
-    println!("medians of {} rounds: run()/start() -> first committed output s (-> all tasks running s; CPU s; peak RSS MiB, both until the first output)", args.rounds);
-    println!("{:<17} {:>28} {:>28} {:>28}", "impl", "(a) clean restart", "(b) after SIGKILL", "(c) empty state dir");
+    println!(
+        "medians of {} rounds: run()/start() -> first committed output s (-> all tasks running s; CPU s; peak RSS \
+         MiB, both until the first output; Kafka Streams: changelog records restored in s)",
+        args.rounds
+    );
+    println!("{:<17} {:>44} {:>44} {:>44}", "impl", "(a) clean restart", "(b) after SIGKILL", "(c) empty state dir");
     for name in &which {
         let runs = &results[name];
         print!("{name:<17}");
         for phase in 0..3 {
             let med = |f: fn(&Restart) -> f64| median(runs.iter().map(|r| f(&r[phase])).collect());
+            let restored = match (med(|r| r.restored), med(|r| r.restore_s)) {
+                (n, s) if n.is_nan() || s.is_nan() => "-".to_owned(),
+                (n, s) => format!("{n:.0} in {s:.2}"),
+            };
             let cell = format!(
-                "{:.2} ({:.2}; {:.1}; {:.0})",
+                "{:.2} ({:.2}; {:.1}; {:.0}; {restored})",
                 med(|r| r.first_output_s),
                 med(|r| r.tasks_started_s),
                 med(|r| r.cpu_s),
                 med(|r| r.peak_mib)
             );
-            print!(" {cell:>28}");
+            print!(" {cell:>44}");
         }
         println!();
     }

@@ -25,13 +25,16 @@
 // 72 records/s measured); producer compression zstd (none); linger.ms 5 (Kafka Streams sets
 // 100); max.partition.fetch.bytes 64 KiB (1 MiB) and fetch.max.bytes 1 000 000 (52 428 800) as
 // our stage's fetch limits; read_committed at-least-once too (our consumers always read
-// committed). Not matched: batch.size (the Java producer allocates that much per partition
+// committed); session.timeout.ms 10 000 (45 000), ours: Kafka Streams does not leave the group
+// when it closes, so a restarted instance waits for its predecessor's session to expire. Not matched: batch.size (the Java producer allocates that much per partition
 // batch; librdkafka's equal-named setting only caps a batch), the threads (one stream thread,
 // its default; our stage runs a 2-thread runtime). --settings defaults leaves all of these to
 // Kafka Streams. --commit-interval-ms and --max-poll-records override either.
 //
 // Lines on stdout for the bench: `RUN <unix ns>` just before KafkaStreams.start(), `TASKS <n>
 // <unix ns>` when the instance first reaches RUNNING (every task restored and processing),
+// `RESTORED <records> <unix ns> <unix ns>` when the last state restoration under way ends (the
+// changelog records restored since the start, the first restoration's start and this end), and
 // `STOPPED <unix ns>` after a clean close. It runs until its stdin closes (then closes cleanly,
 // committing what it processed) or it is killed.
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -47,6 +50,7 @@ import java.util.Properties;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.Deserializer;
 import org.apache.kafka.common.serialization.Serde;
 import org.apache.kafka.common.serialization.Serdes;
@@ -57,6 +61,7 @@ import org.apache.kafka.streams.StreamsConfig;
 import org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler;
 import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.Produced;
+import org.apache.kafka.streams.processor.StateRestoreListener;
 import org.apache.kafka.streams.processor.api.Processor;
 import org.apache.kafka.streams.processor.api.ProcessorContext;
 import org.apache.kafka.streams.processor.api.Record;
@@ -125,6 +130,33 @@ public final class CounterApp {
         }
     }
 
+    /** Prints `RESTORED` when no restoration is under way any more. */
+    static final class Restores implements StateRestoreListener {
+        private int active;
+        private long records;
+        private long firstStart;
+
+        @Override
+        public synchronized void onRestoreStart(TopicPartition partition, String store, long start, long end) {
+            if (firstStart == 0) {
+                firstStart = unixNanos();
+            }
+            active++;
+        }
+
+        @Override
+        public void onBatchRestored(TopicPartition partition, String store, long batchEnd, long restored) {
+        }
+
+        @Override
+        public synchronized void onRestoreEnd(TopicPartition partition, String store, long restored) {
+            records += restored;
+            if (--active == 0) {
+                System.out.println("RESTORED " + records + " " + firstStart + " " + unixNanos());
+            }
+        }
+    }
+
     static long unixNanos() {
         Instant now = Instant.now();
         return now.getEpochSecond() * 1_000_000_000L + now.getNano();
@@ -176,6 +208,7 @@ public final class CounterApp {
                 p.put(StreamsConfig.consumerPrefix(ConsumerConfig.MAX_PARTITION_FETCH_BYTES_CONFIG), 64 << 10);
                 p.put(StreamsConfig.consumerPrefix(ConsumerConfig.FETCH_MAX_BYTES_CONFIG), 1_000_000);
                 p.put(StreamsConfig.consumerPrefix(ConsumerConfig.ISOLATION_LEVEL_CONFIG), "read_committed");
+                p.put(StreamsConfig.consumerPrefix(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG), 10_000);
                 p.put(StreamsConfig.producerPrefix(ProducerConfig.COMPRESSION_TYPE_CONFIG), "zstd");
                 p.put(StreamsConfig.producerPrefix(ProducerConfig.LINGER_MS_CONFIG), 5);
             }
@@ -203,6 +236,7 @@ public final class CounterApp {
                 .to(need(flags, "--output"), Produced.with(Serdes.String(), json));
         KafkaStreams streams = new KafkaStreams(builder.build(), config(flags));
 
+        streams.setGlobalStateRestoreListener(new Restores());
         AtomicBoolean announced = new AtomicBoolean();
         streams.setStateListener((now, before) -> {
             if (now == KafkaStreams.State.RUNNING && announced.compareAndSet(false, true)) {
