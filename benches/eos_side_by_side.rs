@@ -604,9 +604,8 @@ async fn measure(kafka: &Arc<dyn Kafka>, args: &Args, bootstrap: &str, input: &s
         records_per_s: steady as f64 / (end - first_at).as_secs_f64(),
         cpu_us_whole: last.cpu.as_secs_f64() * 1e6 / args.records as f64,
         cpu_us_steady: (last.cpu - first_sample.cpu).as_secs_f64() * 1e6 / steady.max(1) as f64,
-        cpu_us_tail: half.map_or(f64::NAN, |(at, s)| {
-            (last.cpu - s.cpu).as_secs_f64() * 1e6 / (args.records - at).max(1) as f64
-        }),
+        cpu_us_tail: half
+            .map_or(f64::NAN, |(at, s)| (last.cpu - s.cpu).as_secs_f64() * 1e6 / (args.records - at).max(1) as f64),
         peak_mib: last.hwm_kib as f64 / 1024.0,
         first_output_s: (first_ns - run_ns) as f64 / 1e9,
         tasks_started_s: events.get("TASKS").map(|t| (t - run_ns) as f64 / 1e9),
@@ -619,7 +618,12 @@ async fn measure(kafka: &Arc<dyn Kafka>, args: &Args, bootstrap: &str, input: &s
 
 /// `--smoke`: one output of `which` is the input it answers (`input_value`) with `"seen":N`
 /// added in its sorted place, N one more than the key's previous output's.
-fn check_output(counts: &mut std::collections::HashMap<Vec<u8>, i64>, key: Option<&[u8]>, value: Option<&[u8]>, which: &str) {
+fn check_output(
+    counts: &mut std::collections::HashMap<Vec<u8>, i64>,
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+    which: &str,
+) {
     let key = key.unwrap_or_else(|| panic!("{which}: an output without a key"));
     let value = std::str::from_utf8(value.unwrap_or_else(|| panic!("{which}: a tombstone output"))).expect("UTF-8");
     let number = |field: &str| -> i64 {
@@ -816,7 +820,14 @@ struct Restart {
 
 /// Reads `output` (a topic new per start) from the beginning, read_committed, until `n` records
 /// arrived; returns the instant of the first and `sample` of the child then.
-async fn await_outputs(bootstrap: &str, output: &str, partitions: u32, n: usize, child: &mut Child, which: &str) -> (u128, Sample) {
+async fn await_outputs(
+    bootstrap: &str,
+    output: &str,
+    partitions: u32,
+    n: usize,
+    child: &mut Child,
+    which: &str,
+) -> (u128, Sample) {
     let quick = RdKafka::with_settings(bootstrap, BTreeMap::from([("fetch.wait.max.ms".into(), "10".into())]))
         .expect("reader settings");
     let mut reader = quick.consumer(ConsumerConfig::groupless(format!("{output}-reader"))).expect("reader");
@@ -862,7 +873,14 @@ async fn reap(child: &mut Child) {
 /// after a SIGKILL of a running instance, on the same state directory; (c) after a clean stop,
 /// on an empty state directory. Each output topic is new per start, so "first output" is the
 /// first of that start.
-async fn restore_round(kafka: &Arc<dyn Kafka>, args: &Args, bootstrap: &str, input: &str, tag: &str, which: &str) -> [Restart; 3] {
+async fn restore_round(
+    kafka: &Arc<dyn Kafka>,
+    args: &Args,
+    bootstrap: &str,
+    input: &str,
+    tag: &str,
+    which: &str,
+) -> [Restart; 3] {
     let app = format!("{tag}-app");
     let state_dir = std::env::temp_dir().join(format!("{tag}-kstreams-state"));
     let producer = kafka.producer(ProducerConfig::idempotent("bench-feeder")).expect("producer");
@@ -964,7 +982,9 @@ async fn restore(args: Args) {
     let mut deliveries = std::collections::VecDeque::new();
     for i in 0..args.records {
         let key = format!("key-{:07}", i % args.keys);
-        deliveries.push_back(producer.send(ProducerRecord::new(&input, key.clone(), input_value(i, &key))).await.expect("send"));
+        deliveries.push_back(
+            producer.send(ProducerRecord::new(&input, key.clone(), input_value(i, &key))).await.expect("send"),
+        );
         if deliveries.len() > 100_000 {
             deliveries.pop_front().expect("one").await.expect("delivered");
         }
