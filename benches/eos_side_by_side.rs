@@ -1,11 +1,13 @@
-//! The transformer's hot path side by side with Python flechtwerk 0.17 (issue #14).
+//! The transformer's hot path side by side with Python flechtwerk 0.17 (issue #14) and Kafka
+//! Streams 4.4 (issue #38).
 //!
 //! ```text
 //! eval "$(scripts/kafka start | grep '^KAFKA_BOOTSTRAP=')"
 //! eval "$(scripts/python-ref | grep '^PYTHON_REF=')"
 //! cargo bench --features rdkafka --bench eos_side_by_side -- [--records 100000] [--keys 1000] \
-//!     [--partitions 4] [--rounds 3] [--only rust|python|rust-eos2|bare[,...]] [--guarantee eos|alos] \
-//!     [--work-us 0] [--max-batch-records N]
+//!     [--partitions 4] [--rounds 3] [--only rust|python|rust-eos2|kstreams|kstreams-defaults|bare[,...]] \
+//!     [--guarantee eos|alos] [--work-us 0] [--max-batch-records N]
+//! cargo bench --features rdkafka --bench eos_side_by_side -- --smoke   # every implementation, 3 000 inputs
 //! cargo bench --features rdkafka --bench eos_side_by_side -- --in-process 20000   # callgrind
 //! ```
 //!
@@ -23,10 +25,12 @@
 //! per round. The parent reads the output (read_committed) and, from the child's `/proc/<pid>`,
 //! samples its CPU (utime + stime of every thread), peak RSS (VmHWM), threads and sockets. Per
 //! run it reports: records/s from the first committed output to the last, CPU µs per record over
-//! the whole run and in the steady part (after the first output), peak RSS, and the time from
+//! the whole run, in the steady part (after the first output) and over the second half of the
+//! outputs (where a JVM has compiled its hot path), peak RSS, and the time from
 //! the child's `run()` call (it prints the instant) to the first committed output, and to every
 //! task started (the Rust child reports `tasks_assigned`). Medians over the rounds (the mean of
-//! the two middle rounds for an even number) and the Python/Rust ratios close the report. The broker and the parent share the machine with the
+//! the two middle rounds for an even number) and the ratios (each of ours against each other
+//! implementation) close the report. The broker and the parent share the machine with the
 //! child: the ratios are the figures to trust, not the absolute ones.
 //!
 //! `rust-eos2` is the Rust stage with `Producers::PerInstance` (KIP-447: one transactional
@@ -37,6 +41,19 @@
 //! polls made during a commit (TRX-45; `FlechtwerkBuilder::max_batch_records`); without it the
 //! stage runs the library's default (four times `max_poll_records`), and `--max-batch-records
 //! 500` (= `max_poll_records`) is one poll per batch, as Python does.
+//!
+//! `kstreams` is Kafka Streams 4.4 running the same counter (`benches/kstreams/CounterApp.java`,
+//! built and started by `scripts/kstreams`: a RocksDB key-value store logged to its changelog,
+//! `exactly_once_v2` or `at_least_once`, one stream thread) with the settings that differ from
+//! ours set to ours (max.poll.records, a commit after every processing pass, zstd, linger.ms 5,
+//! batch.size, the fetch sizes, read_committed: the app's header lists them);
+//! `kstreams-defaults` is the same app at Kafka Streams' own defaults. Both get a fresh state
+//! directory per run (removed afterwards) and stop cleanly when their stdin closes.
+//!
+//! `--smoke` is the run `scripts/test` makes so that none of the implementations rots: 3 000
+//! inputs over 100 keys, one round of `rust,rust-eos2,python,kstreams` (unless `--only` says
+//! otherwise), and every output checked: the value is the input with `"seen":N` added (the
+//! same bytes from all three implementations), N counting 1, 2, 3... per key.
 //!
 //! `bare` is the floor under the engine (see `bare_child`): the same adapter and wire work per
 //! input without the engine; `--only bare,rust` closes with the ratios of the two.
@@ -97,6 +114,11 @@ struct Args {
     max_batch_records: Option<usize>,
     /// CPU each transform spins (`--work-us`, Rust only): a stage that does work of its own.
     work: Duration,
+    /// `--smoke`: small defaults, every output's bytes checked.
+    smoke: bool,
+    /// `--kstreams-commit-ms N`: Kafka Streams' `commit.interval.ms` in both of its settings
+    /// (without it: the app's choice for `kstreams`, Kafka Streams' default for the other).
+    kstreams_commit_ms: Option<usize>,
 }
 
 fn flag_value(args: &[String], name: &str) -> Option<String> {
@@ -107,12 +129,13 @@ fn flag_value(args: &[String], name: &str) -> Option<String> {
 
 fn parse(args: &[String]) -> Args {
     let num = |name: &str, default: usize| flag_value(args, name).map_or(default, |v| v.parse().expect(name));
+    let smoke = args.iter().any(|a| a == "--smoke");
     Args {
-        records: num("--records", 100_000),
-        keys: num("--keys", 1_000),
+        records: num("--records", if smoke { 3_000 } else { 100_000 }),
+        keys: num("--keys", if smoke { 100 } else { 1_000 }),
         partitions: num("--partitions", 4) as u32,
-        rounds: num("--rounds", 3),
-        only: flag_value(args, "--only"),
+        rounds: num("--rounds", if smoke { 1 } else { 3 }),
+        only: flag_value(args, "--only").or_else(|| smoke.then(|| "rust,rust-eos2,python,kstreams".to_owned())),
         guarantee: match flag_value(args, "--guarantee").as_deref() {
             None | Some("eos") => Guarantee::ExactlyOnce,
             Some("alos") => Guarantee::AtLeastOnce,
@@ -126,6 +149,8 @@ fn parse(args: &[String]) -> Args {
         max_poll_records: num("--max-poll-records", 500),
         max_batch_records: flag_value(args, "--max-batch-records").map(|v| v.parse().expect("--max-batch-records")),
         work: Duration::from_micros(num("--work-us", 0) as u64),
+        smoke,
+        kstreams_commit_ms: flag_value(args, "--kstreams-commit-ms").map(|v| v.parse().expect("--kstreams-commit-ms")),
     }
 }
 
@@ -379,6 +404,8 @@ struct Run {
     records_per_s: f64,
     cpu_us_whole: f64,
     cpu_us_steady: f64,
+    /// CPU per record over the second half of the outputs (a JVM's JIT has warmed up).
+    cpu_us_tail: f64,
     peak_mib: f64,
     first_output_s: f64,
     tasks_started_s: Option<f64>,
@@ -390,7 +417,8 @@ struct Run {
     sockets_end: u64,
 }
 
-/// Lines the child prints (`RUN <ns>`, `TASKS <n> <ns>`), by first word.
+/// Lines the child prints (`RUN <ns>`, `TASKS <n> <ns>`, Kafka Streams' `RESTORED <records>
+/// <ns> <ns>`), by first word (`RESTORED`'s as `RESTORED`, `RESTORE_START` and `RESTORE_END`).
 fn watch_stdout(child: &mut Child) -> Arc<std::sync::Mutex<BTreeMap<String, u128>>> {
     let seen = Arc::new(std::sync::Mutex::new(BTreeMap::new()));
     let stdout = child.stdout.take().expect("piped stdout");
@@ -402,10 +430,76 @@ fn watch_stdout(child: &mut Child) -> Arc<std::sync::Mutex<BTreeMap<String, u128
                 sink.lock().expect("lock").insert("RUN".into(), ns.parse().expect("nanos"));
             } else if let (Some(&"TASKS"), Some(ns)) = (words.first(), words.get(2)) {
                 sink.lock().expect("lock").insert("TASKS".into(), ns.parse().expect("nanos"));
+            } else if let (Some(&"RESTORED"), [records, start, end]) = (words.first(), words.get(1..).unwrap_or(&[])) {
+                let mut sink = sink.lock().expect("lock");
+                sink.insert("RESTORED".into(), records.parse().expect("records"));
+                sink.insert("RESTORE_START".into(), start.parse().expect("nanos"));
+                sink.insert("RESTORE_END".into(), end.parse().expect("nanos"));
             }
         }
     });
     seen
+}
+
+/// The command that starts implementation `which` on `input` (its stdout and stdin piped; it
+/// stops when its stdin closes, Python on SIGTERM). `state_dir`: Kafka Streams' state directory.
+fn stage_command(
+    args: &Args,
+    which: &str,
+    bootstrap: &str,
+    input: &str,
+    output: &str,
+    app: &str,
+    state_dir: &std::path::Path,
+) -> Command {
+    let mut command = match which {
+        "rust" | "rust-eos2" | "bare" => {
+            let mut c = Command::new(std::env::current_exe().expect("this binary"));
+            c.arg(if which == "bare" { "--bare-child" } else { "--stage-child" });
+            c
+        }
+        "kstreams" | "kstreams-defaults" => {
+            // `run` execs the JVM: the child's pid is the JVM's.
+            let mut c = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/kstreams"));
+            c.arg("run").args(["--client", "bench-pod-0", "--partitions", &args.partitions.to_string()]);
+            c.args(["--state-dir".as_ref(), state_dir.as_os_str()]);
+            c.args(["--guarantee", if args.guarantee == Guarantee::AtLeastOnce { "alos" } else { "eos" }]);
+            c.args(["--settings", if which == "kstreams" { "matched" } else { "defaults" }]);
+            if let Some(ms) = args.kstreams_commit_ms {
+                c.args(["--commit-interval-ms", &ms.to_string()]);
+            }
+            c
+        }
+        "python" => {
+            let python = std::env::var("PYTHON_REF").expect("PYTHON_REF (scripts/python-ref prints it)");
+            let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/python/counter_app.py");
+            let mut c = Command::new(python);
+            c.arg(script).args(["--client", "bench-pod-0", "--announce-run", "--log-level", "WARNING"]);
+            c
+        }
+        other => panic!("--only: no implementation {other}"),
+    };
+    command
+        .args(["--bootstrap", bootstrap, "--input", input, "--output", output, "--app", app])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    if which != "kstreams-defaults" {
+        command.args(["--max-poll-records", &args.max_poll_records.to_string()]);
+    }
+    if which == "rust-eos2" {
+        command.args(["--producers", "instance"]);
+    }
+    if let (Some(batch), "rust" | "rust-eos2") = (args.max_batch_records, which) {
+        command.args(["--max-batch-records", &batch.to_string()]);
+    }
+    if which.starts_with("rust") || which == "bare" {
+        command.args(["--partitions", &args.partitions.to_string()]);
+        command.args(["--work-us", &args.work.as_micros().to_string()]);
+        if args.guarantee == Guarantee::AtLeastOnce {
+            command.args(["--guarantee", "alos"]);
+        }
+    }
+    command
 }
 
 async fn measure(kafka: &Arc<dyn Kafka>, args: &Args, bootstrap: &str, input: &str, tag: &str, which: &str) -> Run {
@@ -441,44 +535,17 @@ async fn measure(kafka: &Arc<dyn Kafka>, args: &Args, bootstrap: &str, input: &s
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 
-    let mut command = match which {
-        "rust" | "rust-eos2" | "bare" => {
-            let mut c = Command::new(std::env::current_exe().expect("this binary"));
-            c.arg(if which == "bare" { "--bare-child" } else { "--stage-child" });
-            c
-        }
-        _ => {
-            let python = std::env::var("PYTHON_REF").expect("PYTHON_REF (scripts/python-ref prints it)");
-            let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/python/counter_app.py");
-            let mut c = Command::new(python);
-            c.arg(script).args(["--client", "bench-pod-0", "--announce-run", "--log-level", "WARNING"]);
-            c
-        }
-    };
-    command
-        .args(["--bootstrap", bootstrap, "--input", input, "--output", &output, "--app", &app])
-        .args(["--max-poll-records", &args.max_poll_records.to_string()])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped());
-    if which == "rust-eos2" {
-        command.args(["--producers", "instance"]);
-    }
-    if let (Some(batch), "rust" | "rust-eos2") = (args.max_batch_records, which) {
-        command.args(["--max-batch-records", &batch.to_string()]);
-    }
-    if which.starts_with("rust") || which == "bare" {
-        command.args(["--partitions", &args.partitions.to_string()]);
-        command.args(["--work-us", &args.work.as_micros().to_string()]);
-        if args.guarantee == Guarantee::AtLeastOnce {
-            command.args(["--guarantee", "alos"]);
-        }
-    }
+    // Kafka Streams' state directory: fresh per run, under the temp dir as our stage's RocksDB.
+    let state_dir = std::env::temp_dir().join(format!("{tag}-kstreams-state"));
+    let mut command = stage_command(args, which, bootstrap, input, &output, &app, &state_dir);
     let mut child = command.spawn().expect("spawn the stage");
     let pid = child.id();
     let events = watch_stdout(&mut child);
 
     let mut count = 0usize;
+    let mut counts: std::collections::HashMap<Vec<u8>, i64> = std::collections::HashMap::new();
     let mut first: Option<(Instant, u128, usize, Sample)> = None;
+    let mut half: Option<(usize, Sample)> = None;
     let mut peak = Sample::default();
     let mut last_sample = Instant::now();
     let deadline = Instant::now() + Duration::from_secs(600);
@@ -489,6 +556,14 @@ async fn measure(kafka: &Arc<dyn Kafka>, args: &Args, bootstrap: &str, input: &s
             first = Some((Instant::now(), unix_nanos(), count + polled.records.len(), sample(pid)));
         }
         count += polled.records.len();
+        if half.is_none() && count >= args.records / 2 {
+            half = Some((count, sample(pid)));
+        }
+        if args.smoke {
+            for record in &polled.records {
+                check_output(&mut counts, record.key.as_deref(), record.value.as_deref(), which);
+            }
+        }
         if last_sample.elapsed() > Duration::from_millis(500) {
             let s = sample(pid);
             peak.threads = peak.threads.max(s.threads);
@@ -502,7 +577,8 @@ async fn measure(kafka: &Arc<dyn Kafka>, args: &Args, bootstrap: &str, input: &s
     let end = Instant::now();
     let last = sample(pid);
     reader.close().await.expect("close reader");
-    // Stop: the Rust child on stdin's end, Python on SIGTERM (its clean shutdown path).
+    // Stop: the Rust and Kafka Streams children on stdin's end, Python on SIGTERM (its clean
+    // shutdown path).
     drop(child.stdin.take());
     if which == "python" {
         // SAFETY: signalling our own child by its pid.
@@ -515,6 +591,11 @@ async fn measure(kafka: &Arc<dyn Kafka>, args: &Args, bootstrap: &str, input: &s
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    let _ = std::fs::remove_dir_all(&state_dir);
+    if args.smoke {
+        assert_eq!(count, args.records, "{which}: outputs");
+        assert_eq!(counts.values().sum::<i64>(), args.records as i64, "{which}: counts");
+    }
     let (first_at, first_ns, first_count, first_sample) = first.expect("outputs arrived");
     let events = events.lock().expect("lock").clone();
     let run_ns = *events.get("RUN").expect("the child printed RUN");
@@ -523,6 +604,8 @@ async fn measure(kafka: &Arc<dyn Kafka>, args: &Args, bootstrap: &str, input: &s
         records_per_s: steady as f64 / (end - first_at).as_secs_f64(),
         cpu_us_whole: last.cpu.as_secs_f64() * 1e6 / args.records as f64,
         cpu_us_steady: (last.cpu - first_sample.cpu).as_secs_f64() * 1e6 / steady.max(1) as f64,
+        cpu_us_tail: half
+            .map_or(f64::NAN, |(at, s)| (last.cpu - s.cpu).as_secs_f64() * 1e6 / (args.records - at).max(1) as f64),
         peak_mib: last.hwm_kib as f64 / 1024.0,
         first_output_s: (first_ns - run_ns) as f64 / 1e9,
         tasks_started_s: events.get("TASKS").map(|t| (t - run_ns) as f64 / 1e9),
@@ -531,6 +614,29 @@ async fn measure(kafka: &Arc<dyn Kafka>, args: &Args, bootstrap: &str, input: &s
         threads_end: last.threads,
         sockets_end: last.sockets,
     }
+}
+
+/// `--smoke`: one output of `which` is the input it answers (`input_value`) with `"seen":N`
+/// added in its sorted place, N one more than the key's previous output's.
+fn check_output(
+    counts: &mut std::collections::HashMap<Vec<u8>, i64>,
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+    which: &str,
+) {
+    let key = key.unwrap_or_else(|| panic!("{which}: an output without a key"));
+    let value = std::str::from_utf8(value.unwrap_or_else(|| panic!("{which}: a tombstone output"))).expect("UTF-8");
+    let number = |field: &str| -> i64 {
+        let at = value.find(field).unwrap_or_else(|| panic!("{which}: no {field} in {value}")) + field.len();
+        let digits: String = value[at..].chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().unwrap_or_else(|_| panic!("{which}: {field} of {value}"))
+    };
+    let seen = counts.entry(key.to_vec()).or_insert(0);
+    *seen += 1;
+    let key = std::str::from_utf8(key).expect("UTF-8 key");
+    let expected =
+        input_value(number(r#""i":"#) as usize, key).replacen(r#","unit""#, &format!(r#","seen":{seen},"unit""#), 1);
+    assert_eq!(value, expected, "{which}: output of key {key}");
 }
 
 /// A summary row: its label, the figure of a run, and whether higher is better.
@@ -579,6 +685,12 @@ async fn side_by_side(args: Args) {
         Some(names) => names.split(',').collect(),
         None => vec!["rust", "python"],
     };
+    if which.iter().any(|name| name.starts_with("kstreams")) {
+        // Fetch and compile once, before anything is timed (`run` finds it built).
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/kstreams");
+        let status = Command::new(script).arg("build").status().expect("scripts/kstreams build");
+        assert!(status.success(), "scripts/kstreams build: {status}");
+    }
     println!(
         "counter (seen += 1, output = input + seen), {} inputs of {:.0} B avg (key + value), {} keys, {} partitions, \
          max_poll_records {}, max_batch_records (Rust) {}, {:?}; load before: {}",
@@ -592,12 +704,13 @@ async fn side_by_side(args: Args) {
         load()
     );
     println!(
-        "{:<9} {:>5} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8}  load",
+        "{:<17} {:>5} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8}  load",
         "impl",
         "round",
         "records/s",
         "cpu us/r",
         "steady",
+        "2nd half",
         "peak MiB",
         "1st out s",
         "tasks s",
@@ -616,12 +729,13 @@ async fn side_by_side(args: Args) {
             let tag = format!("{prefix}-{name}-{round}");
             let r = measure(&kafka, &args, &bootstrap, &input, &tag, name).await;
             println!(
-                "{:<9} {:>5} {:>10.0} {:>9.1} {:>9.1} {:>9.1} {:>9.2} {:>9} {:>8} {:>8} {:>8} {:>8}  {}",
+                "{:<17} {:>5} {:>10.0} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.2} {:>9} {:>8} {:>8} {:>8} {:>8}  {}",
                 name,
                 round,
                 r.records_per_s,
                 r.cpu_us_whole,
                 r.cpu_us_steady,
+                r.cpu_us_tail,
                 r.peak_mib,
                 r.first_output_s,
                 r.tasks_started_s.map_or("-".into(), |t| format!("{t:.2}")),
@@ -636,28 +750,299 @@ async fn side_by_side(args: Args) {
     }
     println!("medians of {} rounds:", args.rounds);
     let med = |name: &str, f: fn(&Run) -> f64| results.get(name).map(|runs| median(runs.iter().map(f).collect()));
-    let rows: [Row; 5] = [
+    let rows: [Row; 6] = [
         ("records/s after the first commit", |r| r.records_per_s, true),
         ("CPU us per record (whole run)", |r| r.cpu_us_whole, false),
         ("CPU us per record (steady)", |r| r.cpu_us_steady, false),
+        ("CPU us per record (second half)", |r| r.cpu_us_tail, false),
         ("peak RSS MiB", |r| r.peak_mib, false),
         ("run() -> first committed output s", |r| r.first_output_s, false),
     ];
-    let (base, other) = match which.as_slice() {
-        _ if results.contains_key("python") => ("python", "rust"),
-        [first, second] => (*first, *second),
-        _ => ("rust", "rust-eos2"),
-    };
-    println!("{:<36} {:>10} {:>10} {:>14}", "", base, other, format!("ratio ({other} better by)"));
+    print!("{:<36}", "");
+    for name in &which {
+        print!(" {name:>17}");
+    }
+    println!();
+    for (label, f, _) in rows {
+        print!("{label:<36}");
+        for name in &which {
+            print!(" {:>17}", med(name, f).map_or("-".into(), |v| format!("{v:.2}")));
+        }
+        println!();
+    }
+    // Ratios: each of ours against each other implementation; with ours alone, the first named
+    // against the others. "A/B" is how many times better A's figure is than B's (above 1: A is
+    // better; rates divided, costs inverted).
+    let ours = |name: &&&str| name.starts_with("rust") || **name == "bare";
+    let mut pairs: Vec<(&str, &str)> = Vec::new();
+    for a in which.iter().filter(|n| ours(n)) {
+        for b in which.iter().filter(|n| !ours(n)) {
+            pairs.push((a, b));
+        }
+    }
+    if pairs.is_empty() {
+        pairs = which.iter().skip(1).map(|b| (which[0], *b)).collect();
+    }
+    if pairs.is_empty() {
+        return;
+    }
+    print!("{:<36}", "ratios (A/B: A better by)");
+    for (a, b) in &pairs {
+        print!(" {:>17}", format!("{a}/{b}"));
+    }
+    println!();
     for (label, f, higher_better) in rows {
-        let (p, r) = (med(base, f), med(other, f));
-        let ratio = match (p, r) {
-            (Some(p), Some(r)) if higher_better => format!("{:.1}x", r / p),
-            (Some(p), Some(r)) => format!("{:.1}x", p / r),
-            _ => "-".into(),
+        print!("{label:<36}");
+        for (a, b) in &pairs {
+            let ratio = match (med(a, f), med(b, f)) {
+                (Some(a), Some(b)) if higher_better => format!("{:.2}x", a / b),
+                (Some(a), Some(b)) => format!("{:.2}x", b / a),
+                _ => "-".into(),
+            };
+            print!(" {ratio:>17}");
+        }
+        println!();
+    }
+}
+
+/// One start of a restore round (`--restore`): from the child's `RUN` line.
+#[derive(Clone, Copy, Default)]
+struct Restart {
+    first_output_s: f64,
+    tasks_started_s: f64,
+    cpu_s: f64,
+    peak_mib: f64,
+    /// Kafka Streams only: changelog records restored, and the seconds from the first
+    /// restoration's start to the last one's end (NaN: none reported).
+    restored: f64,
+    restore_s: f64,
+}
+
+/// Reads `output` (a topic new per start) from the beginning, read_committed, until `n` records
+/// arrived; returns the instant of the first and `sample` of the child then.
+async fn await_outputs(
+    bootstrap: &str,
+    output: &str,
+    partitions: u32,
+    n: usize,
+    child: &mut Child,
+    which: &str,
+) -> (u128, Sample) {
+    let quick = RdKafka::with_settings(bootstrap, BTreeMap::from([("fetch.wait.max.ms".into(), "10".into())]))
+        .expect("reader settings");
+    let mut reader = quick.consumer(ConsumerConfig::groupless(format!("{output}-reader"))).expect("reader");
+    let assignment: Vec<_> =
+        (0..partitions as i32).map(|p| (TopicPartition::new(output, p), StartOffset::Beginning)).collect();
+    let mut tries = 0;
+    while let Err(e) = reader.assign(&assignment).await {
+        tries += 1;
+        assert!(tries < 50, "assign {output}: {e}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (mut count, mut first) = (0, None);
+    let deadline = Instant::now() + Duration::from_secs(1200);
+    while count < n {
+        assert!(Instant::now() < deadline, "{which}: only {count} of {n} outputs after 20 minutes");
+        let polled = reader.poll(5_000, Duration::from_millis(100)).await.expect("poll");
+        if !polled.records.is_empty() && first.is_none() {
+            first = Some((unix_nanos(), sample(child.id())));
+        }
+        count += polled.records.len();
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("{which} stage exited early: {status}");
+        }
+    }
+    reader.close().await.expect("close reader");
+    first.expect("outputs")
+}
+
+/// Waits until `child` exits (killed after 60 s).
+async fn reap(child: &mut Child) {
+    let stopped = Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if stopped.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `--restore N`: one round of `which` over an input of N keys (one record each): the state
+/// built by a first run, then three restarts on the same application id, each with 1 000 new
+/// inputs written before it starts: (a) after a clean stop, on the same state directory; (b)
+/// after a SIGKILL of a running instance, on the same state directory; (c) after a clean stop,
+/// on an empty state directory. Each output topic is new per start, so "first output" is the
+/// first of that start.
+async fn restore_round(
+    kafka: &Arc<dyn Kafka>,
+    args: &Args,
+    bootstrap: &str,
+    input: &str,
+    tag: &str,
+    which: &str,
+) -> [Restart; 3] {
+    let app = format!("{tag}-app");
+    let state_dir = std::env::temp_dir().join(format!("{tag}-kstreams-state"));
+    let producer = kafka.producer(ProducerConfig::idempotent("bench-feeder")).expect("producer");
+    let mut fed = args.records;
+    let start = |output: &str| {
+        let mut command = stage_command(args, which, bootstrap, input, output, &app, &state_dir);
+        let mut child = command.spawn().expect("spawn the stage");
+        let events = watch_stdout(&mut child);
+        (child, events)
+    };
+    let new_output = |phase: &str| format!("{tag}-{phase}-output");
+    let create = |output: String| async move {
+        kafka
+            .admin()
+            .expect("admin")
+            .create_topic(&NewTopic::new(&output, args.partitions).replication(1))
+            .await
+            .expect("create output");
+        output
+    };
+    // The first run: every key counted once, the state built.
+    let output = create(new_output("load")).await;
+    let (mut child, _) = start(&output);
+    let loaded = Instant::now();
+    await_outputs(bootstrap, &output, args.partitions, args.records, &mut child, which).await;
+    eprintln!("{which}: {} keys loaded in {:.1} s", args.records, loaded.elapsed().as_secs_f64());
+    drop(child.stdin.take());
+    reap(&mut child).await;
+    let mut results = [Restart::default(); 3];
+    for (phase, result) in ["clean", "kill", "empty"].into_iter().zip(results.iter_mut()) {
+        if phase == "empty" {
+            let _ = std::fs::remove_dir_all(&state_dir);
+        }
+        const NEW: usize = 1_000;
+        let mut deliveries = Vec::with_capacity(NEW);
+        for i in fed..fed + NEW {
+            let key = format!("key-{:07}", i % args.keys);
+            let record = ProducerRecord::new(input, key.clone(), input_value(i, &key));
+            deliveries.push(producer.send(record).await.expect("send"));
+        }
+        for d in deliveries {
+            d.await.expect("delivered");
+        }
+        fed += NEW;
+        let output = create(new_output(phase)).await;
+        let (mut child, events) = start(&output);
+        let (first_ns, at_first) = await_outputs(bootstrap, &output, args.partitions, NEW, &mut child, which).await;
+        let events = events.lock().expect("lock").clone();
+        let run_ns = *events.get("RUN").expect("the child printed RUN");
+        *result = Restart {
+            first_output_s: (first_ns - run_ns) as f64 / 1e9,
+            tasks_started_s: events.get("TASKS").map_or(f64::NAN, |t| (t - run_ns) as f64 / 1e9),
+            cpu_s: at_first.cpu.as_secs_f64(),
+            peak_mib: at_first.hwm_kib as f64 / 1024.0,
+            restored: events.get("RESTORED").map_or(f64::NAN, |&n| n as f64),
+            restore_s: match (events.get("RESTORE_START"), events.get("RESTORE_END")) {
+                (Some(start), Some(end)) => (end - start) as f64 / 1e9,
+                _ => f64::NAN,
+            },
         };
-        let show = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.2}"));
-        println!("{label:<36} {:>10} {:>10} {:>14}", show(p), show(r), ratio);
+        eprintln!(
+            "{which} {phase}: first output {:.2} s, tasks {:.2} s, cpu {:.2} s, peak {:.0} MiB, restored {} in {:.2} s ({})",
+            result.first_output_s,
+            result.tasks_started_s,
+            result.cpu_s,
+            result.peak_mib,
+            result.restored,
+            result.restore_s,
+            load()
+        );
+        if phase == "clean" {
+            // The next start follows a crash of a running instance.
+            child.kill().expect("SIGKILL");
+            let _ = child.wait();
+        } else {
+            drop(child.stdin.take());
+            reap(&mut child).await;
+        }
+    }
+    producer.close().await;
+    let _ = std::fs::remove_dir_all(&state_dir);
+    results
+}
+
+/// `--restore N`: the restart comparison of issue 35 (see `restore_round`), alternating the
+/// implementations of `--only` (default `kstreams`) per round; medians.
+async fn restore(args: Args) {
+    let bootstrap = std::env::var("KAFKA_BOOTSTRAP").expect("KAFKA_BOOTSTRAP (scripts/kafka start prints it)");
+    let kafka: Arc<dyn Kafka> = Arc::new(RdKafka::new(bootstrap.clone()));
+    let prefix = format!("restore-{:x}", unix_nanos());
+    let input = format!("{prefix}-input");
+    kafka
+        .admin()
+        .expect("admin")
+        .create_topic(&NewTopic::new(&input, args.partitions).replication(1))
+        .await
+        .expect("input");
+    let producer = kafka.producer(ProducerConfig::idempotent("bench-feeder")).expect("producer");
+    let mut deliveries = std::collections::VecDeque::new();
+    for i in 0..args.records {
+        let key = format!("key-{:07}", i % args.keys);
+        deliveries.push_back(
+            producer.send(ProducerRecord::new(&input, key.clone(), input_value(i, &key))).await.expect("send"),
+        );
+        if deliveries.len() > 100_000 {
+            deliveries.pop_front().expect("one").await.expect("delivered");
+        }
+    }
+    for d in deliveries {
+        d.await.expect("delivered");
+    }
+    producer.close().await;
+    let which: Vec<&str> = args.only.as_deref().unwrap_or("kstreams").split(',').collect();
+    if which.iter().any(|name| name.starts_with("kstreams")) {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/kstreams");
+        let status = Command::new(script).arg("build").status().expect("scripts/kstreams build");
+        assert!(status.success(), "scripts/kstreams build: {status}");
+    }
+    println!(
+        "restarts over a state of {} keys ({} inputs, {} partitions, {:?}), 1 000 new inputs before each start; load before: {}",
+        args.keys,
+        args.records,
+        args.partitions,
+        args.guarantee,
+        load()
+    );
+    let mut results: BTreeMap<&str, Vec<[Restart; 3]>> = BTreeMap::new();
+    for round in 0..args.rounds {
+        let mut order = which.clone();
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for name in order {
+            let r = restore_round(&kafka, &args, &bootstrap, &input, &format!("{prefix}-{name}-{round}"), name).await;
+            results.entry(name).or_default().push(r);
+        }
+    }
+    println!(
+        "medians of {} rounds: run()/start() -> first committed output s (-> all tasks running s; CPU s; peak RSS \
+         MiB, both until the first output; Kafka Streams: changelog records restored in s)",
+        args.rounds
+    );
+    println!("{:<17} {:>44} {:>44} {:>44}", "impl", "(a) clean restart", "(b) after SIGKILL", "(c) empty state dir");
+    for name in &which {
+        let runs = &results[name];
+        print!("{name:<17}");
+        for phase in 0..3 {
+            let med = |f: fn(&Restart) -> f64| median(runs.iter().map(|r| f(&r[phase])).collect());
+            let restored = match (med(|r| r.restored), med(|r| r.restore_s)) {
+                (n, s) if n.is_nan() || s.is_nan() => "-".to_owned(),
+                (n, s) => format!("{n:.0} in {s:.2}"),
+            };
+            let cell = format!(
+                "{:.2} ({:.2}; {:.1}; {:.0}; {restored})",
+                med(|r| r.first_output_s),
+                med(|r| r.tasks_started_s),
+                med(|r| r.cpu_s),
+                med(|r| r.peak_mib)
+            );
+            print!(" {cell:>44}");
+        }
+        println!();
     }
 }
 
@@ -733,5 +1118,8 @@ fn main() {
         return runtime.block_on(in_process(n.parse().expect("a record count"), keys));
     }
     // `cargo bench` passes --bench; everything else is ours.
+    if argv.iter().any(|a| a == "--restore") {
+        return runtime.block_on(restore(parse(&argv)));
+    }
     runtime.block_on(side_by_side(parse(&argv)));
 }
