@@ -84,6 +84,11 @@ pub struct Faults {
     pub requests: RequestFaults,
     /// Per-kind overrides.
     pub by_kind: BTreeMap<RequestKind, RequestFaults>,
+    /// Clients a kind's override is for: where a kind has an entry here, its override in
+    /// [`by_kind`](Self::by_kind) applies only to clients whose id starts with it (e.g.
+    /// `replica-`: the application's clients, not the feeders'); the others get
+    /// [`requests`](Self::requests).
+    pub by_kind_clients: BTreeMap<RequestKind, String>,
     /// Marker faults.
     pub markers: MarkerFaults,
 }
@@ -97,6 +102,15 @@ impl Faults {
     /// The faults that apply to `kind`.
     pub fn for_kind(&self, kind: RequestKind) -> &RequestFaults {
         self.by_kind.get(&kind).unwrap_or(&self.requests)
+    }
+
+    /// The faults that apply to a request of `kind` from `client` (see
+    /// [`by_kind_clients`](Self::by_kind_clients)).
+    pub fn for_request(&self, kind: RequestKind, client: &str) -> &RequestFaults {
+        match self.by_kind_clients.get(&kind) {
+            Some(prefix) if !client.starts_with(prefix.as_str()) => &self.requests,
+            _ => self.for_kind(kind),
+        }
     }
 }
 
@@ -178,7 +192,7 @@ impl FaultPlan {
 
     /// Decides the fate of one request of `kind` from `client`, and records what was injected.
     pub fn decide(&self, kind: RequestKind, client: &str) -> RequestFate {
-        let faults = self.faults.lock().expect("fault plan lock").for_kind(kind).clone();
+        let faults = self.faults.lock().expect("fault plan lock").for_request(kind, client).clone();
         let mut fate = RequestFate::default();
         if chance(faults.drop_request) {
             fate.drop_request = true;

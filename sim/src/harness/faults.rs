@@ -178,6 +178,18 @@ pub enum Fault {
         /// The leader crashes; else its leadership moves to a follower while it lives on.
         crash: bool,
     },
+    /// Commits fail abortably for a while: a share of the Produce requests is answered with an
+    /// error, so the transaction that wrote the record cannot commit and must be aborted, while
+    /// its producer stays usable (librdkafka's abortable errors: the application may abort and
+    /// carry on with the same producer). Unlike [`Fault::FailTransactions`], no EndTxn fails,
+    /// so no producer ends fatally; what survives the abort is the application's choice. A
+    /// non-transactional producer's delivery simply fails.
+    AbortableCommits {
+        /// How long.
+        duration: Duration,
+        /// The share of Produce requests answered with an error.
+        share: f64,
+    },
 }
 
 impl Fault {
@@ -202,6 +214,7 @@ impl Fault {
             Fault::BrokerIsolate { .. } => "broker-isolate",
             Fault::LeaderMove { .. } => "leader-move",
             Fault::LaggingFailover { .. } => "lagging-failover",
+            Fault::AbortableCommits { .. } => "abortable-commits",
         }
     }
 
@@ -212,6 +225,7 @@ impl Fault {
             | Fault::Isolate { duration, .. }
             | Fault::RequestChaos { duration, .. }
             | Fault::FailTransactions { duration }
+            | Fault::AbortableCommits { duration, .. }
             | Fault::LateMarkers { duration, .. }
             | Fault::BrokerDown { down: duration }
             | Fault::BrokerCrash { down: duration, .. }
@@ -273,6 +287,9 @@ impl fmt::Display for Fault {
                 f,
                 "lagging-failover partition#{partition}: the followers cut off {lag:?}, the leadership moved from {lead:?}"
             ),
+            Fault::AbortableCommits { duration, share } => {
+                write!(f, "abortable-commits for {duration:?} ({share:.2} of Produce requests fail)")
+            }
         }
     }
 }
@@ -332,6 +349,14 @@ impl FaultSchedule {
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.faults.is_empty()
+    }
+
+    /// The schedule with `more` faults (times from the same start), sorted by time; faults at
+    /// the same time keep their order, this schedule's first.
+    pub fn merged(mut self, more: Vec<TimedFault>) -> FaultSchedule {
+        self.faults.extend(more);
+        self.faults.sort_by_key(|t| t.at);
+        self
     }
 }
 
@@ -410,6 +435,10 @@ pub struct FaultProfile {
     pub leader_move: u32,
     /// Weight of [`Fault::LaggingFailover`].
     pub lagging_failover: u32,
+    /// Weight of [`Fault::AbortableCommits`] (zero in every preset, so the presets' seeds draw
+    /// the schedules they drew before the kind existed; see also
+    /// [`FaultProfile::abortable_commit_windows`]).
+    pub abortable_commits: u32,
     /// Gap between two faults (uniform).
     pub gap: (Duration, Duration),
     /// Session timeout of the replicas: pauses are drawn around it.
@@ -446,6 +475,7 @@ impl FaultProfile {
             broker_isolate: 0,
             leader_move: 0,
             lagging_failover: 0,
+            abortable_commits: 0,
             gap: (Duration::from_millis(300), Duration::from_millis(3_000)),
             session_timeout: Duration::from_secs(6),
             transaction_timeout: Duration::from_secs(60),
@@ -547,6 +577,7 @@ impl FaultProfile {
             + self.broker_isolate
             + self.leader_move
             + self.lagging_failover
+            + self.abortable_commits
     }
 
     /// This profile on a cluster of `brokers`: on several, a profile with any fault gets the
@@ -715,6 +746,9 @@ impl FaultProfile {
                     down: uniform(rng, Duration::from_secs(2), Duration::from_secs(15)),
                     crash: rng.gen_bool(0.5),
                 }
+            } else if take(self.abortable_commits) {
+                // Likewise drawn only when picked, after every older kind.
+                abortable_commits(rng)
             } else {
                 // A handover while only the changelog's markers are late. The owner that loses
                 // its tasks must have committed inside the window first (so the handover comes
@@ -749,6 +783,26 @@ impl FaultProfile {
             faults.push(TimedFault { at, fault });
         }
         FaultSchedule { faults }
+    }
+
+    /// `count` windows of [`Fault::AbortableCommits`] at uniform times in `period`, each 1–4 s
+    /// long with 10–35 % of the Produce requests failing, sorted by time: what a scenario adds to
+    /// a schedule drawn before (merge with [`FaultSchedule::merged`]), so that its seeds keep
+    /// every fault they drew and abort-and-continue paths still run in most of them.
+    pub fn abortable_commit_windows(rng: &mut impl Rng, period: Duration, count: usize) -> Vec<TimedFault> {
+        let mut windows: Vec<TimedFault> = (0..count)
+            .map(|_| TimedFault { at: uniform(rng, Duration::ZERO, period), fault: abortable_commits(rng) })
+            .collect();
+        windows.sort_by_key(|t| t.at);
+        windows
+    }
+}
+
+/// A [`Fault::AbortableCommits`] as [`FaultProfile::generate`] draws it.
+fn abortable_commits(rng: &mut impl Rng) -> Fault {
+    Fault::AbortableCommits {
+        duration: uniform(rng, Duration::from_secs(1), Duration::from_secs(4)),
+        share: rng.gen_range(0.1..0.35),
     }
 }
 
@@ -865,6 +919,7 @@ impl FaultProfile {
             FaultKind::BrokerIsolate => self.broker_isolate,
             FaultKind::LeaderMove => self.leader_move,
             FaultKind::LaggingFailover => self.lagging_failover,
+            FaultKind::AbortableCommits => self.abortable_commits,
         }
     }
 }
@@ -908,11 +963,13 @@ pub enum FaultKind {
     LeaderMove,
     /// [`Fault::LaggingFailover`].
     LaggingFailover,
+    /// [`Fault::AbortableCommits`].
+    AbortableCommits,
 }
 
 impl FaultKind {
     /// Every kind.
-    pub const ALL: [FaultKind; 18] = [
+    pub const ALL: [FaultKind; 19] = [
         FaultKind::CrashRestart,
         FaultKind::AddReplica,
         FaultKind::RemoveReplica,
@@ -931,6 +988,7 @@ impl FaultKind {
         FaultKind::BrokerIsolate,
         FaultKind::LeaderMove,
         FaultKind::LaggingFailover,
+        FaultKind::AbortableCommits,
     ];
 }
 
@@ -1038,6 +1096,9 @@ impl Fault {
                     crash,
                 })
                 .boxed(),
+            FaultKind::AbortableCommits => (span(Duration::from_secs(1), Duration::from_secs(4)), 0.1..0.35f64)
+                .prop_map(|(duration, share)| Fault::AbortableCommits { duration, share })
+                .boxed(),
         }
     }
 }
@@ -1091,6 +1152,29 @@ mod tests {
             Fault::BrokerIsolate { .. } => profile.broker_isolate > 0,
             Fault::LeaderMove { .. } => profile.leader_move > 0,
             Fault::LaggingFailover { .. } => profile.lagging_failover > 0,
+            Fault::AbortableCommits { .. } => profile.abortable_commits > 0,
+        }
+    }
+
+    #[test]
+    fn abortable_commit_windows_join_a_schedule_without_moving_its_faults() {
+        let period = Duration::from_secs(30);
+        let drawn = FaultProfile::everything().generate(&mut crate::chaos::Gen::new(3, 0), period);
+        let windows = FaultProfile::abortable_commit_windows(&mut crate::chaos::Gen::new(4, 0), period, 3);
+        assert_eq!(windows.len(), 3);
+        for window in &windows {
+            let Fault::AbortableCommits { duration, share } = window.fault else { panic!("{}", window.fault) };
+            assert!(window.at < period && duration >= Duration::from_secs(1) && duration < Duration::from_secs(4));
+            assert!((0.1..0.35).contains(&share), "{share}");
+        }
+        let merged = drawn.clone().merged(windows.clone());
+        assert_eq!(merged.len(), drawn.len() + 3);
+        assert!(merged.faults.windows(2).all(|w| w[0].at <= w[1].at), "{merged}");
+        let kept: Vec<&TimedFault> =
+            merged.faults.iter().filter(|t| !matches!(t.fault, Fault::AbortableCommits { .. })).collect();
+        assert_eq!(kept, drawn.faults.iter().collect::<Vec<_>>());
+        for name in FaultProfile::PRESETS {
+            assert_eq!(FaultProfile::named(name).expect("a preset").abortable_commits, 0, "{name}");
         }
     }
 

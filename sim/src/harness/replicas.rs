@@ -25,6 +25,9 @@ use crate::cluster::{Cluster, KafkaClient, MarkerFaults, RequestFaults};
 use crate::mqtt::MqttBroker;
 use crate::runner::Ctx;
 
+/// What every replica's name (its client id) starts with: `replica-0`, `replica-1`, …
+const REPLICA_PREFIX: &str = "replica-";
+
 /// How long a crashed application waits before its supervisor starts it again.
 const RESTART_DELAY_MAX_MS: u64 = 1_000;
 
@@ -312,7 +315,7 @@ impl Replicas {
     }
 
     fn add(&mut self) {
-        let name = format!("replica-{}", self.list.len());
+        let name = format!("{REPLICA_PREFIX}{}", self.list.len());
         let view = Arc::new(ReplicaView::default());
         let (stop, stop_requests) = watch::channel(0);
         let env = ReplicaEnv {
@@ -476,12 +479,35 @@ impl Replicas {
                 cluster.faults().update(|f| {
                     f.by_kind.insert(RequestKind::EndTxn, failing.clone());
                     f.by_kind.insert(RequestKind::Produce, failing);
+                    // Every client's (an abortable-commits window may have narrowed Produce's).
+                    f.by_kind_clients.remove(&RequestKind::Produce);
                 });
                 tokio::spawn(async move {
                     sleep(duration).await;
                     cluster.faults().update(|f| {
                         f.by_kind.remove(&RequestKind::EndTxn);
                         f.by_kind.remove(&RequestKind::Produce);
+                    });
+                });
+            }
+            Fault::AbortableCommits { duration, share } => {
+                self.ctx.fault("abortable-commits", format!("{fault}"));
+                // Only Produce: a failed delivery makes a transaction abortable and leaves its
+                // producer usable. Only the replicas' (the run's inputs keep flowing). The
+                // override is taken back at the end only if it is still this window's (a
+                // failing-transactions window may have replaced it).
+                let failing = RequestFaults { fatal_error: share, ..RequestFaults::default() };
+                cluster.faults().update(|f| {
+                    f.by_kind.insert(RequestKind::Produce, failing.clone());
+                    f.by_kind_clients.insert(RequestKind::Produce, REPLICA_PREFIX.to_owned());
+                });
+                tokio::spawn(async move {
+                    sleep(duration).await;
+                    cluster.faults().update(|f| {
+                        if f.by_kind.get(&RequestKind::Produce) == Some(&failing) {
+                            f.by_kind.remove(&RequestKind::Produce);
+                            f.by_kind_clients.remove(&RequestKind::Produce);
+                        }
                     });
                 });
             }
@@ -624,6 +650,7 @@ impl Replicas {
         self.cluster.faults().update(|f| {
             f.requests = RequestFaults::default();
             f.by_kind.clear();
+            f.by_kind_clients.clear();
             f.markers = MarkerFaults::default();
         });
         if let Some(broker) = &self.mqtt {

@@ -7,7 +7,9 @@
 //! sometimes past the transaction timeout, request faults of every kind (lost, late, held past
 //! the client's timeout, ambiguous, retriable and fatal errors), failing transactions, markers
 //! that always land with jitter and sometimes seconds late — handovers forced while only the
-//! changelog's markers are late — network partitions and broker restarts. Task state lives on a
+//! changelog's markers are late — network partitions and broker restarts, and 2–4 windows in
+//! which the replicas' commits fail abortably (a share of their Produce requests fails; the
+//! producer stays usable, as with librdkafka's abortable errors). Task state lives on a
 //! simulated disk that survives a node's crash, so restarted replicas meet their leftovers.
 //! Most seeds start the inputs and the faults once a replica runs tasks (the others at launch,
 //! the startup under faults); a quarter turn buggify on from that moment.
@@ -43,7 +45,18 @@
 //! flight, gathered polls included, commits within the grace; the tasks stop; the group is left
 //! at once, LIFE-21, TRX-45) and started again, while inputs flow and the other faults go on.
 //! `counter` never stops a replica cleanly (its schedules predate the kind), so the mutation
-//! scores measured on it stay comparable.
+//! scores measured on it stay comparable. `counter-eos2` and `counter-rolling` have no
+//! abortable-commit windows (their seeds replay as before).
+//!
+//! Scenario `counter-alo` runs the `counter` stage, faults and abortable-commit windows at least
+//! once (`Guarantee::AtLeastOnce`, per-task producers without transactions; the group commits
+//! the offsets once a batch's records are acknowledged). Its properties: every valid input has
+//! an output (duplicates allowed, counted in the trace's last line); every output names a
+//! valid input, its partition and state key, and a label written for its key (a probe's: the
+//! settled one); the offsets reach the end of every input partition; the config stores equal
+//! the compaction; and, watched every 10 ms while the run goes on, the offsets are never ahead
+//! of the outputs: every valid input below a committed offset has an output in the log. The
+//! counts are not checked (a batch written but not committed is processed, and counted, again).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::pin::Pin;
@@ -55,7 +68,7 @@ use flechtwerk::attribute::{Attribute, INT, STR};
 use flechtwerk::kafka::{Kafka, ProducerConfig, ProducerRecord};
 use flechtwerk::stage::{transformer, FnTransformer};
 use flechtwerk::wire::{InvalidMessageAction, RawRecord};
-use flechtwerk::{Event, FlechtwerkBuilder, Message, Producers, State};
+use flechtwerk::{Event, FlechtwerkBuilder, Guarantee, Message, Producers, State};
 use madsim::rand::{thread_rng, Rng};
 use madsim::runtime::Handle;
 use madsim::time::sleep;
@@ -102,12 +115,30 @@ const FAULTS_ROLLING: [&str; FAULTS.len() + 1] = crate::harness::faults::with_st
 /// a fifth of its faults).
 const STOP_RESTART_WEIGHT: u32 = 6;
 
+/// The fault kinds of `counter` and `counter-alo`: those of the others, and abortable commits.
+const FAULTS_ABORTABLE: [&str; FAULTS.len() + 1] = with_abortable_commits(FAULTS);
+
+const fn with_abortable_commits<const N: usize>(kinds: &[&'static str]) -> [&'static str; N] {
+    assert!(N == kinds.len() + 1, "N is kinds.len() + 1");
+    let mut all = [""; N];
+    let mut i = 0;
+    while i < kinds.len() {
+        all[i] = kinds[i];
+        i += 1;
+    }
+    all[kinds.len()] = "abortable-commits";
+    all
+}
+
 /// The scenario.
 pub static SCENARIO: Scenario = Scenario {
     name: "counter",
     about: "exactly-once counting transformer + config join, varied per seed, under every fault kind",
-    faults: FAULTS,
-    run: |ctx| Box::pin(run(ctx, Some(Producers::PerTask), 0)) as Pin<Box<dyn std::future::Future<Output = ()>>>,
+    faults: &FAULTS_ABORTABLE,
+    run: |ctx| {
+        let setup = Setup { producers: Some(Producers::PerTask), abortable_commits: true, ..Setup::default() };
+        Box::pin(run(ctx, setup)) as Pin<Box<dyn std::future::Future<Output = ()>>>
+    },
 };
 
 /// The same with one producer per instance (KIP-447's exactly-once v2 shape).
@@ -115,7 +146,10 @@ pub static SCENARIO_EOS2: Scenario = Scenario {
     name: "counter-eos2",
     about: "the counter scenario with one transactional producer per instance (KIP-447, generation fencing)",
     faults: FAULTS,
-    run: |ctx| Box::pin(run(ctx, Some(Producers::PerInstance), 0)) as Pin<Box<dyn std::future::Future<Output = ()>>>,
+    run: |ctx| {
+        let setup = Setup { producers: Some(Producers::PerInstance), ..Setup::default() };
+        Box::pin(run(ctx, setup)) as Pin<Box<dyn std::future::Future<Output = ()>>>
+    },
 };
 
 /// The same with clean restarts among the faults (rolling deploys).
@@ -124,9 +158,40 @@ pub static SCENARIO_ROLLING: Scenario = Scenario {
     about: "the counter scenario, either producer shape, with clean stops and restarts among the faults (rolling deploys, LIFE-21)",
     faults: &FAULTS_ROLLING,
     run: |ctx| {
-        Box::pin(run(ctx, None, STOP_RESTART_WEIGHT)) as Pin<Box<dyn std::future::Future<Output = ()>>>
+        let setup = Setup { stop_restart: STOP_RESTART_WEIGHT, ..Setup::default() };
+        Box::pin(run(ctx, setup)) as Pin<Box<dyn std::future::Future<Output = ()>>>
     },
 };
+
+/// The same stage at least once (`Guarantee::AtLeastOnce`: no transactions, the offsets
+/// committed by the group once the batch's records are acknowledged), with its own properties.
+pub static SCENARIO_ALO: Scenario = Scenario {
+    name: "counter-alo",
+    about: "the counter scenario at least once: no input lost, duplicates counted, offsets never ahead of the outputs",
+    faults: &FAULTS_ABORTABLE,
+    run: |ctx| {
+        let setup = Setup {
+            producers: Some(Producers::PerTask),
+            abortable_commits: true,
+            guarantee: Guarantee::AtLeastOnce,
+            ..Setup::default()
+        };
+        Box::pin(run(ctx, setup)) as Pin<Box<dyn std::future::Future<Output = ()>>>
+    },
+};
+
+/// What a counter scenario varies.
+#[derive(Clone, Copy, Default)]
+struct Setup {
+    /// The producer shape (`None`: drawn per seed, half the seeds each).
+    producers: Option<Producers>,
+    /// Weight of clean restarts in the fault profile.
+    stop_restart: u32,
+    /// 2–4 windows of [`Fault::AbortableCommits`](crate::harness::faults::Fault::AbortableCommits) join the seed's schedule (drawn after
+    /// everything else, so the schedule keeps every fault it drew before).
+    abortable_commits: bool,
+    guarantee: Guarantee,
+}
 
 const APP: &str = "counter";
 const INPUT_A: &str = "counter-input-a";
@@ -319,8 +384,9 @@ async fn write_configs(
     ctx.event("config writer: done");
 }
 
-/// One run; `producers: None` draws the shape per seed (half the seeds each).
-async fn run(ctx: Ctx, producers: Option<Producers>, stop_restart: u32) {
+/// One run of `setup`.
+async fn run(ctx: Ctx, setup: Setup) {
+    let Setup { producers, stop_restart, abortable_commits, guarantee } = setup;
     let profile = FaultProfile {
         session_timeout: SESSION_TIMEOUT,
         transaction_timeout: TRANSACTION_TIMEOUT,
@@ -334,7 +400,7 @@ async fn run(ctx: Ctx, producers: Option<Producers>, stop_restart: u32) {
     // Drawn now, enabled when the faults start (see below).
     let buggify = thread_rng().gen_bool(profile.buggify);
     let cluster = Cluster::start(&ctx);
-    let plan = draw_plan(&ctx, &cluster, &profile, producers);
+    let plan = draw_plan(&ctx, &cluster, &profile, producers, abortable_commits);
     let topics = vec![
         topic(INPUT_A, PARTITIONS, false),
         topic(INPUT_B, PARTITIONS, false),
@@ -346,10 +412,17 @@ async fn run(ctx: Ctx, producers: Option<Producers>, stop_restart: u32) {
     let disk = SimDisk::default();
     let launch = {
         let (variant, producers, max_batch_records) = (plan.variant.clone(), plan.producers, plan.max_batch_records);
-        let configure =
-            move |builder: FlechtwerkBuilder| builder.producers(producers).max_batch_records(max_batch_records);
+        let configure = move |builder: FlechtwerkBuilder| {
+            builder.producers(producers).max_batch_records(max_batch_records).guarantee(guarantee)
+        };
         launch_with(APP, plan.max_poll_records, configure, move || stage(&variant))
     };
+    let at_least_once = guarantee == Guarantee::AtLeastOnce;
+    // At least once, the offsets are watched while everything runs: never ahead of the outputs.
+    let watch = at_least_once.then(|| {
+        let watcher = Handle::current().create_node().name("offset-watcher").build();
+        watcher.spawn(watch_offsets(ctx.clone(), cluster.clone()))
+    });
     let mut replicas = Replicas::start(&cluster, &ctx, &disk, launch, plan.replica_count, REPLICAS_MAX);
     let labels = run_faults(&ctx, &cluster, &mut replicas, &plan, buggify).await;
     let want_configs = settle_and_probe(&ctx, &cluster, &replicas, &plan).await;
@@ -361,7 +434,14 @@ async fn run(ctx: Ctx, producers: Option<Producers>, stop_restart: u32) {
     // ended with them is fenced); it restarts, and its config store converges again.
     replicas.await_configs(&want_configs.clone().into(), CONFIG_CONVERGENCE_MAX).await;
     let labels = labels.lock().expect("labels lock").clone();
-    check(&ctx, &cluster, &plan.variant, &replicas, plan.inputs, &labels, &want_configs);
+    if let Some(watch) = watch {
+        watch.abort();
+        // The last commits since its last look.
+        check_offsets_behind_outputs(&ctx, &cluster, &mut BTreeMap::new());
+        check_at_least_once(&ctx, &cluster, &plan.variant, &replicas, plan.inputs, &labels, &want_configs);
+    } else {
+        check(&ctx, &cluster, &plan.variant, &replicas, plan.inputs, &labels, &want_configs);
+    }
 }
 
 /// What one seed draws for its run: the stage, the replicas and their settings, the inputs and
@@ -383,7 +463,13 @@ struct Plan {
 
 /// Draws the seed's plan (the producer shape only where the scenario leaves it open), and
 /// traces it.
-fn draw_plan(ctx: &Ctx, cluster: &Cluster, profile: &FaultProfile, producers: Option<Producers>) -> Plan {
+fn draw_plan(
+    ctx: &Ctx,
+    cluster: &Cluster,
+    profile: &FaultProfile,
+    producers: Option<Producers>,
+    abortable_commits: bool,
+) -> Plan {
     let (variant, replica_count, inputs, keys, config_writes, max_poll_records, period, faults_from_launch) = {
         let mut rng = thread_rng();
         let variant = Variant {
@@ -415,6 +501,16 @@ fn draw_plan(ctx: &Ctx, cluster: &Cluster, profile: &FaultProfile, producers: Op
     let producers =
         producers
             .unwrap_or_else(|| if thread_rng().gen_bool(0.5) { Producers::PerInstance } else { Producers::PerTask });
+    // Drawn after everything else, so the schedule keeps the faults it drew before: 2–4 windows
+    // in which commits fail abortably (the producer stays usable), so the paths that abort and
+    // carry on run in most seeds, not only those of a fatal failure and a restart.
+    let schedule = if abortable_commits {
+        let mut rng = thread_rng();
+        let count = rng.gen_range(2..=4);
+        schedule.merged(FaultProfile::abortable_commit_windows(&mut rng, period, count))
+    } else {
+        schedule
+    };
     ctx.event(format!(
         "counter: {variant:?}, {producers:?}, {replica_count} replicas, {inputs} inputs over {keys} keys, {config_writes} config writes, \
          max_poll_records {max_poll_records}, max_batch_records {max_batch_records}, {} faults over {period:?}:\n{schedule}",
@@ -806,4 +902,109 @@ fn check_offsets(ctx: &Ctx, cluster: &Cluster, variant: &Variant) {
             }
         }
     }
+}
+
+/// How often the offset watcher of `counter-alo` looks at the group's committed offsets.
+const WATCH_INTERVAL: Duration = Duration::from_millis(10);
+
+/// At least once: every `WATCH_INTERVAL`, the group's committed offsets are compared with the
+/// outputs in the log (see [`check_offsets_behind_outputs`]). Runs until aborted.
+async fn watch_offsets(ctx: Ctx, cluster: Cluster) {
+    let mut checked = BTreeMap::new();
+    loop {
+        sleep(WATCH_INTERVAL).await;
+        check_offsets_behind_outputs(&ctx, &cluster, &mut checked);
+    }
+}
+
+/// At least once, the offsets are never ahead of the outputs: every valid input below a
+/// committed offset has an output in the log already (an offset committed before its batch's
+/// outputs were acknowledged loses them if they then fail). `checked` holds, per input
+/// partition, the offset up to which that was checked; only what the group committed beyond it
+/// is checked (one violation per partition and look).
+fn check_offsets_behind_outputs(
+    ctx: &Ctx,
+    cluster: &Cluster,
+    checked: &mut BTreeMap<flechtwerk::kafka::TopicPartition, i64>,
+) {
+    let committed = truth::committed_offsets(cluster, APP);
+    let advanced: Vec<(flechtwerk::kafka::TopicPartition, i64, i64)> = committed
+        .into_iter()
+        .filter_map(|(tp, offset)| {
+            let from = checked.get(&tp).copied().unwrap_or(0);
+            (offset > from).then_some((tp, from, offset))
+        })
+        .collect();
+    if advanced.is_empty() {
+        return;
+    }
+    // One consistent look at the inputs and the outputs.
+    let (inputs, outputs): (Vec<Vec<RawRecord>>, Vec<RawRecord>) = cluster.inspect(|broker| {
+        let inputs = advanced.iter().map(|(tp, _, _)| broker.read_committed(tp).unwrap_or_default()).collect();
+        let partitions = broker.partition_count(OUTPUT).unwrap_or(0) as i32;
+        let outputs = (0..partitions)
+            .flat_map(|p| broker.read_committed(&flechtwerk::kafka::TopicPartition::new(OUTPUT, p)).unwrap_or_default())
+            .collect();
+        (inputs, outputs)
+    });
+    let answered: BTreeSet<i64> =
+        outputs.iter().filter_map(|record| decoded(record).and_then(|v| v.require(&INPUT).ok())).collect();
+    for ((tp, from, offset), records) in advanced.into_iter().zip(inputs) {
+        let unanswered = records
+            .iter()
+            .filter(|r| r.offset >= from && r.offset < offset)
+            .filter_map(|r| decoded(r).and_then(|v| v.require(&INPUT).ok()).map(|i| (r.offset, i)))
+            .find(|(_, i)| !answered.contains(i));
+        if let Some((at, i)) = unanswered {
+            ctx.violation(format!(
+                "at-least-once: the offset of {tp} was committed at {offset} while input {i} at {at} has no output"
+            ));
+        }
+        checked.insert(tp, offset);
+    }
+}
+
+/// The checks of `counter-alo` after quiescence: every valid input has an output (duplicates
+/// allowed, counted in the trace), every output names a valid input and carries its partition,
+/// state key and a label written for its key (a probe's: the settled one), the offsets reach
+/// the end of every input partition, and the config stores equal the compaction. The counts
+/// are not checked: a batch whose outputs and changelog records were written but whose offsets
+/// were not is processed again, and its inputs counted again.
+fn check_at_least_once(
+    ctx: &Ctx,
+    cluster: &Cluster,
+    variant: &Variant,
+    replicas: &Replicas,
+    probes_from: i64,
+    labels: &BTreeMap<String, BTreeSet<String>>,
+    want_configs: &BTreeMap<String, Vec<u8>>,
+) {
+    let (inputs, invalid) = valid_inputs(ctx, cluster, variant);
+    let outputs = truth::committed_records(cluster, OUTPUT);
+    let tally = tally_outputs(ctx, cluster, &inputs, &outputs, labels, probes_from, want_configs);
+    let mut duplicates = 0;
+    let mut repeated = 0;
+    for (i, input) in &inputs {
+        match tally.per_input.get(i).copied().unwrap_or(0) {
+            0 => ctx.violation(format!(
+                "at-least-once: input {i} ({} on partition {}) has no output",
+                input.key, input.partition
+            )),
+            1 => {}
+            n => {
+                duplicates += n - 1;
+                repeated += 1;
+            }
+        }
+    }
+    check_offsets(ctx, cluster, variant);
+    for violation in replicas.config_mismatches(&want_configs.clone().into(), CONFIGS) {
+        ctx.violation(violation);
+    }
+    ctx.event(format!(
+        "end: {} valid and {invalid} invalid inputs, {} outputs, {duplicates} duplicates of {repeated} inputs, {} configs",
+        inputs.len(),
+        outputs.len(),
+        want_configs.len()
+    ));
 }

@@ -15,6 +15,7 @@ pub static ALL: &[&Scenario] = &[
     &counter::SCENARIO,
     &counter::SCENARIO_EOS2,
     &counter::SCENARIO_ROLLING,
+    &counter::SCENARIO_ALO,
     &extractor::SCENARIO,
     &config_topics::SCENARIO,
     &conformance::SCENARIO,
