@@ -28,6 +28,7 @@ use madsim::rand::Rng;
 use proptest::prelude::{BoxedStrategy, Just, Strategy};
 use proptest::strategy::Union;
 
+pub use super::directed::HandoverStep;
 use crate::cluster::RequestFaults;
 
 /// One thing that goes wrong.
@@ -178,7 +179,33 @@ pub enum Fault {
         /// The leader crashes; else its leadership moves to a follower while it lives on.
         crash: bool,
     },
+    /// A directed zombie (`harness::directed`): a replica holding tasks or tokens freezes at its
+    /// next transactional write (a task batch's offsets, a page's changelog record), and wakes
+    /// the moment another replica reaches `step` of taking over what it held, that replica's
+    /// request held for `hold` meanwhile: the zombie acts inside the next owner's window.
+    ZombieWake {
+        /// Target slot (the first replica from it that holds tasks or tokens).
+        replica: usize,
+        /// The next owner's step that wakes the zombie.
+        step: HandoverStep,
+        /// How long the next owner's request of that step is held.
+        hold: Duration,
+    },
+    /// Pages fail at their commit for a while (`harness::directed`): of a transaction's output
+    /// and changelog writes, the second to reach the broker is refused (abortable) with
+    /// `probability`, so the page aborts after its messages were sent while the cycle goes on.
+    FailingPageCommits {
+        /// How long.
+        duration: Duration,
+        /// Probability per page.
+        probability: f64,
+    },
 }
+
+/// How long a [`Fault::ZombieWake`] lasts at most when the next owner takes over in time: the
+/// session timeout, the rebalance, the fence and the restore (it wakes at the end of the fault
+/// period otherwise).
+pub const ZOMBIE_WAKE_SPAN: Duration = Duration::from_secs(12);
 
 impl Fault {
     /// A short kind name (for reports and the timeline).
@@ -202,6 +229,8 @@ impl Fault {
             Fault::BrokerIsolate { .. } => "broker-isolate",
             Fault::LeaderMove { .. } => "leader-move",
             Fault::LaggingFailover { .. } => "lagging-failover",
+            Fault::ZombieWake { .. } => "zombie-wake",
+            Fault::FailingPageCommits { .. } => "failing-page-commits",
         }
     }
 
@@ -217,7 +246,9 @@ impl Fault {
             | Fault::BrokerCrash { down: duration, .. }
             | Fault::BrokerPause { duration, .. }
             | Fault::BrokerIsolate { duration, .. }
+            | Fault::FailingPageCommits { duration, .. }
             | Fault::MqttBrokerRestart { down: duration } => *duration,
+            Fault::ZombieWake { .. } => ZOMBIE_WAKE_SPAN,
             Fault::LaggingFailover { lag, lead, down, crash, .. } => {
                 if *crash {
                     (*lead + *down).max(*lag)
@@ -273,6 +304,12 @@ impl fmt::Display for Fault {
                 f,
                 "lagging-failover partition#{partition}: the followers cut off {lag:?}, the leadership moved from {lead:?}"
             ),
+            Fault::ZombieWake { replica, step, hold } => {
+                write!(f, "zombie-wake replica#{replica} at the next owner's {step}, held {hold:?}")
+            }
+            Fault::FailingPageCommits { duration, probability } => {
+                write!(f, "failing-page-commits for {duration:?} ({probability:.2} of the pages)")
+            }
         }
     }
 }
@@ -311,6 +348,14 @@ impl FaultSchedule {
     /// No faults.
     pub fn none() -> Self {
         FaultSchedule::default()
+    }
+
+    /// The schedule with `extra` faults added, in firing order (at equal times, the schedule's
+    /// first).
+    pub fn merged(mut self, extra: Vec<TimedFault>) -> FaultSchedule {
+        self.faults.extend(extra);
+        self.faults.sort_by_key(|t| t.at);
+        self
     }
 
     /// The schedule without the faults at `indices`.
@@ -410,6 +455,12 @@ pub struct FaultProfile {
     pub leader_move: u32,
     /// Weight of [`Fault::LaggingFailover`].
     pub lagging_failover: u32,
+    /// At most this many [`Fault::ZombieWake`] episodes per schedule, drawn by
+    /// [`FaultProfile::directed`], not by [`FaultProfile::generate`] (zero in every preset).
+    pub zombie_wakes: u32,
+    /// At most this many [`Fault::FailingPageCommits`] windows per schedule, drawn by
+    /// [`FaultProfile::directed`] (zero in every preset; extractor runs).
+    pub failing_page_commits: u32,
     /// Gap between two faults (uniform).
     pub gap: (Duration, Duration),
     /// Session timeout of the replicas: pauses are drawn around it.
@@ -446,6 +497,8 @@ impl FaultProfile {
             broker_isolate: 0,
             leader_move: 0,
             lagging_failover: 0,
+            zombie_wakes: 0,
+            failing_page_commits: 0,
             gap: (Duration::from_millis(300), Duration::from_millis(3_000)),
             session_timeout: Duration::from_secs(6),
             transaction_timeout: Duration::from_secs(60),
@@ -749,6 +802,41 @@ impl FaultProfile {
             faults.push(TimedFault { at, fault });
         }
         FaultSchedule { faults }
+    }
+}
+
+impl FaultProfile {
+    /// The directed episodes of a schedule within `period` (`harness::directed`), drawn apart
+    /// from [`FaultProfile::generate`] so that a seed keeps the faults it drew before, and
+    /// merged into its schedule ([`FaultSchedule::merged`]): up to
+    /// [`zombie_wakes`](Self::zombie_wakes) zombie wakes in the first two thirds of the period
+    /// (a step of the takeover each, the next owner's request held 0.5–2.5 s), and up to
+    /// [`failing_page_commits`](Self::failing_page_commits) windows of 2–6 s in which 30–80 % of
+    /// the pages fail at their commit.
+    pub fn directed(&self, rng: &mut impl Rng, period: Duration) -> Vec<TimedFault> {
+        let mut faults = Vec::new();
+        if self.zombie_wakes > 0 {
+            for _ in 0..rng.gen_range(0..=self.zombie_wakes) {
+                let at = uniform(rng, Duration::ZERO, period * 2 / 3);
+                let fault = Fault::ZombieWake {
+                    replica: rng.gen_range(0..16),
+                    step: HandoverStep::ALL[rng.gen_range(0..HandoverStep::ALL.len())],
+                    hold: uniform(rng, Duration::from_millis(500), Duration::from_millis(2_500)),
+                };
+                faults.push(TimedFault { at, fault });
+            }
+        }
+        if self.failing_page_commits > 0 {
+            for _ in 0..rng.gen_range(0..=self.failing_page_commits) {
+                let at = uniform(rng, Duration::ZERO, period);
+                let fault = Fault::FailingPageCommits {
+                    duration: uniform(rng, Duration::from_secs(2), Duration::from_secs(6)),
+                    probability: rng.gen_range(0.3..0.8),
+                };
+                faults.push(TimedFault { at, fault });
+            }
+        }
+        faults
     }
 }
 
@@ -1091,6 +1179,8 @@ mod tests {
             Fault::BrokerIsolate { .. } => profile.broker_isolate > 0,
             Fault::LeaderMove { .. } => profile.leader_move > 0,
             Fault::LaggingFailover { .. } => profile.lagging_failover > 0,
+            Fault::ZombieWake { .. } => profile.zombie_wakes > 0,
+            Fault::FailingPageCommits { .. } => profile.failing_page_commits > 0,
         }
     }
 

@@ -16,6 +16,7 @@ use madsim::task::{JoinHandle, NodeId};
 use madsim::time::sleep;
 use tokio::sync::watch;
 
+use super::directed::Directions;
 use super::disk::{DiskStores, SimDisk};
 use super::faults::{Fault, FaultSchedule};
 use super::truth::ConfigCompaction;
@@ -253,6 +254,8 @@ pub struct Replicas {
     hits: Vec<Option<String>>,
     /// The views of the replicas alive, shared ([`Replicas::live_views`]).
     live: LiveViews,
+    /// The directed episodes' watch over the broker's requests (the cluster's director).
+    directions: Directions,
 }
 
 impl Replicas {
@@ -261,6 +264,8 @@ impl Replicas {
         let baseline_markers =
             MarkerFaults { delay: 0.3, delay_max: Duration::from_millis(300), ..MarkerFaults::default() };
         cluster.faults().update(|f| f.markers = baseline_markers.clone());
+        let directions = Directions::new(ctx);
+        cluster.faults().set_director(Some(directions.director()));
         let mut replicas = Replicas {
             cluster: cluster.clone(),
             ctx: ctx.clone(),
@@ -274,6 +279,7 @@ impl Replicas {
             mqtt: None,
             hits: Vec::new(),
             live: LiveViews::default(),
+            directions,
         };
         for _ in 0..count {
             replicas.add();
@@ -383,12 +389,26 @@ impl Replicas {
             | Fault::Pause { replica, .. }
             | Fault::Isolate { replica, .. }
             | Fault::MqttDisconnect { replica } => Some(self.list[self.target(replica)].name.clone()),
+            Fault::ZombieWake { replica, .. } => Some(
+                self.owner(replica).map_or_else(|| "(a replica holding work)".to_owned(), |i| self.list[i].name.clone()),
+            ),
             Fault::AddReplica => Some(format!("replica-{}", self.list.len())),
             Fault::BrokerCrash { broker: slot, .. }
             | Fault::BrokerPause { broker: slot, .. }
             | Fault::BrokerIsolate { broker: slot, .. } => Some(broker(slot)),
             _ => None,
         }
+    }
+
+    /// The replica a [`Fault::ZombieWake`] aimed at `slot` freezes: the first alive one from
+    /// the slot's (in start order, wrapping) that runs tasks or holds tokens.
+    fn owner(&self, slot: usize) -> Option<usize> {
+        let alive: Vec<usize> = (0..self.list.len()).filter(|&i| self.list[i].alive).collect();
+        let holds = |i: usize| {
+            let view = &self.list[i].view;
+            view.tasks.load(Ordering::SeqCst) > 0 || view.tokens.load(Ordering::SeqCst) > 0
+        };
+        (0..alive.len()).map(|k| alive[(slot + k) % alive.len()]).find(|&i| holds(i))
     }
 
     /// Applies one fault now.
@@ -557,6 +577,20 @@ impl Replicas {
                     self.ctx.event(format!("skipped {fault}: no partition with a leader and a follower"));
                 }
             }
+            Fault::ZombieWake { replica, step, hold } => {
+                // From the slot's replica on, the first that runs tasks or holds tokens (once one
+                // does: the group may be rebalancing).
+                let alive: Vec<usize> = (0..self.list.len()).filter(|&i| self.list[i].alive).collect();
+                let candidates = (0..alive.len())
+                    .map(|k| &self.list[alive[(replica + k) % alive.len()]])
+                    .map(|r| (r.name.clone(), r.node, r.view.clone()))
+                    .collect();
+                self.directions.zombie(candidates, step, hold);
+            }
+            Fault::FailingPageCommits { duration, probability } => {
+                self.ctx.event(format!("{fault}"));
+                self.directions.fail_pages(duration, probability);
+            }
         }
     }
 
@@ -629,6 +663,7 @@ impl Replicas {
         if let Some(broker) = &self.mqtt {
             broker.start();
         }
+        self.directions.calm_down();
     }
 }
 

@@ -93,6 +93,7 @@ const FAULTS: &[&str] = &[
     "broker-isolate",
     "leader-move",
     "lagging-failover",
+    "zombie-wake",
 ];
 
 /// The fault kinds of `counter-rolling`: those of the others, and clean restarts.
@@ -107,15 +108,22 @@ pub static SCENARIO: Scenario = Scenario {
     name: "counter",
     about: "exactly-once counting transformer + config join, varied per seed, under every fault kind",
     faults: FAULTS,
-    run: |ctx| Box::pin(run(ctx, Some(Producers::PerTask), 0)) as Pin<Box<dyn std::future::Future<Output = ()>>>,
+    run: |ctx| {
+        Box::pin(run(ctx, Some(Producers::PerTask), 0, ZOMBIE_WAKES)) as Pin<Box<dyn std::future::Future<Output = ()>>>
+    },
 };
+
+/// Directed zombies per seed at most in `counter` (none in the other two, whose seeds replay as
+/// before): an owner frozen at a batch's offsets, woken at the next owner's fence, restore or
+/// first commit (`harness::directed`).
+const ZOMBIE_WAKES: u32 = 2;
 
 /// The same with one producer per instance (KIP-447's exactly-once v2 shape).
 pub static SCENARIO_EOS2: Scenario = Scenario {
     name: "counter-eos2",
     about: "the counter scenario with one transactional producer per instance (KIP-447, generation fencing)",
     faults: FAULTS,
-    run: |ctx| Box::pin(run(ctx, Some(Producers::PerInstance), 0)) as Pin<Box<dyn std::future::Future<Output = ()>>>,
+    run: |ctx| Box::pin(run(ctx, Some(Producers::PerInstance), 0, 0)) as Pin<Box<dyn std::future::Future<Output = ()>>>,
 };
 
 /// The same with clean restarts among the faults (rolling deploys).
@@ -124,7 +132,7 @@ pub static SCENARIO_ROLLING: Scenario = Scenario {
     about: "the counter scenario, either producer shape, with clean stops and restarts among the faults (rolling deploys, LIFE-21)",
     faults: &FAULTS_ROLLING,
     run: |ctx| {
-        Box::pin(run(ctx, None, STOP_RESTART_WEIGHT)) as Pin<Box<dyn std::future::Future<Output = ()>>>
+        Box::pin(run(ctx, None, STOP_RESTART_WEIGHT, 0)) as Pin<Box<dyn std::future::Future<Output = ()>>>
     },
 };
 
@@ -320,7 +328,7 @@ async fn write_configs(
 }
 
 /// One run; `producers: None` draws the shape per seed (half the seeds each).
-async fn run(ctx: Ctx, producers: Option<Producers>, stop_restart: u32) {
+async fn run(ctx: Ctx, producers: Option<Producers>, stop_restart: u32, zombie_wakes: u32) {
     let profile = FaultProfile {
         session_timeout: SESSION_TIMEOUT,
         transaction_timeout: TRANSACTION_TIMEOUT,
@@ -329,6 +337,7 @@ async fn run(ctx: Ctx, producers: Option<Producers>, stop_restart: u32) {
         // "Mutation score").
         buggify: BUGGIFY,
         stop_restart,
+        zombie_wakes,
         ..FaultProfile::everything()
     };
     // Drawn now, enabled when the faults start (see below).
@@ -415,6 +424,8 @@ fn draw_plan(ctx: &Ctx, cluster: &Cluster, profile: &FaultProfile, producers: Op
     let producers =
         producers
             .unwrap_or_else(|| if thread_rng().gen_bool(0.5) { Producers::PerInstance } else { Producers::PerTask });
+    // The directed episodes last: the seed's other draws stay those it drew.
+    let schedule = schedule.merged(profile.directed(&mut thread_rng(), period));
     ctx.event(format!(
         "counter: {variant:?}, {producers:?}, {replica_count} replicas, {inputs} inputs over {keys} keys, {config_writes} config writes, \
          max_poll_records {max_poll_records}, max_batch_records {max_batch_records}, {} faults over {period:?}:\n{schedule}",
