@@ -66,8 +66,6 @@ impl fmt::Display for HandoverStep {
     }
 }
 
-/// How long an episode waits at most for a replica that runs tasks or holds tokens.
-const HOLDER_WAIT_MAX: Duration = Duration::from_secs(15);
 /// How long a zombie waits at most to be frozen mid-transaction (then it is frozen anyway).
 const ARMED_MAX: Duration = Duration::from_secs(4);
 /// How long a zombie stays frozen at most when no takeover step comes.
@@ -123,6 +121,8 @@ struct Watch {
     committers: BTreeMap<(String, TopicPartition), String>,
     zombie: Option<Zombie>,
     episodes: u64,
+    /// The faults stopped: no episode starts any more.
+    calm: bool,
     /// A failing-commit window: its probability per page.
     failing: Option<f64>,
     /// Per producer client, what its open transaction sent.
@@ -242,11 +242,7 @@ impl Directions {
         let mut directed = Directed::default();
         let mut watch = self.watch.lock().expect("watch lock");
         if let Some(zombie) = &watch.zombie {
-            if zombie.phase == Phase::Frozen && zombie.name == replica {
-                // A frozen node sends nothing: it was restarted or woken by another fault.
-                self.ctx.event(format!("zombie-wake: {} runs again ({client}): the episode ends", zombie.name));
-                watch.zombie = None;
-            } else if zombie.phase == Phase::Armed && zombie.name == replica {
+            if zombie.phase == Phase::Armed && zombie.name == replica {
                 let at = match request {
                     Request::TxnOffsetCommit(_) => zombie.at_offsets,
                     Request::Produce(produce) => !zombie.at_offsets && is_changelog(&produce.partition),
@@ -273,30 +269,41 @@ impl Directions {
         watch.note(request, client, replica);
         if watch.fails_page(request, client) {
             directed.fail = Some(ErrorCode::MessageTooLarge);
-            self.ctx.fault("failing-page-commit", format!("{} from {client}, after the page's other writes", request.kind()));
+            self.ctx.fault(
+                "failing-page-commit",
+                format!("{} from {client}, after the page's other writes", request.kind()),
+            );
         }
         directed
     }
 
     /// Starts a zombie-wake episode on the first of `candidates` (name, node, view) that runs
-    /// tasks or holds tokens, waiting up to [`HOLDER_WAIT_MAX`] for one: frozen at its next
+    /// tasks or holds tokens, waiting for one and for the episode before to end (until the faults
+    /// stop): frozen at its next
     /// transactional write (or within [`ARMED_MAX`] anyway), woken at the next owner's `step`
     /// with that step's request held for `hold` (or after [`FROZEN_MAX`]).
     pub fn zombie(&self, candidates: Vec<(String, NodeId, Arc<ReplicaView>)>, step: HandoverStep, hold: Duration) {
         let this = self.clone();
         tokio::spawn(async move {
-            let deadline = madsim::time::Instant::now() + HOLDER_WAIT_MAX;
             loop {
-                let holder = candidates.iter().find(|(_, _, view)| {
-                    view.tasks.load(Ordering::SeqCst) > 0 || view.tokens.load(Ordering::SeqCst) > 0
-                });
+                let (calm, busy) = {
+                    let watch = this.watch.lock().expect("watch lock");
+                    (watch.calm, watch.zombie.is_some())
+                };
+                if calm {
+                    return;
+                }
+                // One zombie at a time: a later episode waits for the earlier one to end.
+                let holder = if busy {
+                    None
+                } else {
+                    candidates.iter().find(|(_, _, view)| {
+                        view.tasks.load(Ordering::SeqCst) > 0 || view.tokens.load(Ordering::SeqCst) > 0
+                    })
+                };
                 if let Some((name, node, view)) = holder {
                     let at_offsets = view.tasks.load(Ordering::SeqCst) > 0;
                     this.arm(name, *node, at_offsets, step, hold);
-                    return;
-                }
-                if madsim::time::Instant::now() >= deadline {
-                    this.ctx.event("skipped zombie-wake: no replica ran tasks or held tokens");
                     return;
                 }
                 madsim::time::sleep(Duration::from_millis(100)).await;
@@ -307,6 +314,9 @@ impl Directions {
     fn arm(&self, name: &str, node: NodeId, at_offsets: bool, step: HandoverStep, hold: Duration) {
         let episode = {
             let mut watch = self.watch.lock().expect("watch lock");
+            if watch.calm {
+                return;
+            }
             if let Some(busy) = &watch.zombie {
                 self.ctx.event(format!("skipped zombie-wake of {name}: {} is in one", busy.name));
                 return;
@@ -362,12 +372,26 @@ impl Directions {
         });
     }
 
-    /// Ends every episode (quiescence): a frozen zombie wakes, no page fails any more.
+    /// Ends every episode (quiescence): a frozen zombie wakes, no page fails any more, no
+    /// episode starts.
     pub fn calm_down(&self) {
         self.end_zombie(None, "the faults stopped");
-        self.watch.lock().expect("watch lock").failing = None;
+        let mut watch = self.watch.lock().expect("watch lock");
+        watch.failing = None;
+        watch.calm = true;
     }
 
+    /// Ends the episode of `name` (woken if frozen): another fault crashed, removed or paused
+    /// its node.
+    pub fn release(&self, name: &str, why: &str) {
+        let episode = {
+            let watch = self.watch.lock().expect("watch lock");
+            watch.zombie.as_ref().filter(|z| z.name == name).map(|z| z.episode)
+        };
+        if episode.is_some() {
+            self.end_zombie(episode, why);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -390,7 +390,8 @@ impl Replicas {
             | Fault::Isolate { replica, .. }
             | Fault::MqttDisconnect { replica } => Some(self.list[self.target(replica)].name.clone()),
             Fault::ZombieWake { replica, .. } => Some(
-                self.owner(replica).map_or_else(|| "(a replica holding work)".to_owned(), |i| self.list[i].name.clone()),
+                self.owner(replica)
+                    .map_or_else(|| "(a replica holding work)".to_owned(), |i| self.list[i].name.clone()),
             ),
             Fault::AddReplica => Some(format!("replica-{}", self.list.len())),
             Fault::BrokerCrash { broker: slot, .. }
@@ -417,6 +418,7 @@ impl Replicas {
         match *fault {
             Fault::CrashRestart { replica } => {
                 let r = &self.list[self.target(replica)];
+                self.directions.release(&r.name, "crash-restart");
                 cluster.crash_restart(r.node, &r.name);
             }
             Fault::StopRestart { replica } => {
@@ -431,6 +433,7 @@ impl Replicas {
             Fault::RemoveReplica { replica } if self.alive().count() > 1 => {
                 let i = self.target(replica);
                 self.ctx.fault("remove-replica", self.list[i].name.clone());
+                self.directions.release(&self.list[i].name, "remove-replica");
                 Handle::current().kill(self.list[i].node);
                 self.list[i].alive = false;
                 let name = &self.list[i].name;
@@ -442,6 +445,7 @@ impl Replicas {
             Fault::Pause { replica, duration } => {
                 let r = &self.list[self.target(replica)];
                 let (node, name) = (r.node, r.name.clone());
+                self.directions.release(&name, "pause");
                 tokio::spawn(async move { cluster.pause_for(node, &name, duration).await });
             }
             Fault::Isolate { replica, duration } => {
