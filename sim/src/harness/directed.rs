@@ -17,12 +17,13 @@
 //! at their commit, after their messages were sent: the second of a transaction's output and
 //! changelog `Produce` requests is refused (an abortable error, as a refused batch is), so the
 //! page aborts while the cycle polls the token's next configs — in shared-state seeds, feeds of
-//! the same state key (blind to a state kept from the failed page).
+//! the same state key (blind to a state kept from the failed page). A producer session has one
+//! page failed at most, so those next pages commit.
 //!
 //! The watch sees requests only (the broker's view); it never draws randomness outside a
 //! failing-commit window, so a run without directed episodes replays as before.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -127,6 +128,9 @@ struct Watch {
     failing: Option<f64>,
     /// Per producer client, what its open transaction sent.
     open: BTreeMap<String, Open>,
+    /// Producer clients whose current session had a page failed: their later pages go through,
+    /// so the cycle's next configs commit (a producer session fails once).
+    failed: BTreeSet<String>,
 }
 
 impl Watch {
@@ -173,6 +177,7 @@ impl Watch {
             Request::InitProducerId { transactional_id: Some(id), expected, .. } => {
                 self.open.remove(client);
                 if expected.is_none() {
+                    self.failed.remove(client);
                     if let Some(previous) = self.owners.insert(id.clone(), replica.to_owned()) {
                         if previous != replica {
                             self.taken_from.insert(id.clone(), previous);
@@ -211,7 +216,13 @@ impl Watch {
             open.output = true;
         }
         match self.failing {
-            Some(probability) if completes => thread_rng().gen_bool(probability),
+            Some(probability) if completes && !self.failed.contains(client) => {
+                let fails = thread_rng().gen_bool(probability);
+                if fails {
+                    self.failed.insert(client.to_owned());
+                }
+                fails
+            }
             _ => false,
         }
     }

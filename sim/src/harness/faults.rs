@@ -811,8 +811,8 @@ impl FaultProfile {
     /// merged into its schedule ([`FaultSchedule::merged`]): up to
     /// [`zombie_wakes`](Self::zombie_wakes) zombie wakes in the first two thirds of the period
     /// (a step of the takeover each, the next owner's request held 0.5–2.5 s), and up to
-    /// [`failing_page_commits`](Self::failing_page_commits) windows of 2–6 s in which 30–80 % of
-    /// the pages fail at their commit.
+    /// [`failing_page_commits`](Self::failing_page_commits) windows of 3–10 s in which 50–100 % of
+    /// the pages fail at their commit (one per producer session).
     pub fn directed(&self, rng: &mut impl Rng, period: Duration) -> Vec<TimedFault> {
         let mut faults = Vec::new();
         if self.zombie_wakes > 0 {
@@ -830,8 +830,8 @@ impl FaultProfile {
             for _ in 0..rng.gen_range(0..=self.failing_page_commits) {
                 let at = uniform(rng, Duration::ZERO, period);
                 let fault = Fault::FailingPageCommits {
-                    duration: uniform(rng, Duration::from_secs(2), Duration::from_secs(6)),
-                    probability: rng.gen_range(0.3..0.8),
+                    duration: uniform(rng, Duration::from_secs(3), Duration::from_secs(10)),
+                    probability: rng.gen_range(0.5..1.0),
                 };
                 faults.push(TimedFault { at, fault });
             }

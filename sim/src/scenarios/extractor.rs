@@ -84,7 +84,7 @@ const REPLICAS_MAX: usize = 4;
 const ZOMBIE_WAKES: u32 = 2;
 /// Windows per seed at most in which pages fail at their commit, after their messages were
 /// sent, while the cycle polls the token's other configs (`harness::directed`).
-const FAILING_PAGE_COMMITS: u32 = 2;
+const FAILING_PAGE_COMMITS: u32 = 3;
 /// How long the replicas get to extract everything once the faults stop.
 const QUIESCENCE_MAX: Duration = Duration::from_secs(600);
 
