@@ -15,7 +15,7 @@ use std::time::Duration;
 use flechtwerk::kafka::KafkaErrorKind;
 use madsim::rand::{thread_rng, Rng};
 
-use super::protocol::RequestKind;
+use super::protocol::{ErrorCode, Request, RequestKind};
 
 /// A request delay never exceeds this: a delayed request is still handled before the client's
 /// request timeout ([`REQUEST_TIMEOUT`](super::client::REQUEST_TIMEOUT)) runs out. A request
@@ -133,11 +133,29 @@ pub struct RequestFate {
 /// report and writes it to the trace.
 pub type FaultRecorder = Arc<dyn Fn(&str, String) + Send + Sync>;
 
+/// What a [`Director`] does to one request: nothing, or hold it before the broker handles it,
+/// or answer it with an error instead of handling it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Directed {
+    /// The request reaches the broker this much later (on top of any random delay; keep it
+    /// below the client's request timeout, or the client retries meanwhile).
+    pub hold: Duration,
+    /// The broker answers with this error instead of handling the request.
+    pub fail: Option<ErrorCode>,
+}
+
+/// A directed fault: sees every request as it reaches a broker (the request, its client id) and
+/// decides what happens to it, from what the run did so far rather than by chance (the harness's
+/// episodes aimed at a handover, `harness::directed`). Called before the random request faults,
+/// whose draws it does not change.
+pub type Director = Arc<dyn Fn(&Request, &str) -> Directed + Send + Sync>;
+
 /// A shared, changeable fault plan. Cloning shares it.
 #[derive(Clone, Default)]
 pub struct FaultPlan {
     faults: Arc<Mutex<Faults>>,
     recorder: Option<FaultRecorder>,
+    director: Arc<Mutex<Option<Director>>>,
 }
 
 impl fmt::Debug for FaultPlan {
@@ -182,6 +200,17 @@ impl FaultPlan {
     /// Changes the faults in place.
     pub fn update(&self, change: impl FnOnce(&mut Faults)) {
         change(&mut self.faults.lock().expect("fault plan lock"));
+    }
+
+    /// Sets (or with `None` removes) the [`Director`] that sees every request first.
+    pub fn set_director(&self, director: Option<Director>) {
+        *self.director.lock().expect("director lock") = director;
+    }
+
+    /// What the director (if any) does to `request` from `client`.
+    pub fn direct(&self, request: &Request, client: &str) -> Directed {
+        let director = self.director.lock().expect("director lock").clone();
+        director.map(|director| director(request, client)).unwrap_or_default()
     }
 
     pub(crate) fn record(&self, kind: &str, what: String) {

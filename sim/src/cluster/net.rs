@@ -170,12 +170,13 @@ fn injected(kind: KafkaErrorKind, request: RequestKind) -> BrokerError {
 async fn handle(endpoint: Endpoint, server: Arc<Server>, id: BrokerId, envelope: Envelope, from: SocketAddr) {
     let Envelope { reply_tag, client, connection, request } = envelope;
     let kind = request.kind();
+    let directed = server.faults.direct(&request, &client);
     let fate = server.faults.decide(kind, &client);
     if fate.drop_request {
         return;
     }
-    if !fate.delay_request.is_zero() {
-        madsim::time::sleep(fate.delay_request).await;
+    if !(fate.delay_request + directed.hold).is_zero() {
+        madsim::time::sleep(fate.delay_request + directed.hold).await;
     }
     {
         // A request of a connection the client has replaced is discarded (see `Connection`).
@@ -186,9 +187,10 @@ async fn handle(endpoint: Endpoint, server: Arc<Server>, id: BrokerId, envelope:
         }
         *newest = connection.epoch;
     }
-    let (mut response, wait) = match fate.inject {
-        Some(error_kind) => (Err(injected(error_kind, kind)), None),
-        None => server.with_broker(|broker, now, faults| broker.handle_at(id, request, now, faults)),
+    let (mut response, wait) = match (directed.fail, fate.inject) {
+        (Some(code), _) => (Err(BrokerError::new(code, format!("directed fault on {kind}"))), None),
+        (None, Some(error_kind)) => (Err(injected(error_kind, kind)), None),
+        (None, None) => server.with_broker(|broker, now, faults| broker.handle_at(id, request, now, faults)),
     };
     if let Some(wait) = wait {
         // acks=all: the answer waits until every in-sync replica has the batch.

@@ -28,6 +28,7 @@ use madsim::rand::Rng;
 use proptest::prelude::{BoxedStrategy, Just, Strategy};
 use proptest::strategy::Union;
 
+pub use super::directed::HandoverStep;
 use crate::cluster::RequestFaults;
 
 /// One thing that goes wrong.
@@ -189,8 +190,33 @@ pub enum Fault {
         duration: Duration,
         /// The share of Produce requests answered with an error.
         share: f64,
+    /// A directed zombie (`harness::directed`): a replica holding tasks or tokens freezes at its
+    /// next transactional write (a task batch's offsets, a page's changelog record), and wakes
+    /// the moment another replica reaches `step` of taking over what it held, that replica's
+    /// request held for `hold` meanwhile: the zombie acts inside the next owner's window.
+    ZombieWake {
+        /// Target slot (the first replica from it that holds tasks or tokens).
+        replica: usize,
+        /// The next owner's step that wakes the zombie.
+        step: HandoverStep,
+        /// How long the next owner's request of that step is held.
+        hold: Duration,
+    },
+    /// Pages fail at their commit for a while (`harness::directed`): of a transaction's output
+    /// and changelog writes, the second to reach the broker is refused (abortable) with
+    /// `probability`, so the page aborts after its messages were sent while the cycle goes on.
+    FailingPageCommits {
+        /// How long.
+        duration: Duration,
+        /// Probability per page.
+        probability: f64,
     },
 }
+
+/// How long a [`Fault::ZombieWake`] lasts at most when the next owner takes over in time: the
+/// session timeout, the rebalance, the fence and the restore (it wakes at the end of the fault
+/// period otherwise).
+pub const ZOMBIE_WAKE_SPAN: Duration = Duration::from_secs(12);
 
 impl Fault {
     /// A short kind name (for reports and the timeline).
@@ -215,6 +241,8 @@ impl Fault {
             Fault::LeaderMove { .. } => "leader-move",
             Fault::LaggingFailover { .. } => "lagging-failover",
             Fault::AbortableCommits { .. } => "abortable-commits",
+            Fault::ZombieWake { .. } => "zombie-wake",
+            Fault::FailingPageCommits { .. } => "failing-page-commits",
         }
     }
 
@@ -231,7 +259,9 @@ impl Fault {
             | Fault::BrokerCrash { down: duration, .. }
             | Fault::BrokerPause { duration, .. }
             | Fault::BrokerIsolate { duration, .. }
+            | Fault::FailingPageCommits { duration, .. }
             | Fault::MqttBrokerRestart { down: duration } => *duration,
+            Fault::ZombieWake { .. } => ZOMBIE_WAKE_SPAN,
             Fault::LaggingFailover { lag, lead, down, crash, .. } => {
                 if *crash {
                     (*lead + *down).max(*lag)
@@ -289,6 +319,11 @@ impl fmt::Display for Fault {
             ),
             Fault::AbortableCommits { duration, share } => {
                 write!(f, "abortable-commits for {duration:?} ({share:.2} of Produce requests fail)")
+            Fault::ZombieWake { replica, step, hold } => {
+                write!(f, "zombie-wake replica#{replica} at the next owner's {step}, held {hold:?}")
+            }
+            Fault::FailingPageCommits { duration, probability } => {
+                write!(f, "failing-page-commits for {duration:?} ({probability:.2} of the pages)")
             }
         }
     }
@@ -330,6 +365,14 @@ impl FaultSchedule {
         FaultSchedule::default()
     }
 
+    /// The schedule with `extra` faults added, in firing order (at equal times, the schedule's
+    /// first).
+    pub fn merged(mut self, extra: Vec<TimedFault>) -> FaultSchedule {
+        self.faults.extend(extra);
+        self.faults.sort_by_key(|t| t.at);
+        self
+    }
+
     /// The schedule without the faults at `indices`.
     pub fn without(&self, indices: &[usize]) -> FaultSchedule {
         let faults = self.faults.iter().enumerate().filter(|(i, _)| !indices.contains(i)).map(|(_, f)| f.clone());
@@ -349,14 +392,6 @@ impl FaultSchedule {
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.faults.is_empty()
-    }
-
-    /// The schedule with `more` faults (times from the same start), sorted by time; faults at
-    /// the same time keep their order, this schedule's first.
-    pub fn merged(mut self, more: Vec<TimedFault>) -> FaultSchedule {
-        self.faults.extend(more);
-        self.faults.sort_by_key(|t| t.at);
-        self
     }
 }
 
@@ -439,6 +474,12 @@ pub struct FaultProfile {
     /// the schedules they drew before the kind existed; see also
     /// [`FaultProfile::abortable_commit_windows`]).
     pub abortable_commits: u32,
+    /// At most this many [`Fault::ZombieWake`] episodes per schedule, drawn by
+    /// [`FaultProfile::directed`], not by [`FaultProfile::generate`] (zero in every preset).
+    pub zombie_wakes: u32,
+    /// At most this many [`Fault::FailingPageCommits`] windows per schedule, drawn by
+    /// [`FaultProfile::directed`] (zero in every preset; extractor runs).
+    pub failing_page_commits: u32,
     /// Gap between two faults (uniform).
     pub gap: (Duration, Duration),
     /// Session timeout of the replicas: pauses are drawn around it.
@@ -476,6 +517,8 @@ impl FaultProfile {
             leader_move: 0,
             lagging_failover: 0,
             abortable_commits: 0,
+            zombie_wakes: 0,
+            failing_page_commits: 0,
             gap: (Duration::from_millis(300), Duration::from_millis(3_000)),
             session_timeout: Duration::from_secs(6),
             transaction_timeout: Duration::from_secs(60),
@@ -803,6 +846,41 @@ fn abortable_commits(rng: &mut impl Rng) -> Fault {
     Fault::AbortableCommits {
         duration: uniform(rng, Duration::from_secs(1), Duration::from_secs(4)),
         share: rng.gen_range(0.1..0.35),
+    }
+}
+
+impl FaultProfile {
+    /// The directed episodes of a schedule within `period` (`harness::directed`), drawn apart
+    /// from [`FaultProfile::generate`] so that a seed keeps the faults it drew before, and
+    /// merged into its schedule ([`FaultSchedule::merged`]): up to
+    /// [`zombie_wakes`](Self::zombie_wakes) zombie wakes in the first two thirds of the period
+    /// (a step of the takeover each, the next owner's request held 0.5–2.5 s), and up to
+    /// [`failing_page_commits`](Self::failing_page_commits) windows of 3–10 s in which 50–100 % of
+    /// the pages fail at their commit (one per producer session).
+    pub fn directed(&self, rng: &mut impl Rng, period: Duration) -> Vec<TimedFault> {
+        let mut faults = Vec::new();
+        if self.zombie_wakes > 0 {
+            for _ in 0..rng.gen_range(0..=self.zombie_wakes) {
+                let at = uniform(rng, Duration::ZERO, period * 2 / 3);
+                let fault = Fault::ZombieWake {
+                    replica: rng.gen_range(0..16),
+                    step: HandoverStep::ALL[rng.gen_range(0..HandoverStep::ALL.len())],
+                    hold: uniform(rng, Duration::from_millis(500), Duration::from_millis(2_500)),
+                };
+                faults.push(TimedFault { at, fault });
+            }
+        }
+        if self.failing_page_commits > 0 {
+            for _ in 0..rng.gen_range(0..=self.failing_page_commits) {
+                let at = uniform(rng, Duration::ZERO, period);
+                let fault = Fault::FailingPageCommits {
+                    duration: uniform(rng, Duration::from_secs(3), Duration::from_secs(10)),
+                    probability: rng.gen_range(0.5..1.0),
+                };
+                faults.push(TimedFault { at, fault });
+            }
+        }
+        faults
     }
 }
 
@@ -1175,6 +1253,8 @@ mod tests {
         assert_eq!(kept, drawn.faults.iter().collect::<Vec<_>>());
         for name in FaultProfile::PRESETS {
             assert_eq!(FaultProfile::named(name).expect("a preset").abortable_commits, 0, "{name}");
+            Fault::ZombieWake { .. } => profile.zombie_wakes > 0,
+            Fault::FailingPageCommits { .. } => profile.failing_page_commits > 0,
         }
     }
 

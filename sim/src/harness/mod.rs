@@ -3,6 +3,7 @@
 //!
 //! - [`faults`]: fault schedules as data, generated from the seed by a profile.
 //! - [`replicas`]: replicas under supervisors, and the schedule's executor.
+//! - [`directed`]: fault episodes aimed at a moment of a handover, found in the broker's requests.
 //! - [`disk`]: task state that survives a node's crash, as a disk does.
 //! - [`truth`]: what the broker really holds.
 //! - [`mqtt`]: the simulated MQTT broker and the bridge replicas' clients of it, and the checks
@@ -14,6 +15,7 @@
 //! [`truth::await_quiescence`] and [`replicas::Replicas::await_configs`], and compare config
 //! stores with [`truth::config_compaction`] through [`replicas::Replicas::config_mismatches`].
 
+pub mod directed;
 pub mod disk;
 pub mod faults;
 pub mod mqtt;

@@ -16,6 +16,7 @@ use madsim::task::{JoinHandle, NodeId};
 use madsim::time::sleep;
 use tokio::sync::watch;
 
+use super::directed::Directions;
 use super::disk::{DiskStores, SimDisk};
 use super::faults::{Fault, FaultSchedule};
 use super::truth::ConfigCompaction;
@@ -256,6 +257,8 @@ pub struct Replicas {
     hits: Vec<Option<String>>,
     /// The views of the replicas alive, shared ([`Replicas::live_views`]).
     live: LiveViews,
+    /// The directed episodes' watch over the broker's requests (the cluster's director).
+    directions: Directions,
 }
 
 impl Replicas {
@@ -264,6 +267,8 @@ impl Replicas {
         let baseline_markers =
             MarkerFaults { delay: 0.3, delay_max: Duration::from_millis(300), ..MarkerFaults::default() };
         cluster.faults().update(|f| f.markers = baseline_markers.clone());
+        let directions = Directions::new(ctx);
+        cluster.faults().set_director(Some(directions.director()));
         let mut replicas = Replicas {
             cluster: cluster.clone(),
             ctx: ctx.clone(),
@@ -277,6 +282,7 @@ impl Replicas {
             mqtt: None,
             hits: Vec::new(),
             live: LiveViews::default(),
+            directions,
         };
         for _ in 0..count {
             replicas.add();
@@ -386,6 +392,10 @@ impl Replicas {
             | Fault::Pause { replica, .. }
             | Fault::Isolate { replica, .. }
             | Fault::MqttDisconnect { replica } => Some(self.list[self.target(replica)].name.clone()),
+            Fault::ZombieWake { replica, .. } => Some(
+                self.owner(replica)
+                    .map_or_else(|| "(a replica holding work)".to_owned(), |i| self.list[i].name.clone()),
+            ),
             Fault::AddReplica => Some(format!("replica-{}", self.list.len())),
             Fault::BrokerCrash { broker: slot, .. }
             | Fault::BrokerPause { broker: slot, .. }
@@ -394,12 +404,24 @@ impl Replicas {
         }
     }
 
+    /// The replica a [`Fault::ZombieWake`] aimed at `slot` freezes: the first alive one from
+    /// the slot's (in start order, wrapping) that runs tasks or holds tokens.
+    fn owner(&self, slot: usize) -> Option<usize> {
+        let alive: Vec<usize> = (0..self.list.len()).filter(|&i| self.list[i].alive).collect();
+        let holds = |i: usize| {
+            let view = &self.list[i].view;
+            view.tasks.load(Ordering::SeqCst) > 0 || view.tokens.load(Ordering::SeqCst) > 0
+        };
+        (0..alive.len()).map(|k| alive[(slot + k) % alive.len()]).find(|&i| holds(i))
+    }
+
     /// Applies one fault now.
     pub fn apply(&mut self, fault: &Fault) {
         let cluster = self.cluster.clone();
         match *fault {
             Fault::CrashRestart { replica } => {
                 let r = &self.list[self.target(replica)];
+                self.directions.release(&r.name, "crash-restart");
                 cluster.crash_restart(r.node, &r.name);
             }
             Fault::StopRestart { replica } => {
@@ -414,6 +436,7 @@ impl Replicas {
             Fault::RemoveReplica { replica } if self.alive().count() > 1 => {
                 let i = self.target(replica);
                 self.ctx.fault("remove-replica", self.list[i].name.clone());
+                self.directions.release(&self.list[i].name, "remove-replica");
                 Handle::current().kill(self.list[i].node);
                 self.list[i].alive = false;
                 let name = &self.list[i].name;
@@ -425,6 +448,7 @@ impl Replicas {
             Fault::Pause { replica, duration } => {
                 let r = &self.list[self.target(replica)];
                 let (node, name) = (r.node, r.name.clone());
+                self.directions.release(&name, "pause");
                 tokio::spawn(async move { cluster.pause_for(node, &name, duration).await });
             }
             Fault::Isolate { replica, duration } => {
@@ -583,6 +607,20 @@ impl Replicas {
                     self.ctx.event(format!("skipped {fault}: no partition with a leader and a follower"));
                 }
             }
+            Fault::ZombieWake { replica, step, hold } => {
+                // From the slot's replica on, the first that runs tasks or holds tokens (once one
+                // does: the group may be rebalancing).
+                let alive: Vec<usize> = (0..self.list.len()).filter(|&i| self.list[i].alive).collect();
+                let candidates = (0..alive.len())
+                    .map(|k| &self.list[alive[(replica + k) % alive.len()]])
+                    .map(|r| (r.name.clone(), r.node, r.view.clone()))
+                    .collect();
+                self.directions.zombie(candidates, step, hold);
+            }
+            Fault::FailingPageCommits { duration, probability } => {
+                self.ctx.event(format!("{fault}"));
+                self.directions.fail_pages(duration, probability);
+            }
         }
     }
 
@@ -656,6 +694,7 @@ impl Replicas {
         if let Some(broker) = &self.mqtt {
             broker.start();
         }
+        self.directions.calm_down();
     }
 }
 

@@ -106,6 +106,7 @@ const FAULTS: &[&str] = &[
     "broker-isolate",
     "leader-move",
     "lagging-failover",
+    "zombie-wake",
 ];
 
 /// The fault kinds of `counter-rolling`: those of the others, and clean restarts.
@@ -136,10 +137,20 @@ pub static SCENARIO: Scenario = Scenario {
     about: "exactly-once counting transformer + config join, varied per seed, under every fault kind",
     faults: &FAULTS_ABORTABLE,
     run: |ctx| {
-        let setup = Setup { producers: Some(Producers::PerTask), abortable_commits: true, ..Setup::default() };
+        let setup = Setup {
+            producers: Some(Producers::PerTask),
+            abortable_commits: true,
+            zombie_wakes: ZOMBIE_WAKES,
+            ..Setup::default()
+        };
         Box::pin(run(ctx, setup)) as Pin<Box<dyn std::future::Future<Output = ()>>>
     },
 };
+
+/// Directed zombies per seed at most in `counter` (none in the other two, whose seeds replay as
+/// before): an owner frozen at a batch's offsets, woken at the next owner's fence, restore or
+/// first commit (`harness::directed`).
+const ZOMBIE_WAKES: u32 = 2;
 
 /// The same with one producer per instance (KIP-447's exactly-once v2 shape).
 pub static SCENARIO_EOS2: Scenario = Scenario {
@@ -191,6 +202,9 @@ struct Setup {
     /// everything else, so the schedule keeps every fault it drew before).
     abortable_commits: bool,
     guarantee: Guarantee,
+    /// At most this many directed zombies per seed (`harness::directed`), drawn after everything
+    /// else.
+    zombie_wakes: u32,
 }
 
 const APP: &str = "counter";
@@ -386,7 +400,7 @@ async fn write_configs(
 
 /// One run of `setup`.
 async fn run(ctx: Ctx, setup: Setup) {
-    let Setup { producers, stop_restart, abortable_commits, guarantee } = setup;
+    let Setup { producers, stop_restart, abortable_commits, guarantee, zombie_wakes } = setup;
     let profile = FaultProfile {
         session_timeout: SESSION_TIMEOUT,
         transaction_timeout: TRANSACTION_TIMEOUT,
@@ -395,6 +409,7 @@ async fn run(ctx: Ctx, setup: Setup) {
         // "Mutation score").
         buggify: BUGGIFY,
         stop_restart,
+        zombie_wakes,
         ..FaultProfile::everything()
     };
     // Drawn now, enabled when the faults start (see below).
@@ -511,6 +526,8 @@ fn draw_plan(
     } else {
         schedule
     };
+    // The directed episodes last: the seed's other draws stay those it drew.
+    let schedule = schedule.merged(profile.directed(&mut thread_rng(), period));
     ctx.event(format!(
         "counter: {variant:?}, {producers:?}, {replica_count} replicas, {inputs} inputs over {keys} keys, {config_writes} config writes, \
          max_poll_records {max_poll_records}, max_batch_records {max_batch_records}, {} faults over {period:?}:\n{schedule}",

@@ -67,7 +67,7 @@ pub static SCENARIO: Scenario = Scenario {
         "request-chaos", "fail-transactions", "late-markers", "kafka-drop-request", "kafka-hold-request",
         "kafka-delay-request", "kafka-error", "kafka-drop-response", "kafka-delay-response", "kafka-marker-delay",
         "buggify", "source-error", "slow-page", "broker-crash", "broker-pause", "broker-isolate", "leader-move",
-        "lagging-failover",
+        "lagging-failover", "zombie-wake", "failing-page-commit",
     ],
     run: |ctx| Box::pin(run(ctx)) as Pin<Box<dyn std::future::Future<Output = ()>>>,
 };
@@ -79,6 +79,12 @@ const OUTPUT: &str = "extractor-output";
 const SESSION_TIMEOUT: Duration = Duration::from_secs(6);
 /// Replicas alive at most at once.
 const REPLICAS_MAX: usize = 4;
+/// Directed zombies per seed at most: a token holder frozen mid-page, woken at the next
+/// holder's fence, restore or first commit (`harness::directed`).
+const ZOMBIE_WAKES: u32 = 2;
+/// Windows per seed at most in which pages fail at their commit, after their messages were
+/// sent, while the cycle polls the token's other configs (`harness::directed`).
+const FAILING_PAGE_COMMITS: u32 = 3;
 /// How long the replicas get to extract everything once the faults stop.
 const QUIESCENCE_MAX: Duration = Duration::from_secs(600);
 
@@ -428,6 +434,8 @@ async fn run(ctx: Ctx) {
         session_timeout: SESSION_TIMEOUT,
         transaction_timeout: Duration::from_secs(600),
         pause_past_transaction_timeout: 0.02,
+        zombie_wakes: ZOMBIE_WAKES,
+        failing_page_commits: FAILING_PAGE_COMMITS,
         ..FaultProfile::everything()
     };
     if thread_rng().gen_bool(profile.buggify) {
@@ -545,6 +553,8 @@ fn draw_plan(ctx: &Ctx, cluster: &Cluster, profile: &FaultProfile) -> Plan {
     // About three feeds per account.
     let accounts = shared.then(|| (keys / 3).max(1));
     let schedule = profile.on_brokers(cluster.brokers()).generate(&mut thread_rng(), period);
+    // The directed episodes after every earlier draw: the seed's faults stay those it drew.
+    let schedule = schedule.merged(profile.directed(&mut thread_rng(), period));
     ctx.event(format!(
         "extractor: {replica_count} replicas, {keys} configs over {partitions} tokens ({changelog_partitions} changelog \
          partitions), {config_writes} config writes, \

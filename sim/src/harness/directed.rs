@@ -1,0 +1,420 @@
+//! Directed fault episodes: faults aimed at a moment of the engine's handovers, found by watching
+//! the requests the broker receives, instead of left to chance.
+//!
+//! A random pause ends at a random moment, so a zombie that wakes inside the next owner's window
+//! — after the group gave its tasks or tokens away, before the new owner fenced, restored or
+//! committed — is rare. A [`Fault::ZombieWake`](super::faults::Fault::ZombieWake) episode makes
+//! it the rule: the owner is frozen in the middle of a transaction (at its `TxnOffsetCommit`
+//! when it runs tasks, at a page's changelog record when it holds extractor tokens), and woken
+//! the moment another replica reaches the chosen step of taking over what it held — its fence
+//! (`InitProducerId` of a transactional id the zombie held, or in the per-instance shape the
+//! `OffsetFetch` of partitions the zombie committed), its restore (`ListOffsets` or `Fetch` of a
+//! changelog partition the zombie wrote), its first commit (`EndTxn` of a transactional id taken
+//! from the zombie, or `TxnOffsetCommit` of partitions it committed) —, while that request is
+//! held for a moment, so the zombie acts inside the step.
+//!
+//! A [`Fault::FailingPageCommits`](super::faults::Fault::FailingPageCommits) window fails pages
+//! at their commit, after their messages were sent: the second of a transaction's output and
+//! changelog `Produce` requests is refused (an abortable error, as a refused batch is), so the
+//! page aborts while the cycle polls the token's next configs — in shared-state seeds, feeds of
+//! the same state key (blind to a state kept from the failed page). A producer session has one
+//! page failed at most, so those next pages commit.
+//!
+//! The watch sees requests only (the broker's view); it never draws randomness outside a
+//! failing-commit window, so a run without directed episodes replays as before.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use flechtwerk::kafka::TopicPartition;
+use madsim::rand::{thread_rng, Rng};
+use madsim::runtime::Handle;
+use madsim::task::NodeId;
+
+use super::replicas::ReplicaView;
+use crate::cluster::faults::{Directed, Director};
+use crate::cluster::protocol::{ErrorCode, Request};
+use crate::runner::Ctx;
+
+/// The step of the next owner's takeover at which a [`Fault::ZombieWake`](super::faults::Fault::ZombieWake)
+/// wakes the zombie.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HandoverStep {
+    /// The next owner fences the zombie's transactional id (or, with one producer per instance,
+    /// reads the offsets the zombie committed).
+    Fence,
+    /// The next owner reads a changelog partition the zombie wrote.
+    Restore,
+    /// The next owner commits its first transaction on what it took from the zombie.
+    FirstCommit,
+}
+
+impl HandoverStep {
+    /// The three steps, in takeover order.
+    pub const ALL: [HandoverStep; 3] = [HandoverStep::Fence, HandoverStep::Restore, HandoverStep::FirstCommit];
+}
+
+impl fmt::Display for HandoverStep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            HandoverStep::Fence => "fence",
+            HandoverStep::Restore => "restore",
+            HandoverStep::FirstCommit => "first commit",
+        })
+    }
+}
+
+/// How long a zombie waits at most to be frozen mid-transaction (then it is frozen anyway).
+const ARMED_MAX: Duration = Duration::from_secs(4);
+/// How long a zombie stays frozen at most when no takeover step comes.
+const FROZEN_MAX: Duration = Duration::from_secs(40);
+
+/// The replica a client id belongs to (`replica-3` for `replica-3`, `replica-3-1`, …).
+fn replica_of(client: &str) -> Option<&str> {
+    let rest = client.strip_prefix("replica-")?;
+    let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+    (digits > 0).then(|| &client[..8 + digits])
+}
+
+fn is_changelog(partition: &TopicPartition) -> bool {
+    partition.topic.ends_with("-changelog")
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Waiting for the zombie's transactional write to freeze it there.
+    Armed,
+    /// Frozen, waiting for the next owner's step.
+    Frozen,
+}
+
+struct Zombie {
+    name: String,
+    node: NodeId,
+    /// Freeze at its `TxnOffsetCommit` (tasks), else at a changelog `Produce` (tokens).
+    at_offsets: bool,
+    step: HandoverStep,
+    hold: Duration,
+    phase: Phase,
+    /// Which episode (to tell a fallback timer's own episode from a later one).
+    episode: u64,
+}
+
+/// What a transactional producer's open transaction has sent so far (failing-commit windows).
+#[derive(Default)]
+struct Open {
+    output: bool,
+    changelog: bool,
+}
+
+#[derive(Default)]
+struct Watch {
+    /// Per transactional id, the replica that started its current producer session.
+    owners: BTreeMap<String, String>,
+    /// Per transactional id, the replica its current session took it from.
+    taken_from: BTreeMap<String, String>,
+    /// Per changelog partition, the replica that wrote it last.
+    writers: BTreeMap<TopicPartition, String>,
+    /// Per (group, partition), the replica that sent its offsets last.
+    committers: BTreeMap<(String, TopicPartition), String>,
+    zombie: Option<Zombie>,
+    episodes: u64,
+    /// The faults stopped: no episode starts any more.
+    calm: bool,
+    /// A failing-commit window: its probability per page.
+    failing: Option<f64>,
+    /// Per producer client, what its open transaction sent.
+    open: BTreeMap<String, Open>,
+    /// Producer clients whose current session had a page failed: their later pages go through,
+    /// so the cycle's next configs commit (a producer session fails once).
+    failed: BTreeSet<String>,
+}
+
+impl Watch {
+    /// What `request` from `replica` is of the frozen zombie's takeover at `step`, if anything.
+    fn step_reached(&self, zombie: &str, step: HandoverStep, request: &Request) -> Option<String> {
+        let committed_by_zombie = |group: &str, partitions: Vec<&TopicPartition>| -> Option<String> {
+            partitions
+                .into_iter()
+                .find(|p| self.committers.get(&(group.to_owned(), (*p).clone())).is_some_and(|z| z == zombie))
+                .map(ToString::to_string)
+        };
+        let wrote = |p: &TopicPartition| is_changelog(p) && self.writers.get(p).is_some_and(|z| z == zombie);
+        match (step, request) {
+            (HandoverStep::Fence, Request::InitProducerId { transactional_id: Some(id), expected: None, .. })
+                if self.owners.get(id).is_some_and(|z| z == zombie) =>
+            {
+                Some(format!("fence of {id}"))
+            }
+            (HandoverStep::Fence, Request::OffsetFetch { group, partitions }) => {
+                committed_by_zombie(group, partitions.iter().collect()).map(|p| format!("offset fetch of {p}"))
+            }
+            (HandoverStep::Restore, Request::ListOffsets { partition, .. }) if wrote(partition) => {
+                Some(format!("restore of {partition}"))
+            }
+            (HandoverStep::Restore, Request::Fetch { partitions, .. }) => {
+                partitions.iter().map(|(p, _)| p).find(|p| wrote(p)).map(|p| format!("restore of {p}"))
+            }
+            (HandoverStep::FirstCommit, Request::EndTxn { transactional_id, commit: true, .. })
+                if self.taken_from.get(transactional_id).is_some_and(|z| z == zombie) =>
+            {
+                Some(format!("first commit of {transactional_id}"))
+            }
+            (HandoverStep::FirstCommit, Request::TxnOffsetCommit(offsets)) => {
+                committed_by_zombie(&offsets.group, offsets.offsets.iter().map(|(p, _)| p).collect())
+                    .map(|p| format!("first offsets of {p}"))
+            }
+            _ => None,
+        }
+    }
+
+    /// Notes what `request` from `client` (of `replica`) tells about owners and open pages.
+    fn note(&mut self, request: &Request, client: &str, replica: &str) {
+        match request {
+            Request::InitProducerId { transactional_id: Some(id), expected, .. } => {
+                self.open.remove(client);
+                if expected.is_none() {
+                    self.failed.remove(client);
+                    if let Some(previous) = self.owners.insert(id.clone(), replica.to_owned()) {
+                        if previous != replica {
+                            self.taken_from.insert(id.clone(), previous);
+                        }
+                    }
+                }
+            }
+            Request::Produce(produce) if is_changelog(&produce.partition) => {
+                self.writers.insert(produce.partition.clone(), replica.to_owned());
+            }
+            Request::TxnOffsetCommit(offsets) => {
+                for (partition, _) in &offsets.offsets {
+                    self.committers.insert((offsets.group.clone(), partition.clone()), replica.to_owned());
+                }
+            }
+            Request::EndTxn { .. } => {
+                self.open.remove(client);
+            }
+            _ => {}
+        }
+    }
+
+    /// In a failing-commit window: whether this transactional `Produce` is the second of its
+    /// transaction's output and changelog writes (noted either way).
+    fn fails_page(&mut self, request: &Request, client: &str) -> bool {
+        let Request::Produce(produce) = request else { return false };
+        if produce.transactional_id.is_none() {
+            return false;
+        }
+        let open = self.open.entry(client.to_owned()).or_default();
+        let changelog = is_changelog(&produce.partition);
+        let completes = if changelog { open.output && !open.changelog } else { open.changelog && !open.output };
+        if changelog {
+            open.changelog = true;
+        } else {
+            open.output = true;
+        }
+        match self.failing {
+            Some(probability) if completes && !self.failed.contains(client) => {
+                let fails = thread_rng().gen_bool(probability);
+                if fails {
+                    self.failed.insert(client.to_owned());
+                }
+                fails
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The directed episodes of one run: the watch over the broker's requests, installed as the
+/// cluster's [`Director`].
+#[derive(Clone)]
+pub struct Directions {
+    watch: Arc<Mutex<Watch>>,
+    ctx: Ctx,
+}
+
+impl Directions {
+    /// A watch that directs nothing until an episode starts.
+    pub fn new(ctx: &Ctx) -> Self {
+        Directions { watch: Arc::default(), ctx: ctx.clone() }
+    }
+
+    /// The cluster's director: every request passes here first.
+    pub fn director(&self) -> Director {
+        let this = self.clone();
+        Arc::new(move |request: &Request, client: &str| this.direct(request, client))
+    }
+
+    fn direct(&self, request: &Request, client: &str) -> Directed {
+        let Some(replica) = replica_of(client) else { return Directed::default() };
+        let mut directed = Directed::default();
+        let mut watch = self.watch.lock().expect("watch lock");
+        if let Some(zombie) = &watch.zombie {
+            if zombie.phase == Phase::Armed && zombie.name == replica {
+                let at = match request {
+                    Request::TxnOffsetCommit(_) => zombie.at_offsets,
+                    Request::Produce(produce) => !zombie.at_offsets && is_changelog(&produce.partition),
+                    _ => false,
+                };
+                if at {
+                    let what = format!("{} frozen at its {} ({client})", zombie.name, request.kind());
+                    Handle::current().pause(zombie.node);
+                    watch.zombie.as_mut().expect("a zombie").phase = Phase::Frozen;
+                    self.ctx.event(format!("zombie-wake: {what}"));
+                }
+            } else if zombie.phase == Phase::Frozen && zombie.name != replica {
+                if let Some(what) = watch.step_reached(&zombie.name, zombie.step, request) {
+                    Handle::current().resume(zombie.node);
+                    directed.hold = zombie.hold;
+                    self.ctx.fault(
+                        "zombie-wake",
+                        format!("{} woken at {replica}'s {what}, held {:?}", zombie.name, zombie.hold),
+                    );
+                    watch.zombie = None;
+                }
+            }
+        }
+        watch.note(request, client, replica);
+        if watch.fails_page(request, client) {
+            directed.fail = Some(ErrorCode::MessageTooLarge);
+            self.ctx.fault(
+                "failing-page-commit",
+                format!("{} from {client}, after the page's other writes", request.kind()),
+            );
+        }
+        directed
+    }
+
+    /// Starts a zombie-wake episode on the first of `candidates` (name, node, view) that runs
+    /// tasks or holds tokens, waiting for one and for the episode before to end (until the faults
+    /// stop): frozen at its next
+    /// transactional write (or within [`ARMED_MAX`] anyway), woken at the next owner's `step`
+    /// with that step's request held for `hold` (or after [`FROZEN_MAX`]).
+    pub fn zombie(&self, candidates: Vec<(String, NodeId, Arc<ReplicaView>)>, step: HandoverStep, hold: Duration) {
+        let this = self.clone();
+        tokio::spawn(async move {
+            loop {
+                let (calm, busy) = {
+                    let watch = this.watch.lock().expect("watch lock");
+                    (watch.calm, watch.zombie.is_some())
+                };
+                if calm {
+                    return;
+                }
+                // One zombie at a time: a later episode waits for the earlier one to end.
+                let holder = if busy {
+                    None
+                } else {
+                    candidates.iter().find(|(_, _, view)| {
+                        view.tasks.load(Ordering::SeqCst) > 0 || view.tokens.load(Ordering::SeqCst) > 0
+                    })
+                };
+                if let Some((name, node, view)) = holder {
+                    let at_offsets = view.tasks.load(Ordering::SeqCst) > 0;
+                    this.arm(name, *node, at_offsets, step, hold);
+                    return;
+                }
+                madsim::time::sleep(Duration::from_millis(100)).await;
+            }
+        });
+    }
+
+    fn arm(&self, name: &str, node: NodeId, at_offsets: bool, step: HandoverStep, hold: Duration) {
+        let episode = {
+            let mut watch = self.watch.lock().expect("watch lock");
+            if watch.calm {
+                return;
+            }
+            if let Some(busy) = &watch.zombie {
+                self.ctx.event(format!("skipped zombie-wake of {name}: {} is in one", busy.name));
+                return;
+            }
+            watch.episodes += 1;
+            let episode = watch.episodes;
+            watch.zombie =
+                Some(Zombie { name: name.to_owned(), node, at_offsets, step, hold, phase: Phase::Armed, episode });
+            episode
+        };
+        self.ctx.event(format!("zombie-wake: {name} armed, to wake at the next owner's {step}"));
+        let this = self.clone();
+        tokio::spawn(async move {
+            madsim::time::sleep(ARMED_MAX).await;
+            {
+                let mut watch = this.watch.lock().expect("watch lock");
+                match watch.zombie.as_mut() {
+                    Some(zombie) if zombie.episode == episode && zombie.phase == Phase::Armed => {
+                        Handle::current().pause(zombie.node);
+                        zombie.phase = Phase::Frozen;
+                        this.ctx.event(format!("zombie-wake: {} frozen (no transactional write)", zombie.name));
+                    }
+                    _ => {}
+                }
+            }
+            madsim::time::sleep(FROZEN_MAX).await;
+            this.end_zombie(Some(episode), "no takeover step came");
+        });
+    }
+
+    /// Wakes the zombie of `episode` (any, with `None`) if it is still frozen, and ends the
+    /// episode.
+    fn end_zombie(&self, episode: Option<u64>, why: &str) {
+        let mut watch = self.watch.lock().expect("watch lock");
+        let ours = watch.zombie.as_ref().is_some_and(|z| episode.is_none_or(|e| z.episode == e));
+        if ours {
+            let zombie = watch.zombie.take().expect("a zombie");
+            if zombie.phase == Phase::Frozen {
+                Handle::current().resume(zombie.node);
+            }
+            self.ctx.event(format!("zombie-wake: {} released ({why})", zombie.name));
+        }
+    }
+
+    /// Opens a failing-commit window for `duration`: each page whose output and changelog
+    /// writes both reach the broker has the second refused with `probability`.
+    pub fn fail_pages(&self, duration: Duration, probability: f64) {
+        self.watch.lock().expect("watch lock").failing = Some(probability);
+        let this = self.clone();
+        tokio::spawn(async move {
+            madsim::time::sleep(duration).await;
+            this.watch.lock().expect("watch lock").failing = None;
+        });
+    }
+
+    /// Ends every episode (quiescence): a frozen zombie wakes, no page fails any more, no
+    /// episode starts.
+    pub fn calm_down(&self) {
+        self.end_zombie(None, "the faults stopped");
+        let mut watch = self.watch.lock().expect("watch lock");
+        watch.failing = None;
+        watch.calm = true;
+    }
+
+    /// Ends the episode of `name` (woken if frozen): another fault crashed, removed or paused
+    /// its node.
+    pub fn release(&self, name: &str, why: &str) {
+        let episode = {
+            let watch = self.watch.lock().expect("watch lock");
+            watch.zombie.as_ref().filter(|z| z.name == name).map(|z| z.episode)
+        };
+        if episode.is_some() {
+            self.end_zombie(episode, why);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_ids_name_their_replica() {
+        assert_eq!(replica_of("replica-3"), Some("replica-3"));
+        assert_eq!(replica_of("replica-12-4"), Some("replica-12"));
+        assert_eq!(replica_of("replica-1-config"), Some("replica-1"));
+        assert_eq!(replica_of("feeder"), None);
+        assert_eq!(replica_of("replica-"), None);
+    }
+}
