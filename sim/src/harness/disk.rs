@@ -33,8 +33,9 @@ type Table = BTreeMap<String, Vec<u8>>;
 /// A store's place on the disk: node, application, partition.
 type StorePath = (String, String, i32);
 
-/// How many writes a store buffers before they become durable at once (a memtable's flush).
-const WRITES_PER_FLUSH: u32 = 4;
+/// How many writes a store buffers before they become durable at once (a memtable's flush):
+/// odd, so that the flushes fall between the writes of one batch as often as between batches.
+const WRITES_PER_FLUSH: u32 = 3;
 
 /// The files of one store: what survives a crash, and what the running process sees.
 #[derive(Clone, Debug, Default)]
