@@ -63,6 +63,8 @@ struct Disk {
     crashes: BTreeMap<String, u64>,
     /// How many copies were reused, discarded, torn (for reports and checks).
     counts: DiskCounts,
+    /// Crash-restarts so far (every fourth tears a store).
+    crash_restarts: u64,
 }
 
 /// What the disk saw of copies, for a scenario's report.
@@ -70,6 +72,8 @@ struct Disk {
 pub struct DiskCounts {
     /// `checkpoint` found a readable copy with a checkpoint.
     pub copies_found: u64,
+    /// Copies found and then wiped (the engine judged them unusable).
+    pub discarded: u64,
     /// Copies damaged by a torn write.
     pub torn: u64,
     /// Crashes that lost buffered writes of at least one store.
@@ -117,6 +121,22 @@ impl SimDisk {
         }
     }
 
+    /// A crash-restart of `node`: a [`crash`](Self::crash), and every fourth one of the disk a
+    /// [`tear`](Self::tear) of the node's `slot`-th store. Returns the partition of a torn store.
+    pub fn crash_restart(&self, node: &str, slot: usize) -> Option<i32> {
+        let tear = {
+            let mut disk = self.lock();
+            disk.crash_restarts += 1;
+            disk.crash_restarts % 4 == 0
+        };
+        if tear {
+            self.tear(node, slot)
+        } else {
+            self.crash(node);
+            None
+        }
+    }
+
     /// A torn write on `node`'s disk: the store of `partition` (the `partition mod n`-th store
     /// of the node, if it has any) is damaged, as a crash in the middle of writing its files
     /// would leave it. The node crashes with it (a torn write happens only in a crash).
@@ -149,7 +169,7 @@ impl StateStores for DiskStores {
     fn open(&self, application_id: &str, partition: i32) -> Result<Box<dyn StateStore>, StateError> {
         let path = (self.node.clone(), application_id.to_owned(), partition);
         let incarnation = self.disk.lock().crashes.get(&self.node).copied().unwrap_or(0);
-        Ok(Box::new(DiskStore { disk: self.disk.clone(), path, open: false, incarnation }))
+        Ok(Box::new(DiskStore { disk: self.disk.clone(), path, open: false, incarnation, found: false }))
     }
 }
 
@@ -160,6 +180,8 @@ struct DiskStore {
     open: bool,
     /// The node's crash count when the store was opened.
     incarnation: u64,
+    /// `checkpoint` opened a copy an earlier owner left.
+    found: bool,
 }
 
 impl DiskStore {
@@ -238,6 +260,7 @@ impl StateStore for DiskStore {
         match found.flatten() {
             Some(checkpoint) => {
                 self.open = true;
+                self.found = true;
                 self.disk.lock().counts.copies_found += 1;
                 Ok(Some(Checkpoint::from_bytes(checkpoint)))
             }
@@ -254,6 +277,9 @@ impl StateStore for DiskStore {
     }
 
     fn wipe(&mut self) -> Result<(), StateError> {
+        if std::mem::take(&mut self.found) {
+            self.disk.lock().counts.discarded += 1;
+        }
         self.open = false;
         self.with(|files| files.remove(&self.path));
         Ok(())

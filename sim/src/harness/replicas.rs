@@ -398,14 +398,11 @@ impl Replicas {
         match *fault {
             Fault::CrashRestart { replica } => {
                 let r = &self.list[self.target(replica)];
-                // The crash hits the disk first: buffered writes are lost, and one crash in four
-                // tears a store's files (STO-05: the copy is discarded on restart).
-                if madsim::rand::thread_rng().gen_range(0..4u32) == 0 {
-                    if let Some(partition) = self.disk.tear(&r.name, replica) {
-                        self.ctx.event(format!("{}: torn write of the store of task {partition}", r.name));
-                    }
-                } else {
-                    self.disk.crash(&r.name);
+                // The crash hits the disk first: buffered writes are lost, and one crash-restart in
+                // four tears a store's files (STO-05: the copy is discarded on restart). Counted,
+                // not drawn: a scenario without state draws nothing more than before.
+                if let Some(partition) = self.disk.crash_restart(&r.name, replica) {
+                    self.ctx.event(format!("{}: torn write of the store of task {partition}", r.name));
                 }
                 cluster.crash_restart(r.node, &r.name);
             }
