@@ -251,7 +251,10 @@ impl StateStore for DiskStore {
 
     fn checkpoint(&mut self) -> Result<Option<Checkpoint>, StateError> {
         if self.open {
-            return Ok(self.with(|files| files.get(&self.path).and_then(|f| f.live.1.clone())).flatten().map(Checkpoint::from_bytes));
+            return Ok(self
+                .with(|files| files.get(&self.path).and_then(|f| f.live.1.clone()))
+                .flatten()
+                .map(Checkpoint::from_bytes));
         }
         let found = self.with(|files| match files.get(&self.path) {
             Some(f) if !f.torn => f.live.1.clone(),

@@ -512,7 +512,11 @@ impl<S: Transformer> TaskRunner<S> {
 /// The local store follows the changelog only once the transaction committed: a store never
 /// holds a state that no reader can see. All of the batch's changes in one write, with the
 /// changelog position after them when the commit delivered one (STO-05).
-fn apply_changes(store: &mut Box<dyn StateStore>, changes: Vec<StateChange>, position: Option<Position>) -> Result<(), Error> {
+fn apply_changes(
+    store: &mut Box<dyn StateStore>,
+    changes: Vec<StateChange>,
+    position: Option<Position>,
+) -> Result<(), Error> {
     let writes: Vec<(&str, Option<&[u8]>)> =
         changes.iter().map(|change| (change.key.as_str(), change.value.as_deref())).collect();
     match position {

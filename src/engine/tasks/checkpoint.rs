@@ -154,7 +154,11 @@ mod tests {
         let judged = |p: Position, extent: Extent, now: i64| judge(&p.encode(), &expected(), extent, now, 12 * HOUR);
         let extent = Extent { start: 0, end: 150 };
         assert_eq!(judged(position(), extent, 1_000_000 + HOUR), Ok(100));
-        assert_eq!(judged(position(), Extent { start: 100, end: 100 }, 1_000_000), Ok(100), "at the end, nothing to read");
+        assert_eq!(
+            judged(position(), Extent { start: 100, end: 100 }, 1_000_000),
+            Ok(100),
+            "at the end, nothing to read"
+        );
         let reason = |p: Position, extent: Extent, now: i64| judged(p, extent, now).unwrap_err();
         assert!(reason(Position { application_id: "other".into(), ..position() }, extent, 0).contains("application"));
         assert!(reason(Position { changelog: "x".into(), ..position() }, extent, 0).contains("changelog"));
@@ -163,7 +167,10 @@ mod tests {
         assert!(reason(position(), Extent { start: 101, end: 150 }, 0).contains("log start 101"));
         assert!(reason(position(), Extent { start: 0, end: 99 }, 0).contains("beyond the changelog's end 99"));
         assert!(reason(position(), extent, 1_000_000 + 12 * HOUR).contains("reuse bound"));
-        assert!(judge(&position().encode(), &expected(), extent, 1_000_000, 0).is_err(), "a bound of zero never reuses");
+        assert!(
+            judge(&position().encode(), &expected(), extent, 1_000_000, 0).is_err(),
+            "a bound of zero never reuses"
+        );
         let garbage = Checkpoint::from_bytes(b"\xff garbage".to_vec());
         assert!(judge(&garbage, &expected(), extent, 0, HOUR).unwrap_err().contains("unreadable"));
         let other = Checkpoint::from_bytes(b"flechtwerk.checkpoint.9\na\nb\n1\n2\n3\n4".to_vec());

@@ -214,7 +214,9 @@ impl<S: Transformer> TaskRunner<S> {
         match judge(&checkpoint, &expected, extent, now, max_age) {
             Ok(from) => {
                 tracing::info!(
-                    partition = task.partition, from, to = extent.end,
+                    partition = task.partition,
+                    from,
+                    to = extent.end,
                     "local state reused: restoring the changelog's tail"
                 );
                 Ok(from)
