@@ -167,7 +167,15 @@ mod sealed {
 impl<S: Transformer> IntoRunner<TransformerShape> for S {
     fn into_runner(self, parts: RunnerParts) -> Result<Arc<dyn RunHandle>, Error> {
         let RunnerParts { settings, kafka, observer, stores, mqtt: _ } = parts;
-        Ok(Arc::new(tasks::TaskRunner { stage: Arc::new(self), settings, kafka, observer, stores }))
+        Ok(Arc::new(tasks::TaskRunner {
+            stage: Arc::new(self),
+            settings,
+            kafka,
+            observer,
+            stores,
+            positions: Default::default(),
+            changelog_partitions: Default::default(),
+        }))
     }
 
     fn read_topics(&self) -> (Vec<String>, Vec<String>) {
@@ -257,6 +265,7 @@ pub struct FlechtwerkBuilder {
     metrics: Option<Arc<dyn MetricsConfig>>,
     metrics_labels: Vec<(String, String)>,
     stores: Arc<dyn StateStores>,
+    local_state_max_age: Duration,
     mqtt: Option<MqttBrokerConfig>,
     #[cfg(feature = "secrets")]
     keyring: Option<crate::secrets::Keyring>,
@@ -288,6 +297,7 @@ impl Flechtwerk {
             metrics: None,
             metrics_labels: Vec::new(),
             stores: crate::state::default_stores(),
+            local_state_max_age: crate::engine::settings::LOCAL_STATE_MAX_AGE_DEFAULT,
             mqtt: None,
             #[cfg(feature = "secrets")]
             keyring: None,
@@ -671,6 +681,34 @@ impl FlechtwerkBuilder {
         self
     }
 
+    /// How old a task's local copy of its state may be and still be reused (STO-05; default
+    /// 12 hours). A copy records the changelog position it reflects and when it was last
+    /// brought there; a task that starts on a copy older than this discards it and restores
+    /// its changelog in full. The bound guards against the log cleaner: a compacted changelog
+    /// keeps a delete (tombstone) only for the topic's `delete.retention.ms` (Kafka's default:
+    /// 24 hours), so a copy that missed a delete older than that would keep the deleted state.
+    /// Keep it below the changelog's `delete.retention.ms`, with a margin for clock skew
+    /// between this host and the brokers; `Duration::ZERO` never reuses a copy.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # use flechtwerk::{stage::transformer, Flechtwerk};
+    /// # let stage = transformer(["in"]).transform(|_, _, _| Ok(()));
+    /// # let kafka = Arc::new(flechtwerk_sim::cluster::LocalCluster::new());
+    /// let app = Flechtwerk::builder()
+    ///     .application_id("counter")
+    ///     .client_id("pod-0")
+    ///     .kafka(kafka)
+    ///     .local_state_max_age(Duration::from_secs(3600))
+    ///     .build(stage)?;
+    /// # Ok::<(), flechtwerk::Error>(())
+    /// ```
+    pub fn local_state_max_age(mut self, age: Duration) -> Self {
+        self.local_state_max_age = age;
+        self
+    }
+
     /// Extractors: the wait between poll cycles, measured from the end of one cycle to the start
     /// of the next (EXT-03); required, and positive (LIFE-12). A stage's wakeup ends the wait
     /// early. Transformers ignore it.
@@ -825,6 +863,7 @@ impl FlechtwerkBuilder {
                 fetch_limits: self.fetch_limits.unwrap_or(Some(FetchLimits::stage(self.max_poll_records))),
                 producers: self.producers,
                 poll_interval: self.poll_interval,
+                local_state_max_age: self.local_state_max_age,
             },
             kafka,
             observer,

@@ -25,7 +25,13 @@ pub(crate) struct Settings {
     /// Extractors: the wait between poll cycles, from the end of one to the start of the next
     /// (EXT-03). Transformers ignore it.
     pub(crate) poll_interval: Option<Duration>,
+    /// The oldest local copy of a task's state that is reused (STO-05).
+    pub(crate) local_state_max_age: Duration,
 }
+
+/// The default of [`FlechtwerkBuilder::local_state_max_age`](crate::FlechtwerkBuilder::local_state_max_age):
+/// half of Kafka's default `delete.retention.ms` (24 hours).
+pub(crate) const LOCAL_STATE_MAX_AGE_DEFAULT: Duration = Duration::from_secs(12 * 3600);
 
 impl Settings {
     /// Whether a batch gathers the polls made while the batch before it commits (TRX-45).

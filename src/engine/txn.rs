@@ -17,6 +17,8 @@
 //! Without a transactional producer (at-least-once mode) the same code sends idempotently and
 //! awaits every delivery; there is nothing to begin, commit or abort.
 
+use std::collections::BTreeMap;
+
 use super::bounds::ABORT_TIMEOUT;
 use crate::error::Error;
 use crate::kafka::{DeliveryFuture, GroupMetadata, Producer, ProducerRecord, TopicPartition};
@@ -54,6 +56,13 @@ pub(crate) struct Txn<'a> {
     transactional: bool,
     observer: &'a dyn Observer,
     deliveries: Vec<DeliveryFuture>,
+    /// The topic whose delivered offsets are tracked (a transformer's changelog, whose
+    /// positions the stores record: STO-05), if any.
+    tracked: Option<String>,
+    /// The deliveries of the tracked topic's records.
+    changelog: Vec<DeliveryFuture>,
+    /// Per partition of the tracked topic, the offset after the last record delivered.
+    changelog_ends: BTreeMap<i32, i64>,
 }
 
 impl<'a> Txn<'a> {
@@ -61,7 +70,16 @@ impl<'a> Txn<'a> {
     pub(crate) fn new(producer: &'a dyn Producer, state: &'a mut TxnState, observer: &'a dyn Observer) -> Self {
         assert!(!state.open, "one open transaction per producer: the previous one was neither committed nor aborted");
         let transactional = producer.transactional_id().is_some();
-        Txn { producer, state, transactional, observer, deliveries: Vec::new() }
+        Txn {
+            producer,
+            state,
+            transactional,
+            observer,
+            deliveries: Vec::new(),
+            tracked: None,
+            changelog: Vec::new(),
+            changelog_ends: BTreeMap::new(),
+        }
     }
 
     async fn begin_if_needed(&mut self) -> Result<(), Error> {
@@ -77,8 +95,45 @@ impl<'a> Txn<'a> {
     /// awaited at the commit.
     pub(crate) async fn send(&mut self, record: ProducerRecord) -> Result<(), Error> {
         self.begin_if_needed().await?;
+        let tracked = self.tracked.as_deref() == Some(record.topic.as_str());
         let delivery = self.producer.send(record).await?;
-        self.deliveries.push(delivery);
+        if tracked {
+            self.changelog.push(delivery);
+        } else {
+            self.deliveries.push(delivery);
+        }
+        Ok(())
+    }
+
+    /// Tracks the delivered offsets of `topic`'s records (see [`Txn::take_tracked_ends`]).
+    pub(crate) fn track(&mut self, topic: &str) {
+        self.tracked = Some(topic.to_owned());
+    }
+
+    /// Per partition of the tracked topic, the offset after the last of its records delivered
+    /// in this transaction (taken: the next transaction starts empty).
+    pub(crate) fn take_tracked_ends(&mut self) -> BTreeMap<i32, i64> {
+        std::mem::take(&mut self.changelog_ends)
+    }
+
+    /// Awaits every pending delivery (both kinds, after one flush, as [`deliver`] does),
+    /// recording the changelog's offsets.
+    async fn deliver_all(&mut self) -> Result<(), Error> {
+        let changelog = std::mem::take(&mut self.changelog);
+        let mut deliveries = std::mem::take(&mut self.deliveries);
+        if changelog.is_empty() {
+            return deliver(self.producer, deliveries).await;
+        }
+        let tracked = deliveries.len();
+        deliveries.extend(changelog);
+        self.producer.flush().await?;
+        for (n, delivery) in deliveries.into_iter().enumerate() {
+            let delivered = delivery.await?;
+            if n >= tracked {
+                let end = self.changelog_ends.entry(delivered.partition).or_insert(0);
+                *end = (*end).max(delivered.offset + 1);
+            }
+        }
         Ok(())
     }
 
@@ -93,11 +148,9 @@ impl<'a> Txn<'a> {
     ) -> Result<(), Error> {
         assert!(self.transactional, "offsets ride a transaction only with a transactional producer");
         self.begin_if_needed().await?;
-        let deliveries = std::mem::take(&mut self.deliveries);
-        let (delivered, added) = futures::join!(
-            deliver(self.producer, deliveries),
-            self.producer.send_offsets_to_transaction(offsets, group)
-        );
+        let producer = self.producer;
+        let (delivered, added) =
+            futures::join!(self.deliver_all(), producer.send_offsets_to_transaction(offsets, group));
         delivered?;
         added?;
         Ok(())
@@ -106,7 +159,7 @@ impl<'a> Txn<'a> {
     /// Awaits every delivery, then commits (when a transaction is open). Returns whether a
     /// transaction committed.
     async fn commit(&mut self) -> Result<bool, Error> {
-        deliver(self.producer, std::mem::take(&mut self.deliveries)).await?;
+        self.deliver_all().await?;
         crate::engine::buggify::point("txn.before_commit").await;
         if !self.state.open {
             return Ok(false);
@@ -128,6 +181,8 @@ impl<'a> Txn<'a> {
         if let Err(error) = result {
             // Pending deliveries resolve with the abort; nobody waits for them.
             self.deliveries.clear();
+            self.changelog.clear();
+            self.changelog_ends.clear();
             abort_open(self.producer, &mut *self.state, &error).await;
             return Err(error);
         }

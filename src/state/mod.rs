@@ -1,10 +1,17 @@
 //! The StateStore port: a task's local key → state bytes table (STO-01..17).
 //!
 //! A transformer task owns one store for its partition. The store is a cache of the task's
-//! changelog partition: it is restored from the changelog when the task starts, written in the
-//! task's transaction (the changelog record rides the same transaction as the outputs and the
-//! input offsets), and wiped when the task is torn down. Nothing in it outlives the task, so a
-//! store never has to be trusted across a rebalance.
+//! changelog partition: the changelog record of a state change rides the task's transaction
+//! (with the outputs and the input offsets), and the store takes the change only once that
+//! transaction committed, so a store never holds what no reader of the changelog can see.
+//!
+//! A store that keeps its files across owners ([`RocksDbStores`] on a fixed directory) records,
+//! in the same write as each batch of changes, a [`Checkpoint`]: the changelog position its
+//! content reflects. A store is never ahead of its changelog, only behind, so the next owner of
+//! the task restores only the changelog's tail from that position — after a clean stop and
+//! after a crash — unless the engine finds the copy unusable (STO-05; the exactly-once concept
+//! page lists when). A store that keeps nothing across owners ([`InMemoryStores`]) reports no
+//! checkpoint and is restored in full.
 //!
 //! Values are canonical JSON bytes; decoding them is the engine's job (a corrupt value is an
 //! unrecoverable data error, never a policy question: STO-03).
@@ -149,6 +156,76 @@ pub trait StateStore: Send {
     /// # Ok::<(), flechtwerk::state::StateError>(())
     /// ```
     fn wipe(&mut self) -> Result<(), StateError>;
+
+    /// The checkpoint recorded with the last write that reached the store's files, if the
+    /// store holds a copy left by an earlier owner (or written by this one) that can be reused:
+    /// its content then is exactly what it was when that checkpoint was written. `None`
+    /// (the default, and a store that keeps nothing across owners) means an empty store, to be
+    /// restored from the changelog's start. A store whose files are damaged (a torn write, a
+    /// half-written directory) reports `None` and discards them at its first write.
+    ///
+    /// ```
+    /// # use flechtwerk::state::{InMemoryStores, StateStores};
+    /// let mut store = InMemoryStores::for_instance().open("app", 0)?;
+    /// assert_eq!(store.checkpoint()?, None); // memory keeps nothing across owners
+    /// # Ok::<(), flechtwerk::state::StateError>(())
+    /// ```
+    fn checkpoint(&mut self) -> Result<Option<Checkpoint>, StateError> {
+        Ok(None)
+    }
+
+    /// Applies `changes` as [`apply`](StateStore::apply) does and records `checkpoint` in the
+    /// same atomic write: whatever survives a crash holds both or neither, and never the
+    /// checkpoint without the changes. The default applies the changes and forgets the
+    /// checkpoint (a store that keeps nothing across owners).
+    ///
+    /// ```
+    /// # use flechtwerk::state::{Checkpoint, InMemoryStores, StateStores};
+    /// # let mut store = InMemoryStores::for_instance().open("app", 0)?;
+    /// store.apply_at(&[("ada", Some(br#"{"count":1}"#.as_slice()))], &Checkpoint::from_bytes(b"42".to_vec()))?;
+    /// assert!(store.get("ada")?.is_some());
+    /// # Ok::<(), flechtwerk::state::StateError>(())
+    /// ```
+    fn apply_at(&mut self, changes: &[(&str, Option<&[u8]>)], checkpoint: &Checkpoint) -> Result<(), StateError> {
+        let _ = checkpoint;
+        self.apply(changes)
+    }
+}
+
+/// Where a store's content stands in its changelog partition, recorded by the engine with each
+/// batch of changes ([`StateStore::apply_at`]) and read back when the task starts
+/// ([`StateStore::checkpoint`]). Its bytes are the engine's: a store keeps them as they are
+/// (they are small, tens of bytes) and never interprets them.
+///
+/// ```
+/// use flechtwerk::state::Checkpoint;
+///
+/// let checkpoint = Checkpoint::from_bytes(b"opaque".to_vec());
+/// assert_eq!(checkpoint.as_bytes(), b"opaque");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Checkpoint(Vec<u8>);
+
+impl Checkpoint {
+    /// A checkpoint from the bytes a store kept.
+    ///
+    /// ```
+    /// # use flechtwerk::state::Checkpoint;
+    /// let checkpoint = Checkpoint::from_bytes(vec![1, 2, 3]);
+    /// ```
+    pub fn from_bytes(bytes: Vec<u8>) -> Self {
+        Checkpoint(bytes)
+    }
+
+    /// The bytes to keep.
+    ///
+    /// ```
+    /// # use flechtwerk::state::Checkpoint;
+    /// assert_eq!(Checkpoint::from_bytes(vec![7]).as_bytes(), &[7]);
+    /// ```
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
 }
 
 /// Opens a task's store.
@@ -172,7 +249,8 @@ pub trait StateStore: Send {
 /// # Ok::<(), flechtwerk::Error>(())
 /// ```
 pub trait StateStores: Send + Sync {
-    /// The (empty) store of task `partition` of `application_id`.
+    /// The store of task `partition` of `application_id`: empty, or holding an earlier owner's
+    /// copy when [`StateStore::checkpoint`] reports one.
     ///
     /// ```
     /// use flechtwerk::state::{InMemoryStores, StateStores};

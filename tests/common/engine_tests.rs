@@ -134,6 +134,11 @@ macro_rules! engine_tests {
         }
 
         #[tokio::test($($($runtime)+)?)]
+        async fn sto_05_a_restart_reuses_local_state() {
+            common::restart_reuses_local_state(&$harness("sto05reuse")).await;
+        }
+
+        #[tokio::test($($($runtime)+)?)]
         async fn inv_21_input_metrics_split() {
             common::input_metrics_split(&$harness("inv21")).await;
         }

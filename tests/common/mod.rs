@@ -218,6 +218,19 @@ impl Harness {
         stage: S,
         observer: Arc<dyn Observer>,
     ) -> Running {
+        self.start_on(app_id, client_id, stage, observer, None)
+    }
+
+    /// [`start`](Self::start) with the given state stores (`None`: the default, a fresh
+    /// directory per start).
+    pub fn start_on<S: flechtwerk::IntoRunner<M>, M>(
+        &self,
+        app_id: &str,
+        client_id: &str,
+        stage: S,
+        observer: Arc<dyn Observer>,
+        stores: Option<Arc<dyn flechtwerk::state::StateStores>>,
+    ) -> Running {
         let app = Flechtwerk::builder()
             .application_id(app_id)
             .client_id(client_id)
@@ -229,6 +242,10 @@ impl Harness {
             .observer(observer);
         let app = match self.batches {
             Some((poll, batch)) => app.max_poll_records(poll).max_batch_records(batch),
+            None => app,
+        };
+        let app = match stores {
+            Some(stores) => app.state_stores(stores),
             None => app,
         };
         let app = app.build(stage).unwrap();
@@ -1034,6 +1051,53 @@ pub async fn restore_replays_the_changelog(h: &Harness) {
     let events = probe.recording.events();
     assert!(events.contains(&Observed::StateRestored { partition: 0, count: 4 }), "{events:?}");
     assert!(events.contains(&Observed::StateRestored { partition: 1, count: 0 }), "{events:?}");
+}
+
+/// STO-05: a restart on the same state directory reuses the copy its previous run left at its
+/// clean stop: the restore reads only the changelog's tail (nothing: the copy is current), and
+/// the counts continue. A start on another directory restores the changelog in full; a copy
+/// written for another partition count is discarded.
+pub async fn restart_reuses_local_state(h: &Harness) {
+    let input = h.topic("input", 1, false).await;
+    let output = h.topic("output", 1, false).await;
+    let app = h.name("reuse");
+    let root = std::env::temp_dir().join(format!("flechtwerk-reuse-{app}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let stores: Arc<dyn flechtwerk::state::StateStores> = Arc::new(flechtwerk::state::RocksDbStores::new(&root));
+    let run = |keys: &'static [&'static str], want: usize, stores: Arc<dyn flechtwerk::state::StateStores>| {
+        let (app, input, output) = (app.clone(), input.clone(), output.clone());
+        async move {
+            let probe = Arc::new(Probe::default());
+            let running = h.start_on(&app, "pod-0", counter(&input, &output), probe.clone(), Some(stores));
+            let records: Vec<(Option<i32>, &str, Option<&[u8]>)> =
+                keys.iter().map(|k| (Some(0), *k, Some(b"{}".as_slice()))).collect();
+            h.produce(&input, &records).await;
+            let outputs = h.read_until(&output, |r| r.len() >= want).await;
+            running.stop().await.unwrap();
+            let restored: Vec<usize> = probe
+                .recording
+                .events()
+                .iter()
+                .filter_map(|e| match e {
+                    Observed::StateRestored { partition: 0, count } => Some(*count),
+                    _ => None,
+                })
+                .collect();
+            (counts_by_key(&outputs), restored)
+        }
+    };
+    let (counts, restored) = run(&["a", "a", "b"], 3, stores.clone()).await;
+    assert_eq!(counts.get("a"), Some(&vec![1, 2]), "{counts:?}");
+    assert_eq!(restored, vec![0], "an empty changelog");
+    let (counts, restored) = run(&["a"], 4, stores.clone()).await;
+    assert_eq!(counts.get("a"), Some(&vec![1, 2, 3]), "the count continues on the reused copy: {counts:?}");
+    assert_eq!(restored, vec![0], "the copy was current: no record restored");
+    let elsewhere: Arc<dyn flechtwerk::state::StateStores> =
+        Arc::new(flechtwerk::state::RocksDbStores::new(root.join("elsewhere")));
+    let (counts, restored) = run(&["b"], 5, elsewhere).await;
+    assert_eq!(counts.get("b"), Some(&vec![1, 2]), "{counts:?}");
+    assert!(restored.first().is_some_and(|&n| n >= 2), "another directory restores in full: {restored:?}");
+    let _ = std::fs::remove_dir_all(&root);
 }
 
 /// INV-21: `message_in_bytes` counts every raw record before decoding (a skipped one too);

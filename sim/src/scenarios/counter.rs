@@ -445,6 +445,12 @@ async fn run(ctx: Ctx, setup: Setup) {
     // Not reaching quiescence is reported by the checks (offsets short of the end, inputs
     // without outputs).
     truth::await_quiescence(&ctx, &cluster, APP, &plan.variant.inputs(), &[OUTPUT], QUIESCENCE_MAX).await;
+    // How often the replicas met their own state again (STO-05).
+    let counts = disk.counts();
+    ctx.event(format!(
+        "disk: {} copies found, {} discarded, {} torn, {} crashes lost buffered writes",
+        counts.copies_found, counts.discarded, counts.torn, counts.writes_lost
+    ));
     // A replica may still crash after the faults stopped (a zombie waking from a pause that
     // ended with them is fenced); it restarts, and its config store converges again.
     replicas.await_configs(&want_configs.clone().into(), CONFIG_CONVERGENCE_MAX).await;

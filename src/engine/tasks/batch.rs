@@ -17,6 +17,7 @@ use bytes::Bytes;
 use futures::future::try_join_all;
 use futures::FutureExt as _;
 
+use super::checkpoint::{now_ms, Position};
 use super::task::{SharedProducer, TaskStore, TaskTxn, Tasks};
 use super::TaskRunner;
 use crate::configs::ConfigStore;
@@ -232,6 +233,7 @@ impl<S: Transformer> TaskRunner<S> {
         mut outputs: BTreeMap<i32, Vec<ProducerRecord>>,
         batch: &PreparedBatch,
     ) -> Result<(), Error> {
+        self.positions.lock().expect("positions lock").clear();
         if let Some(shared) = shared {
             let offsets: Vec<(TopicPartition, i64)> =
                 batch.tasks.values().flat_map(|p| p.offsets.iter().cloned()).collect();
@@ -253,15 +255,27 @@ impl<S: Transformer> TaskRunner<S> {
 
     /// After a batch committed: the stores take its state changes, the tasks its offsets.
     /// Returns the offsets committed.
+    /// A store takes its task's changes together with the changelog position after them, as
+    /// the commit delivered it (STO-05).
     pub(super) fn complete_batch(
         &self,
         tasks: &mut Tasks,
         batch: PreparedBatch,
     ) -> Result<Vec<(TopicPartition, i64)>, Error> {
         let mut committed = Vec::new();
+        let ends = std::mem::take(&mut *self.positions.lock().expect("positions lock"));
+        let partitions = self.changelog_partitions.load(std::sync::atomic::Ordering::Relaxed);
         for (partition, Prepared { changes, offsets, .. }) in batch.tasks {
             let task = tasks.live.get_mut(&partition).expect("a batch's tasks stay live until it completed");
-            apply_changes(&mut task.store, changes)?;
+            let position = ends.get(&partition).map(|&(next_offset, since_ms)| Position {
+                application_id: self.settings.application_id.clone(),
+                changelog: self.settings.changelog_topic(),
+                partition,
+                partitions,
+                next_offset,
+                since_ms,
+            });
+            apply_changes(&mut task.store, changes, position)?;
             task.committed(&offsets);
             committed.extend(offsets);
         }
@@ -450,6 +464,10 @@ impl<S: Transformer> TaskRunner<S> {
         writes: impl IntoIterator<Item = (i32, Vec<ProducerRecord>, &'c [StateChange])>,
         offsets: Option<(&[(TopicPartition, i64)], &GroupMetadata)>,
     ) -> Result<(), Error> {
+        // Every changelog record of this transaction is appended after this moment: the time
+        // a store's checkpoint carries for the copy's age (STO-05).
+        let since_ms = now_ms();
+        txn.track(changelog);
         let filled = async {
             for (partition, outputs, changes) in writes {
                 self.send_task_writes(&mut txn, changelog, partition, outputs, changes).await?;
@@ -462,6 +480,8 @@ impl<S: Transformer> TaskRunner<S> {
         }
         .await;
         txn.finish(filled).await?;
+        let ends = txn.take_tracked_ends().into_iter().map(|(partition, end)| (partition, (end, since_ms)));
+        self.positions.lock().expect("positions lock").extend(ends);
         Ok(())
     }
 
@@ -490,13 +510,25 @@ impl<S: Transformer> TaskRunner<S> {
 }
 
 /// The local store follows the changelog only once the transaction committed: a store never
-/// holds a state that no reader can see. All of the batch's changes in one write.
-fn apply_changes(store: &mut Box<dyn StateStore>, changes: Vec<StateChange>) -> Result<(), Error> {
+/// holds a state that no reader can see. All of the batch's changes in one write, with the
+/// changelog position after them when the commit delivered one (STO-05).
+fn apply_changes(
+    store: &mut Box<dyn StateStore>,
+    changes: Vec<StateChange>,
+    position: Option<Position>,
+) -> Result<(), Error> {
     let writes: Vec<(&str, Option<&[u8]>)> =
         changes.iter().map(|change| (change.key.as_str(), change.value.as_deref())).collect();
-    store.apply(&writes)?;
+    match position {
+        Some(position) => store.apply_at(&writes, &position.encode())?,
+        None => store.apply(&writes)?,
+    }
     Ok(())
 }
+
+/// Per changelog partition a commit wrote: the offset after its last changelog record, and the
+/// time before its first was sent (milliseconds since the epoch).
+pub(super) type ChangelogEnds = BTreeMap<i32, (i64, i64)>;
 
 /// The next offsets of one task's batch, as the group commits them.
 fn task_offsets(inputs: &[String], partition: i32, batch: &TaskBatch) -> Vec<(TopicPartition, i64)> {

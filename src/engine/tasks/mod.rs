@@ -33,6 +33,7 @@
 //! move forward; tasks start only with no batch prepared or in flight.
 
 mod batch;
+mod checkpoint;
 mod task;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -67,6 +68,11 @@ pub(crate) struct TaskRunner<S> {
     pub(crate) kafka: Arc<dyn Kafka>,
     pub(crate) observer: Arc<dyn Observer>,
     pub(crate) stores: Arc<dyn StateStores>,
+    /// The changelog positions the batch committing now delivered, per task: its commit
+    /// fills them, its completion hands them to the stores with the changes (STO-05).
+    pub(crate) positions: std::sync::Mutex<batch::ChangelogEnds>,
+    /// The changelog's partition count as the last restore found it, which checkpoints record.
+    pub(crate) changelog_partitions: std::sync::atomic::AtomicU32,
 }
 
 /// Offline topic validation (LIFE-11).

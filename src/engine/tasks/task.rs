@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use tracing::Instrument as _;
 
+use super::checkpoint::{judge, now_ms, Expected, Position};
 use super::TaskRunner;
 use crate::engine::bounds::{CLOSE_TIMEOUT, TASK_TRANSACTION_TIMEOUT};
 use crate::engine::buggify;
@@ -66,7 +67,9 @@ impl Task {
     }
 
     /// Stops the task: aborts a transaction an abandoned batch left open, closes the producer,
-    /// wipes the store (TRX-33). `cause` says why, for the abort's log line.
+    /// closes the store (TRX-33). The store keeps its files, with the checkpoint of its last
+    /// batch, for the next owner on this host (STO-05); it holds only committed state, so an
+    /// abandoned batch left nothing in it. `cause` says why, for the abort's log line.
     pub(super) async fn stop(mut self, cause: &str) -> Result<(), Error> {
         if let Some(producer) = &self.producer {
             abort_open(&**producer, &mut self.txn, &cause).await;
@@ -74,7 +77,7 @@ impl Task {
                 tracing::warn!(partition = self.partition, "closing the task producer timed out");
             }
         }
-        self.store.wipe()?;
+        drop(self.store);
         Ok(())
     }
 }
@@ -122,6 +125,11 @@ impl<S: Transformer> TaskRunner<S> {
     /// (TRX-43). The extents are looked up here, so the caller calls this after every fence
     /// the ends must include. A partition whose log is empty up to that end is not read at
     /// all. Values go in as bytes, decoded on first read.
+    ///
+    /// A store holding a reusable copy (STO-05: its checkpoint names this task and a position
+    /// the changelog still holds, recent enough) is read only from that position; a copy that
+    /// cannot be used is wiped, with a log line that says why, and restored in full. Every
+    /// store then records the restore's end as its checkpoint.
     #[tracing::instrument(name = "tasks.restore", skip_all, fields(partitions = tasks.len(), read = tracing::field::Empty, records = tracing::field::Empty))]
     pub(super) async fn restore_tasks(
         &self,
@@ -131,9 +139,20 @@ impl<S: Transformer> TaskRunner<S> {
     ) -> Result<(), Error> {
         buggify::point("task.before_restore").await;
         let topic = self.settings.changelog_topic();
+        // The restore consumer has the changelog's metadata already (it connected with it).
+        let partitions = consumer.partition_count(&topic).await?.unwrap_or(0);
+        self.changelog_partitions.store(partitions, std::sync::atomic::Ordering::Relaxed);
         let changelogs: Vec<TopicPartition> = tasks.iter().map(|t| TopicPartition::new(&topic, t.partition)).collect();
+        // Before the lookup: every record at or after the ends found is appended after it.
+        let now = now_ms();
         let extents = consumer.extents(&changelogs, end).instrument(tracing::debug_span!("tasks.extents")).await?;
-        let extents: BTreeMap<TopicPartition, Extent> = changelogs.into_iter().zip(extents).collect();
+        let ends: BTreeMap<i32, i64> = changelogs.iter().zip(&extents).map(|(tp, e)| (tp.partition, e.end)).collect();
+        let mut ranges = BTreeMap::new();
+        for ((changelog, extent), task) in changelogs.into_iter().zip(extents).zip(tasks.iter_mut()) {
+            let start = self.reuse_from(task, extent, now, partitions)?;
+            ranges.insert(changelog, Extent { start, end: extent.end });
+        }
+        let extents = ranges;
         tracing::Span::current().record("read", extents.values().filter(|e| !e.is_empty()).count());
         let mut stores: BTreeMap<i32, (&mut dyn StateStore, usize)> =
             tasks.iter_mut().map(|t| (t.partition, (t.store.as_mut(), 0))).collect();
@@ -160,11 +179,54 @@ impl<S: Transformer> TaskRunner<S> {
             Err(ReadError::Callback(e)) => return Err(e),
         };
         tracing::Span::current().record("records", summary.records);
-        for (partition, (_, restored)) in stores {
+        for (partition, (store, restored)) in stores {
+            // The store now reflects its changelog up to the end read: its checkpoint.
+            let position = Position {
+                application_id: self.settings.application_id.clone(),
+                changelog: topic.clone(),
+                partition,
+                partitions,
+                next_offset: ends[&partition],
+                since_ms: now,
+            };
+            store.apply_at(&[], &position.encode())?;
             self.observer.state_restored(partition, restored);
             tracing::debug!(partition, restored, "task restored");
         }
         Ok(())
+    }
+
+    /// Where task `task`'s restore starts on a changelog partition spanning `extent`: its
+    /// store's checkpoint when the copy may be reused (STO-05), else the log start, after
+    /// wiping whatever copy the store held.
+    fn reuse_from(&self, task: &mut Task, extent: Extent, now: i64, partitions: u32) -> Result<i64, Error> {
+        let Some(checkpoint) = task.store.checkpoint()? else {
+            return Ok(extent.start);
+        };
+        let changelog = self.settings.changelog_topic();
+        let expected = Expected {
+            application_id: &self.settings.application_id,
+            changelog: &changelog,
+            partition: task.partition,
+            partitions,
+        };
+        let max_age = i64::try_from(self.settings.local_state_max_age.as_millis()).unwrap_or(i64::MAX);
+        match judge(&checkpoint, &expected, extent, now, max_age) {
+            Ok(from) => {
+                tracing::info!(
+                    partition = task.partition,
+                    from,
+                    to = extent.end,
+                    "local state reused: restoring the changelog's tail"
+                );
+                Ok(from)
+            }
+            Err(reason) => {
+                tracing::warn!(partition = task.partition, %reason, "local state discarded: restoring the changelog in full");
+                task.store.wipe()?;
+                Ok(extent.start)
+            }
+        }
     }
 }
 

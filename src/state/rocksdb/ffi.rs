@@ -39,7 +39,8 @@ opaque!(
     rocksdb_readoptions_t,
     rocksdb_writeoptions_t,
     rocksdb_pinnableslice_t,
-    rocksdb_writebatch_t
+    rocksdb_writebatch_t,
+    rocksdb_flushoptions_t
 );
 
 // The library itself is linked by build.rs (`cargo:rustc-link-lib=dylib=rocksdb`), which finds it
@@ -92,6 +93,11 @@ unsafe extern "C" {
         vlen: usize,
     );
     fn rocksdb_writebatch_delete(batch: *mut rocksdb_writebatch_t, key: *const c_char, klen: usize);
+    fn rocksdb_flushoptions_create() -> *mut rocksdb_flushoptions_t;
+    fn rocksdb_flushoptions_destroy(options: *mut rocksdb_flushoptions_t);
+    fn rocksdb_flushoptions_set_wait(options: *mut rocksdb_flushoptions_t, wait: c_uchar);
+    fn rocksdb_flush(db: *mut rocksdb_t, options: *const rocksdb_flushoptions_t, errptr: *mut *mut c_char);
+
     fn rocksdb_write(
         db: *mut rocksdb_t,
         options: *const rocksdb_writeoptions_t,
@@ -373,6 +379,22 @@ impl Db {
         // SAFETY: an open database, live options only read, a live batch we own exclusively
         // (RocksDB reads it during the call and keeps nothing of it), a null out-pointer.
         unsafe { rocksdb_write(self.0.as_ptr(), options.0.as_ptr(), batch.0.as_ptr(), &mut err) };
+        check(err)
+    }
+
+    /// Writes the memtables into table files and waits until they are there: without a WAL,
+    /// what a crash keeps is what was flushed (a prefix of the writes, in order).
+    pub(super) fn flush(&self) -> Result<(), Error> {
+        // SAFETY: no arguments; the returned object is ours until destroyed below.
+        let options = created(unsafe { rocksdb_flushoptions_create() }, "rocksdb_flushoptions_create");
+        let mut err = ptr::null_mut();
+        // SAFETY: an open database; `options` is live, set before use, only read by the flush,
+        // and destroyed exactly once after it; a null out-pointer.
+        unsafe {
+            rocksdb_flushoptions_set_wait(options.as_ptr(), 1);
+            rocksdb_flush(self.0.as_ptr(), options.as_ptr(), &mut err);
+            rocksdb_flushoptions_destroy(options.as_ptr());
+        }
         check(err)
     }
 }
