@@ -190,6 +190,7 @@ pub enum Fault {
         duration: Duration,
         /// The share of Produce requests answered with an error.
         share: f64,
+    },
     /// A directed zombie (`harness::directed`): a replica holding tasks or tokens freezes at its
     /// next transactional write (a task batch's offsets, a page's changelog record), and wakes
     /// the moment another replica reaches `step` of taking over what it held, that replica's
@@ -319,6 +320,7 @@ impl fmt::Display for Fault {
             ),
             Fault::AbortableCommits { duration, share } => {
                 write!(f, "abortable-commits for {duration:?} ({share:.2} of Produce requests fail)")
+            }
             Fault::ZombieWake { replica, step, hold } => {
                 write!(f, "zombie-wake replica#{replica} at the next owner's {step}, held {hold:?}")
             }
@@ -1231,6 +1233,8 @@ mod tests {
             Fault::LeaderMove { .. } => profile.leader_move > 0,
             Fault::LaggingFailover { .. } => profile.lagging_failover > 0,
             Fault::AbortableCommits { .. } => profile.abortable_commits > 0,
+            Fault::ZombieWake { .. } => profile.zombie_wakes > 0,
+            Fault::FailingPageCommits { .. } => profile.failing_page_commits > 0,
         }
     }
 
@@ -1253,8 +1257,6 @@ mod tests {
         assert_eq!(kept, drawn.faults.iter().collect::<Vec<_>>());
         for name in FaultProfile::PRESETS {
             assert_eq!(FaultProfile::named(name).expect("a preset").abortable_commits, 0, "{name}");
-            Fault::ZombieWake { .. } => profile.zombie_wakes > 0,
-            Fault::FailingPageCommits { .. } => profile.failing_page_commits > 0,
         }
     }
 
