@@ -1069,8 +1069,7 @@ pub async fn restart_reuses_local_state(h: &Harness) {
         async move {
             let probe = Arc::new(Probe::default());
             let running = h.start_on(&app, "pod-0", counter(&input, &output), probe.clone(), Some(stores));
-            let records: Vec<(Option<i32>, &str, Option<&[u8]>)> =
-                keys.iter().map(|k| (Some(0), *k, Some(b"{}".as_slice()))).collect();
+            let records: Vec<Seed<'_>> = keys.iter().map(|k| (Some(0), *k, Some(b"{}".as_slice()))).collect();
             h.produce(&input, &records).await;
             let outputs = h.read_until(&output, |r| r.len() >= want).await;
             running.stop().await.unwrap();
