@@ -38,7 +38,11 @@ pub(crate) fn repr(s: &str) -> String {
                 out.push('\\');
                 out.push(c);
             }
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
+            // Python escapes every non-printable character; below U+0100 those are the C0 and
+            // C1 controls, DEL, NBSP and the soft hyphen (above, this prints them as they are).
+            c if (c as u32) < 0x20 || (0x7f..=0xa0).contains(&(c as u32)) || c == '\u{ad}' => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
             c => out.push(c),
         }
     }
@@ -264,5 +268,8 @@ mod tests {
         assert_eq!(repr("a"), "'a'");
         assert_eq!(repr("it's"), "\"it's\"");
         assert_eq!(repr("a\nb\\"), "'a\\nb\\\\'");
+        // C1 controls, NBSP and the soft hyphen escape too, as in Python; Latin-1 letters do not.
+        assert_eq!(repr("a\u{85}b\u{7f}"), "'a\\x85b\\x7f'");
+        assert_eq!(repr("\u{a0}\u{ad}\u{e9}"), "'\\xa0\\xad\u{e9}'");
     }
 }

@@ -27,7 +27,9 @@ pub(crate) fn repr(s: &str) -> String {
                 out.push('\\');
                 out.push(c);
             }
-            c if (c as u32) < 0x20 || (0x7f..0xa0).contains(&(c as u32)) => {
+            // Python escapes every non-printable character; below U+0100 those are the C0 and
+            // C1 controls, DEL, NBSP and the soft hyphen (above, this prints them as they are).
+            c if (c as u32) < 0x20 || (0x7f..=0xa0).contains(&(c as u32)) || c == '\u{ad}' => {
                 let _ = write!(out, "\\x{:02x}", c as u32);
             }
             c => out.push(c),
