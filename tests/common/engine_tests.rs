@@ -133,6 +133,8 @@ macro_rules! engine_tests {
             common::restore_replays_the_changelog(&$harness("itrst")).await;
         }
 
+        // RocksDB stores exist natively only (the simulation's disk is sim/src/harness/disk.rs).
+        #[cfg(not(madsim))]
         #[tokio::test($($($runtime)+)?)]
         async fn sto_05_a_restart_reuses_local_state() {
             common::restart_reuses_local_state(&$harness("sto05reuse")).await;

@@ -1057,6 +1057,7 @@ pub async fn restore_replays_the_changelog(h: &Harness) {
 /// clean stop: the restore reads only the changelog's tail (nothing: the copy is current), and
 /// the counts continue. A start on another directory restores the changelog in full; a copy
 /// written for another partition count is discarded.
+#[cfg(not(madsim))]
 pub async fn restart_reuses_local_state(h: &Harness) {
     let input = h.topic("input", 1, false).await;
     let output = h.topic("output", 1, false).await;

@@ -291,8 +291,8 @@ impl Directions {
     /// Starts a zombie-wake episode on the first of `candidates` (name, node, view) that runs
     /// tasks or holds tokens, waiting for one and for the episode before to end (until the faults
     /// stop): frozen at its next
-    /// transactional write (or within [`ARMED_MAX`] anyway), woken at the next owner's `step`
-    /// with that step's request held for `hold` (or after [`FROZEN_MAX`]).
+    /// transactional write (or within `ARMED_MAX` anyway), woken at the next owner's `step`
+    /// with that step's request held for `hold` (or after `FROZEN_MAX`).
     pub fn zombie(&self, candidates: Vec<(String, NodeId, Arc<ReplicaView>)>, step: HandoverStep, hold: Duration) {
         let this = self.clone();
         tokio::spawn(async move {
