@@ -231,12 +231,13 @@ fn assert_replays_the_shrunk_schedule(failure: &flechtwerk_sim::chaos::Failure) 
 #[test]
 fn a_stage_keeping_its_sum_in_memory_is_caught_and_shrunk() {
     // Over seeds 0..40 (without shrinking) the oracle catches this bug in 22 (55 %); it was 29
-    // (72.5 %) before the task start of 2026-12-01 shifted the schedules' timing. At least a
-    // third of 12 seeds: a broken oracle catches none.
-    let (caught, largest, examples) = caught(in_memory_sum, 0..12);
-    assert!(caught >= 4, "the oracle caught the in-memory sum in only {caught} of 12 seeds");
+    // (72.5 %) before the task start of 2026-12-01 shifted the schedules' timing. Since tasks
+    // reuse their local state (2026-12-07) restarts are quicker and fewer seeds catch it (3 of
+    // seeds 0..11). At least a fifth of 20 seeds: a broken oracle catches none.
+    let (caught, largest, examples) = caught(in_memory_sum, 0..20);
+    assert!(caught >= 4, "the oracle caught the in-memory sum in only {caught} of 20 seeds");
     assert!(largest <= 5, "a shrunk schedule kept {largest} faults:\n{}", examples.join("\n\n"));
-    eprintln!("in-memory sum: caught in {caught} of 12 seeds; e.g.\n{}", examples[0]);
+    eprintln!("in-memory sum: caught in {caught} of 20 seeds; e.g.\n{}", examples[0]);
 }
 
 #[test]
