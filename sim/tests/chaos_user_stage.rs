@@ -232,8 +232,8 @@ fn assert_replays_the_shrunk_schedule(failure: &flechtwerk_sim::chaos::Failure) 
 fn a_stage_keeping_its_sum_in_memory_is_caught_and_shrunk() {
     // Over seeds 0..40 (without shrinking) the oracle catches this bug in 22 (55 %); it was 29
     // (72.5 %) before the task start of 2026-12-01 shifted the schedules' timing. Since tasks
-    // reuse their local state (2026-12-07) restarts are quicker and fewer seeds catch it (3 of
-    // seeds 0..11). At least a fifth of 20 seeds: a broken oracle catches none.
+    // reuse their local state (2026-12-07) fewer seeds catch it (3 of seeds 0..11, 8 of 0..19;
+    // why, not yet studied). At least a fifth of 20 seeds: a broken oracle catches none.
     let (caught, largest, examples) = caught(in_memory_sum, 0..20);
     assert!(caught >= 4, "the oracle caught the in-memory sum in only {caught} of 20 seeds");
     assert!(largest <= 5, "a shrunk schedule kept {largest} faults:\n{}", examples.join("\n\n"));
