@@ -146,22 +146,7 @@ fn sec_02_10_python_reads_what_rust_writes() {
     cases.insert("protected".to_owned(), Value::List(protected));
     cases.insert("tokens".to_owned(), Value::List(tokens));
     cases.insert("signatures".to_owned(), Value::List(signatures));
-    let dir = std::env::temp_dir().join(format!("flechtwerk-secrets-python-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("cases.json");
-    std::fs::write(&path, json::to_canonical_bytes(&Value::Object(cases)).unwrap()).unwrap();
-    let out = Command::new(python_ref())
-        .arg(repo().join("tests/python/secrets_read.py"))
-        .arg(&path)
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("run the Python reader");
-    std::fs::remove_dir_all(&dir).unwrap();
-    assert!(out.status.success(), "the Python reader failed");
-    let answers = match json::parse(&String::from_utf8(out.stdout).unwrap()).unwrap() {
-        Value::Object(map) => map,
-        _ => panic!(),
-    };
+    let answers = python_answers("flechtwerk-secrets-python", "tests/python/secrets_read.py", cases);
     let list = |name: &str| match &answers[name] {
         Value::List(items) => items.clone(),
         _ => panic!(),
@@ -296,22 +281,7 @@ fn sec_10_14_python_codecs_read_what_ours_write() {
                 .collect(),
         ),
     );
-    let dir = std::env::temp_dir().join(format!("flechtwerk-secrets-codec-python-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("cases.json");
-    std::fs::write(&path, json::to_canonical_bytes(&Value::Object(cases)).unwrap()).unwrap();
-    let out = Command::new(python_ref())
-        .arg(repo().join("tests/python/secrets_codec_read.py"))
-        .arg(&path)
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("run the Python reader");
-    std::fs::remove_dir_all(&dir).unwrap();
-    assert!(out.status.success(), "the Python reader failed");
-    let answers = match json::parse(&String::from_utf8(out.stdout).unwrap()).unwrap() {
-        Value::Object(map) => map,
-        _ => panic!(),
-    };
+    let answers = python_answers("flechtwerk-secrets-codec-python", "tests/python/secrets_codec_read.py", cases);
     let decrypted = |scope: &str, kid: &str| parsed(&format!(r#"["secret_decrypted", "{scope}", "{kid}"]"#));
     for (name, codec, _, expected) in &fields {
         let answer = obj(&answers[*name]);
@@ -337,4 +307,25 @@ fn sec_10_14_python_codecs_read_what_ours_write() {
     let recipient = obj(&answers["e_recipient"]);
     assert_eq!(recipient["events"], Value::List(vec![decrypted("api_key", "test-recipient")]));
     println!("python reads rust: {} fields of a record our codecs wrote", fields.len());
+}
+
+/// Writes `cases` to a scratch directory named after `tag`, runs the Python `script` of this
+/// repository on it with the reference venv, and returns the JSON object it printed.
+fn python_answers(tag: &str, script: &str, cases: Map) -> Map {
+    let dir = std::env::temp_dir().join(format!("{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("cases.json");
+    std::fs::write(&path, json::to_canonical_bytes(&Value::Object(cases)).unwrap()).unwrap();
+    let out = Command::new(python_ref())
+        .arg(repo().join(script))
+        .arg(&path)
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("run the Python reader");
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(out.status.success(), "the Python reader failed");
+    match json::parse(&String::from_utf8(out.stdout).unwrap()).unwrap() {
+        Value::Object(map) => map,
+        _ => panic!("the Python reader printed no JSON object"),
+    }
 }
