@@ -116,23 +116,24 @@ impl<'a> Txn<'a> {
         std::mem::take(&mut self.changelog_ends)
     }
 
-    /// Awaits every pending delivery (both kinds, after one flush, as [`deliver`] does),
-    /// recording the changelog's offsets.
+    /// Sends every pending record at once and awaits every delivery, recording the tracked
+    /// topic's offsets. At once, not after the client's batching delay (librdkafka's
+    /// `linger.ms`, 5 ms by default, which every commit used to wait out): the writes are
+    /// complete, and the commit waits for their deliveries anyway.
     async fn deliver_all(&mut self) -> Result<(), Error> {
+        let deliveries = std::mem::take(&mut self.deliveries);
         let changelog = std::mem::take(&mut self.changelog);
-        let mut deliveries = std::mem::take(&mut self.deliveries);
-        if changelog.is_empty() {
-            return deliver(self.producer, deliveries).await;
+        if deliveries.is_empty() && changelog.is_empty() {
+            return Ok(());
         }
-        let tracked = deliveries.len();
-        deliveries.extend(changelog);
         self.producer.flush().await?;
-        for (n, delivery) in deliveries.into_iter().enumerate() {
+        for delivery in deliveries {
+            delivery.await?;
+        }
+        for delivery in changelog {
             let delivered = delivery.await?;
-            if n >= tracked {
-                let end = self.changelog_ends.entry(delivered.partition).or_insert(0);
-                *end = (*end).max(delivered.offset + 1);
-            }
+            let end = self.changelog_ends.entry(delivered.partition).or_insert(0);
+            *end = (*end).max(delivered.offset + 1);
         }
         Ok(())
     }
@@ -188,20 +189,6 @@ impl<'a> Txn<'a> {
         }
         result
     }
-}
-
-/// Sends `deliveries`' records at once and awaits every one of them. At once, not after the
-/// client's batching delay (librdkafka's `linger.ms`, 5 ms by default, which every commit used
-/// to wait out): the writes are complete, and the commit waits for their deliveries anyway.
-async fn deliver(producer: &dyn Producer, deliveries: Vec<DeliveryFuture>) -> Result<(), Error> {
-    if deliveries.is_empty() {
-        return Ok(());
-    }
-    producer.flush().await?;
-    for delivery in deliveries {
-        delivery.await?;
-    }
-    Ok(())
 }
 
 /// Aborts the open transaction of `producer`, if any, within [`ABORT_TIMEOUT`]; `cause` is why
