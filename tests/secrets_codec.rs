@@ -108,9 +108,10 @@ proptest! {
     ) {
         let keyring = keyring();
         let date = Date::from_num_days_from_ce_opt(days as i32 + 1).unwrap();
-        let inner = Record::new().with(&E_STR, s.clone());
         with_keyring(&keyring, || -> Result<(), TestCaseError> {
-            let inner = inner.unwrap();
+            // Built under the scoped keyring: outside it, writing a secret field needs the
+            // process keyring, which only sec_04 installs (and only once it has run).
+            let inner = Record::new().with(&E_STR, s.clone()).unwrap();
             let written = Config::new()
                 .with(&E_STR, s.clone()).unwrap()
                 .with(&E_INT, n).unwrap()
