@@ -67,6 +67,11 @@ const STOP_MAX: Duration = Duration::from_secs(40);
 const START_MARKER: &str = "--- nemesis: replica started ---";
 /// The line a replica prints when a stop ended, before the milliseconds it took.
 const STOPPED_IN: &str = "REPLICA STOPPED after ms=";
+/// The line a replica prints once its SIGTERM handler is in place: a SIGTERM before it would
+/// kill the process as the default action does, which says nothing about the engine's stop.
+const READY: &str = "REPLICA READY for SIGTERM";
+/// How long a started replica may take to say [`READY`] (a process start and a runtime).
+const READY_MAX: Duration = Duration::from_secs(15);
 
 const SEQ: Attribute<i64> = Attribute::new("seq", &INT);
 const CURSOR: Attribute<i64> = Attribute::new("cursor", &INT);
@@ -142,6 +147,10 @@ impl Extractor for Pager {
 fn replica(role: &str, prefix: &str, client: &str) {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     let code = runtime.block_on(async {
+        // The handler first, before anything that can take time; the fleet sends SIGTERM only
+        // once the replica says it is in place.
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM");
+        eprintln!("{READY}");
         // The engine's own account (tasks and tokens taken, aborts, closes given up) by
         // default: a replica that misbehaves is read from its log afterwards.
         let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -169,7 +178,6 @@ fn replica(role: &str, prefix: &str, client: &str) {
             _ => builder.application_id(&n.extractor_app).build(Pager { feeds: n.feeds, items: n.items }),
         }
         .expect("valid settings");
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM");
         let signalled = Arc::new(std::sync::OnceLock::new());
         let stopped = {
             let signalled = Arc::clone(&signalled);
@@ -420,11 +428,26 @@ impl Fleet {
         replica.restart_at = Some(Instant::now() + down);
     }
 
-    /// SIGTERM: a clean stop, then a restart at once ([`Fleet::tend`] sees it through).
+    /// SIGTERM: a clean stop, then a restart at once ([`Fleet::tend`] sees it through). A
+    /// replica that has not yet said [`READY`] (just restarted) is waited for, up to
+    /// [`READY_MAX`] from now; one that never says it is a failure, and is not signalled.
     fn stop(&mut self, key: (Stage, usize)) {
         let replica = self.replicas.get_mut(&key).expect("a replica");
         if replica.child.is_none() || replica.stopping.is_some() {
             return;
+        }
+        let deadline = Instant::now() + READY_MAX;
+        while !is_ready(&replica.log) {
+            if replica.child.as_mut().is_some_and(|c| c.try_wait().ok().flatten().is_some()) {
+                // Ended before it was ready: `tend` reads its last words.
+                return;
+            }
+            if Instant::now() >= deadline {
+                let failure = format!("{} did not install its SIGTERM handler within {READY_MAX:?}", replica.client);
+                self.failures.push(failure);
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
         }
         replica.stopping = Some(Instant::now());
         self.signal(key, "-TERM");
@@ -515,7 +538,12 @@ impl Fleet {
     }
 }
 
-/// The line a failed replica printed about its end (else its last line).
+/// Whether the replica's current start has said [`READY`].
+fn is_ready(log: &Path) -> bool {
+    let Ok(text) = std::fs::read_to_string(log) else { return false };
+    text.rsplit(START_MARKER).next().is_some_and(|last| last.lines().any(|l| l == READY))
+}
+
 /// How long the last stop took, as the replica measured it (SIGTERM to `run_until`'s end).
 fn stopped_in(log: &Path) -> Option<Duration> {
     let text = std::fs::read_to_string(log).ok()?;
@@ -524,6 +552,7 @@ fn stopped_in(log: &Path) -> Option<Duration> {
     ms.trim().parse().ok().map(Duration::from_millis)
 }
 
+/// The line a failed replica printed about its end (else its last line).
 fn last_words(log: &Path) -> String {
     let Ok(file) = std::fs::File::open(log) else { return "(no log)".into() };
     let mut lines: Vec<String> = BufReader::new(file).lines().map_while(Result::ok).collect();

@@ -17,13 +17,13 @@ use crate::{bootstrap, hex, repo, I, INPUTS, KEYS, SEEN};
 /// are `{"i": k + (j-1)·KEYS, "seen": j}` for j = 1..n, n = the key's input count. Returns the
 /// violations (at most a few per kind) and the final count per key.
 pub(crate) fn check_counter_outputs(outputs: &[RawRecord]) -> (Vec<String>, BTreeMap<String, i64>) {
-    let mut per_key: BTreeMap<String, Vec<(i32, i64, i64)>> = BTreeMap::new();
+    let mut per_key: BTreeMap<String, Vec<(i32, i64, i64, i64)>> = BTreeMap::new();
     let mut violations = Vec::new();
     for r in outputs {
         let key = String::from_utf8_lossy(r.key.as_deref().unwrap_or_default()).into_owned();
         match wire::decode_value(r.value.as_deref()).map(Event::wrap) {
             Ok(v) => match (v.get(&SEEN), v.get(&I)) {
-                (Ok(Some(seen)), Ok(Some(i))) => per_key.entry(key).or_default().push((r.partition, seen, i)),
+                (Ok(Some(seen)), Ok(Some(i))) => per_key.entry(key).or_default().push((r.partition, seen, i, r.offset)),
                 other => violations.push(format!("output {key}@{}/{}: no seen/i: {other:?}", r.partition, r.offset)),
             },
             Err(e) => violations.push(format!("output {key}@{}/{}: {e}", r.partition, r.offset)),
@@ -42,7 +42,23 @@ pub(crate) fn check_counter_outputs(outputs: &[RawRecord]) -> (Vec<String>, BTre
         let actual: Vec<(i64, i64)> = got.iter().map(|g| (g.1, g.2)).collect();
         if actual != expected {
             let seen: Vec<i64> = actual.iter().map(|a| a.0).collect();
-            violations.push(format!("{key}: {} outputs for {n} inputs, seen = {}", actual.len(), abbreviate(&seen)));
+            // Where it first goes wrong: the output's place and input tie it to a handover.
+            let first =
+                actual.iter().zip(&expected).position(|(a, e)| a != e).unwrap_or(expected.len().min(actual.len()));
+            let at = match (got.get(first), expected.get(first)) {
+                (Some(&(partition, seen, i, offset)), Some(&(_, want))) => {
+                    format!("; first off at output {partition}/{offset} (seen {seen}, i {i}; i {want} expected)")
+                }
+                (Some(&(partition, seen, i, offset)), None) => {
+                    format!("; an extra output at {partition}/{offset} (seen {seen}, i {i})")
+                }
+                _ => String::new(),
+            };
+            violations.push(format!(
+                "{key}: {} outputs for {n} inputs, seen = {}{at}",
+                actual.len(),
+                abbreviate(&seen)
+            ));
         }
         finals.insert(key, n);
     }
