@@ -352,7 +352,7 @@ fn is_timing(series: &str) -> bool {
 }
 
 /// The counter with a config join and a skipping invalid-message policy.
-fn counter_stage(input: &str, output: &str, configs: &str) -> impl flechtwerk::Transformer {
+fn counter_stage(input: &str, output: &str, configs: &str) -> impl flechtwerk::Transformer + use<> {
     let output = output.to_owned();
     transformer([input]).config_topics([configs]).on_invalid_message(|_| InvalidMessageAction::Skip).transform(
         move |msg, mut state, out| {

@@ -115,7 +115,7 @@ fn stage(
     output: &str,
     seen: Arc<Mutex<Vec<Seen>>>,
     calls: Arc<Mutex<Vec<Hook>>>,
-) -> impl Transformer {
+) -> impl Transformer + use<> {
     let (kind, out) = (kind.to_owned(), output.to_owned());
     transformer([input])
         .on_invalid_message(move |e| {

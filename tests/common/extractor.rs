@@ -173,7 +173,7 @@ pub async fn a_page_used_after_its_failure_is_a_contract_violation(h: &Harness) 
 }
 
 /// The counter poll of IT-EXT-1: one output `{count, key, owner}` then the state, per cycle.
-fn counting(configs: &str, output: &str, owner: &str) -> impl Extractor {
+fn counting(configs: &str, output: &str, owner: &str) -> impl Extractor + use<> {
     let (output, owner) = (output.to_owned(), owner.to_owned());
     extractor([configs]).poll(move |key, _config, mut state| {
         let count = state.get(&COUNT)?.unwrap_or(0) + 1;

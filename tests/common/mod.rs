@@ -412,7 +412,7 @@ pub async fn config_join_and_live_update(h: &Harness) {
 const COUNT: Attribute<i64> = Attribute::new("count", &INT);
 
 /// A counter for IT-LB-3: state `count`, output `{count, key}`.
-fn counter(input: &str, output: &str) -> impl Transformer {
+fn counter(input: &str, output: &str) -> impl Transformer + use<> {
     let output = output.to_owned();
     transformer([input]).transform(move |msg, mut state, o| {
         let count = state.get(&COUNT)?.unwrap_or(0) + 1;
@@ -924,7 +924,7 @@ async fn crash<S: Transformer>(h: &Harness, app: &str, stage: S) -> Error {
     h.start(app, "pod-0", stage, Arc::new(Probe::default())).ended().await.expect_err("the run must fail")
 }
 
-fn forward(input: &str, output: &str) -> impl Transformer {
+fn forward(input: &str, output: &str) -> impl Transformer + use<> {
     let output = output.to_owned();
     transformer([input]).transform(move |msg, _state, o| {
         o.send(Message::new(output.as_str(), msg.key.as_str(), msg.value));

@@ -60,7 +60,7 @@ impl StateStores for Forgetful {
 /// `benches/python/counter_app.py`'s stage in Rust: the key's state gets `seen` += 1 (from 0),
 /// and one output under the same key carries the input value with `seen` added (a tombstone
 /// input: only `seen`).
-fn counter(input: &str, output: &str) -> impl Transformer {
+fn counter(input: &str, output: &str) -> impl Transformer + use<> {
     let output = output.to_owned();
     transformer([input]).transform(move |msg, mut state, out| {
         let seen = state.get(&SEEN)?.unwrap_or(0) + 1;
@@ -74,7 +74,7 @@ fn counter(input: &str, output: &str) -> impl Transformer {
 
 /// `tests/python/migration.py forward` in Rust: every input forwarded under its key (a tombstone
 /// stays one). The `quoted-key` mutant JSON-quotes the key.
-fn forwarder(input: &str, output: &str) -> impl Transformer {
+fn forwarder(input: &str, output: &str) -> impl Transformer + use<> {
     let output = output.to_owned();
     let quoted = mutant() == "quoted-key";
     transformer([input]).transform(move |msg, _state, out| {

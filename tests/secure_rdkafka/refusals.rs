@@ -30,6 +30,36 @@ async fn a_wrong_password_is_refused() {
     nothing_committed(&counter).await;
 }
 
+/// A refused run leaves no blocking librdkafka call behind: the runtime that ran it shuts down
+/// at once. A runtime waits for its blocking threads when it is dropped, and the adapter's
+/// blocking reads used to go on retrying after the refusal for their whole budget (a refused
+/// stage's process then stayed up for a minute after `run()` had returned the error).
+#[test]
+fn a_refused_run_leaves_no_blocking_call_behind() {
+    init_logs();
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    let took = runtime.block_on(async {
+        let counter = prepare("refusedend", 10, 5).await;
+        let (user, _) = credentials("KAFKA_SASL_USER");
+        let wrong = Secret::new(format!("wrong-{}", unique("password")));
+        let kafka: Arc<dyn Kafka> = Arc::new(secure(&user, wrong, SaslMechanism::ScramSha512));
+        let (error, took) = run_refused(&counter, kafka).await;
+        assert_eq!(kafka_error(&error).kind(), KafkaErrorKind::Authentication, "{error}");
+        took
+    });
+    let shutdown = Instant::now();
+    drop(runtime);
+    let shutdown = shutdown.elapsed();
+    println!(
+        "REFUSED run ended after {:.1} s, its runtime shut down in {:.1} s",
+        took.as_secs_f64(),
+        shutdown.as_secs_f64()
+    );
+    // A request of a client that never reached a broker waits 2 s at most before its retry loop
+    // sees the refusal; the budget it used to run out is 60 s.
+    assert!(shutdown < REFUSAL_BOUND / 3, "the runtime took {shutdown:?} to shut down after a refused run");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_untrusted_certificate_is_refused() {
     init_logs();

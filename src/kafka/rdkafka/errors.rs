@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use rdkafka::error::{KafkaError as RdError, RDKafkaErrorCode as Code};
 
-use super::security::{is_authentication_code, is_authorization_code, is_secret_setting};
+use super::security::{is_authentication_code, is_authorization_code, is_secret_setting, refused_here, request_slice};
 use super::REQUEST_TIMEOUT;
 use crate::kafka::{KafkaError, KafkaErrorKind, KafkaResult};
 
@@ -67,7 +67,7 @@ pub(super) fn retry_read_within<T>(
 ) -> KafkaResult<T> {
     let mut retry = Retry::within(budget);
     loop {
-        let timeout = retry.remaining().min(REQUEST_TIMEOUT);
+        let timeout = request_slice(retry.remaining().min(REQUEST_TIMEOUT));
         match attempt(timeout) {
             Ok(value) => return Ok(value),
             Err(error) => std::thread::sleep(retry.after(error, "a read")?),
@@ -103,6 +103,10 @@ impl Retry {
         self.attempts += 1;
         if !error.is_retriable() {
             return Err(error);
+        }
+        if let Some(refused) = refused_here() {
+            // The cluster refused the client meanwhile: no retry can succeed.
+            return Err(refused);
         }
         if Instant::now() + self.backoff >= self.deadline {
             tracing::warn!(%error, attempts = self.attempts, "{what} gave up: its retry budget ran out");

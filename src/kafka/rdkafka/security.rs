@@ -7,6 +7,8 @@ use std::ffi::CStr;
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
 
 use rdkafka::bindings as rdsys;
 use rdkafka::error::RDKafkaErrorCode as Code;
@@ -572,7 +574,7 @@ impl Refusal {
     }
 
     /// Resolves with the refusal once there is one.
-    pub(super) fn wait(&self) -> impl std::future::Future<Output = KafkaError> + Send + 'static {
+    pub(super) fn wait(&self) -> impl std::future::Future<Output = KafkaError> + Send + 'static + use<> {
         let mut receiver = self.slot.subscribe();
         async move {
             loop {
@@ -694,9 +696,13 @@ fn broker_address(message: &str) -> String {
 }
 
 /// Runs a blocking librdkafka call, failing early with the client's refusal if one arrives
-/// first (the call itself goes on on its blocking thread until its own timeout).
+/// first. The call itself watches the refusal too (see [`refused_here`]): its retries stop at
+/// the refusal, and until the client has reached a broker each request waits at most
+/// [`FIRST_CONTACT_SLICE`], so that a refused client's blocking thread ends within about that
+/// long, not after its retry budget (a runtime waits for its blocking threads when it shuts
+/// down: a stage refused by the cluster kept its process alive for a minute).
 pub(super) async fn blocking_unless_refused<T: Send + 'static>(
-    refusal: &Refusal,
+    refusal: &Arc<Refusal>,
     operation: &'static str,
     call: impl FnOnce() -> KafkaResult<T> + Send + 'static,
 ) -> KafkaResult<T> {
@@ -704,15 +710,56 @@ pub(super) async fn blocking_unless_refused<T: Send + 'static>(
         return Err(refused);
     }
     let refused = refusal.wait();
+    let watched = Arc::clone(refusal);
     let result = tokio::select! {
         biased;
-        result = blocking(operation, call) => result,
+        result = blocking(operation, move || watching(watched, call)) => result,
         refused = refused => Err(refused),
     };
     if result.is_ok() {
         refusal.mark_connected();
     }
     result
+}
+
+/// How long one request of a client that has not yet reached a broker may wait inside
+/// [`blocking_unless_refused`] before its retry loop looks at the refusal again.
+pub(super) const FIRST_CONTACT_SLICE: Duration = Duration::from_secs(2);
+
+thread_local! {
+    /// The refusal the blocking call on this thread watches ([`blocking_unless_refused`]).
+    static WATCHED: std::cell::RefCell<Option<Arc<Refusal>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `call` with `refusal` watched on this thread.
+fn watching<T>(refusal: Arc<Refusal>, call: impl FnOnce() -> KafkaResult<T>) -> KafkaResult<T> {
+    struct Unwatch;
+    impl Drop for Unwatch {
+        fn drop(&mut self) {
+            WATCHED.with(|w| w.borrow_mut().take());
+        }
+    }
+    WATCHED.with(|w| *w.borrow_mut() = Some(refusal));
+    let _unwatch = Unwatch;
+    call()
+}
+
+/// For the retry loops of blocking calls: the refusal of the client whose call runs on this
+/// thread, if the cluster refused it.
+pub(super) fn refused_here() -> Option<KafkaError> {
+    WATCHED.with(|w| w.borrow().as_ref().and_then(|r| r.get()))
+}
+
+/// For the retry loops of blocking calls: how long one request may wait, `timeout` at most; a
+/// client watched for a refusal that has not yet reached a broker waits at most
+/// [`FIRST_CONTACT_SLICE`].
+pub(super) fn request_slice(timeout: Duration) -> Duration {
+    let first_contact = WATCHED.with(|w| w.borrow().as_ref().is_some_and(|r| !r.connected.load(Ordering::Relaxed)));
+    if first_contact {
+        timeout.min(FIRST_CONTACT_SLICE)
+    } else {
+        timeout
+    }
 }
 
 #[cfg(test)]
