@@ -475,6 +475,8 @@ impl Fleet {
                 }
                 let failure = match (exited, replica.stopping) {
                     (None, Some(since)) if since.elapsed() > STOP_MAX => {
+                        // Why it hangs, before the kill: every thread's stack, into its log.
+                        dump_stacks(child.id(), &replica.log);
                         let _ = child.kill();
                         let _ = child.wait();
                         match stopped_in(&replica.log) {
@@ -535,6 +537,24 @@ impl Fleet {
                 let _ = child.wait();
             }
         }
+    }
+}
+
+/// Appends every thread's stack of process `pid` to `log`, through gdb if the machine has it
+/// (a replica that does not stop: which call holds its threads). Bounded to 60 s.
+fn dump_stacks(pid: u32, log: &Path) {
+    let Ok(file) = std::fs::OpenOptions::new().append(true).open(log) else { return };
+    let Ok(err) = file.try_clone() else { return };
+    let spawned = Command::new("timeout")
+        .args(["60", "gdb", "-p", &pid.to_string(), "-batch", "-ex", "thread apply all bt 40"])
+        .stdin(Stdio::null())
+        .stdout(file)
+        .stderr(err)
+        .status();
+    match spawned {
+        Ok(status) if status.success() => println!("nemesis: the threads of process {pid} are in {}", log.display()),
+        Ok(status) => println!("nemesis: no stacks of process {pid} (gdb: {status})"),
+        Err(e) => println!("nemesis: no stacks of process {pid} ({e})"),
     }
 }
 
