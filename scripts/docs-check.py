@@ -169,6 +169,9 @@ def browser(site, chromium, shots):
 
     def visit(url, name):
         dom = run(url, "--dump-dom")
+        if name is None:
+            print(f"browser: {url}")
+            return parse(dom), dom
         shot = shots / f"{name}.png"
         run(url, f"--screenshot={shot}")
         if not shot.is_file() or shot.stat().st_size < 10_000:
@@ -195,11 +198,24 @@ def browser(site, chromium, shots):
                 ok = False
         query = "fencing"
         _, dom = visit(urllib.parse.urljoin(base, f"index.html?search={query}"), "5-search")
-        results = re.search(r'id="searchresults"[^>]*>(.*?)</ul>', dom, re.S)
-        hits = re.findall(r"<li", results.group(1)) if results else []
-        print(f"browser: search for {query!r}: {len(hits)} results")
+        # mdBook 0.5 prefixes its element ids with `mdbook-`; 0.4 did not.
+        results = re.search(r'id="(?:mdbook-)?searchresults"[^>]*>(.*?)</ul>', dom, re.S)
+        hits = re.findall(r'<li><a href="([^"]+)"[^>]*>(.*?)</a>', results.group(1)) if results else []
+        print(f"browser: search for {query!r}: {len(hits)} results, the first {hits[0][1]!r}" if hits
+              else f"browser: search for {query!r}: no results")
         if not hits:
             ok = False
+        else:
+            # The first result, followed: its page and its anchor exist (the links check saw the
+            # site's own links; a result's link is made by the search script).
+            # Its DOM only: headless Chromium's screenshot of a page scrolled to an anchor comes out
+            # blank.
+            href = hits[0][0]
+            page, _ = visit(urllib.parse.urljoin(base, href), None)
+            anchor = urllib.parse.urlsplit(href).fragment
+            if anchor and anchor not in page.ids:
+                print(f"browser: the search result {href} has no anchor #{anchor}")
+                ok = False
     finally:
         server.shutdown()
     return ok
