@@ -16,6 +16,10 @@
 //! runs the application until it is killed (the kill -9 test starts it that way, over and over).
 //! Configuration comes from the command line here: the library itself reads none.
 //!
+//! The stage is `counter` below; the simulator's `counter` scenario runs a copy of it
+//! (`flechtwerk_sim::stages::counter`) under seeded faults. Only the in-process cluster
+//! (`--bootstrap` absent) comes from the simulator crate.
+//!
 //! `--metrics ADDR` (feature `prometheus`) serves every `flechtwerk_*` metric at
 //! `http://ADDR/metrics` while the application runs, labelled `app=<--app>` and
 //! `pod=<--client>`; `--linger SECONDS` keeps it running that long after the last count is out,
@@ -31,10 +35,68 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use flechtwerk::attribute::{Attribute, INT, STR};
 use flechtwerk::kafka::{Kafka, NewTopic, ProducerConfig, ProducerRecord};
+use flechtwerk::stage::{transformer, FnTransformer};
 use flechtwerk::testing::read_topic;
-use flechtwerk::{Flechtwerk, FlechtwerkBuilder};
-use flechtwerk_sim::stages::{check_counts, counter};
+use flechtwerk::wire::{self, RawRecord};
+use flechtwerk::{Event, Flechtwerk, FlechtwerkBuilder, Message};
+
+/// The count, in the key's state and in each output value.
+const COUNT: Attribute<i64> = Attribute::new("count", &INT);
+/// The input key, repeated in the output value.
+const KEY: Attribute<String> = Attribute::new("key", &STR);
+/// The config join: the `label` of the key's config, when it has one.
+const LABEL: Attribute<String> = Attribute::optional("label", &STR);
+
+/// The stage: for every input on `input`, add one to the key's count (its state), and send
+/// `{"count": n, "key": k, "label": <the key's config label or null>}` to `output`. The count,
+/// the output and the consumed offset commit in one Kafka transaction, so a crash or a
+/// rebalance never loses or repeats a count.
+fn counter(input: &str, output: &str, configs: Option<&str>) -> FnTransformer {
+    let output = output.to_owned();
+    let builder = transformer([input]);
+    let builder = match configs {
+        Some(topic) => builder.config_topics([topic]),
+        None => builder,
+    };
+    builder.transform(move |msg, mut state, out| {
+        let count = state.get(&COUNT)?.unwrap_or(0) + 1;
+        state.set(&COUNT, count)?;
+        let label = out.configs().get(&msg.key)?.and_then(|c| c.get(&LABEL).ok().flatten());
+        let value = Event::new().with(&COUNT, count)?.with(&KEY, msg.key.clone())?.with(&LABEL, label)?;
+        out.send(Message::new(output.as_str(), msg.key.as_str(), value));
+        out.set_state(state);
+        Ok(())
+    })
+}
+
+/// Exactly once, checked: per key the committed counts are 1, 2, ..., n in order, n the number of
+/// inputs of the key. Returns the violations and the final count per key.
+fn check_counts(inputs_per_key: &BTreeMap<String, i64>, outputs: &[RawRecord]) -> (Vec<String>, BTreeMap<String, i64>) {
+    let mut seen: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+    let mut violations = Vec::new();
+    for record in outputs {
+        let key = String::from_utf8_lossy(record.key.as_deref().unwrap_or_default()).into_owned();
+        match wire::decode_value(record.value.as_deref()).map(Event::wrap) {
+            Ok(value) => match value.get(&COUNT) {
+                Ok(Some(count)) => seen.entry(key).or_default().push(count),
+                other => violations.push(format!("output {record:?} has no count: {other:?}")),
+            },
+            Err(e) => violations.push(format!("output of key {key:?} does not decode: {e}")),
+        }
+    }
+    for (key, n) in inputs_per_key {
+        let counts = seen.remove(key).unwrap_or_default();
+        if counts != (1..=*n).collect::<Vec<_>>() {
+            violations.push(format!("key {key:?}: counts {counts:?} for {n} inputs"));
+        }
+    }
+    for (key, counts) in seen {
+        violations.push(format!("outputs for key {key:?} that was never input: {counts:?}"));
+    }
+    (violations, inputs_per_key.clone())
+}
 
 struct Args {
     bootstrap: Option<String>,
