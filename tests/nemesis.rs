@@ -90,6 +90,25 @@ fn kafka() -> Arc<dyn Kafka> {
     Arc::new(RdKafka::new(env("KAFKA_CLUSTER_BOOTSTRAP")))
 }
 
+/// A stage's replicas connect through their own lane of proxies when the cluster has them (see
+/// [`Lanes`]); the feeder and the setup through lane 0 (`KAFKA_CLUSTER_BOOTSTRAP`).
+fn stage_kafka(stage: Stage) -> Arc<dyn Kafka> {
+    let lane = std::env::var(format!("KAFKA_CLUSTER_BOOTSTRAP_LANE{}", stage.lane())).unwrap_or_default();
+    if lane.is_empty() {
+        kafka()
+    } else {
+        Arc::new(RdKafka::new(lane))
+    }
+}
+
+/// The checker reads past the proxies when it can: what it sees must not depend on a toxic.
+fn checker_bootstrap() -> String {
+    std::env::var("KAFKA_CLUSTER_DIRECT_BOOTSTRAP")
+        .ok()
+        .filter(|b| !b.is_empty())
+        .unwrap_or_else(|| env("KAFKA_CLUSTER_BOOTSTRAP"))
+}
+
 struct Names {
     input: String,
     output: String,
@@ -160,7 +179,7 @@ fn replica(role: &str, prefix: &str, client: &str) {
         let n = names(prefix);
         let builder = Flechtwerk::builder()
             .client_id(client)
-            .kafka(kafka())
+            .kafka(stage_kafka(if role == "--counter" { Stage::Counter } else { Stage::Extractor }))
             .session_timeout(Duration::from_secs(6))
             .poll_interval(Duration::from_millis(1000 / FEED_RATE as u64 * PAGE_ITEMS as u64));
         let app = match role {
@@ -251,6 +270,14 @@ enum Fault {
     Rolling {
         stage: Stage,
     },
+    /// A network fault through Toxiproxy on one broker's proxies, for `lasting`; counts as a
+    /// broker fault (never two brokers at once). Only with `--toxiproxy`'s proxies.
+    Net {
+        broker: u32,
+        lanes: Lanes,
+        toxic: Toxic,
+        lasting: Duration,
+    },
 }
 
 /// What the nemesis does later.
@@ -261,6 +288,8 @@ enum Action {
     Stop((Stage, usize)),
     /// Every replica of a stage killed and restarted at once.
     Restart(Stage),
+    /// Toxiproxy requests that heal a network fault.
+    Heal(Vec<Request>),
 }
 
 /// Between the replicas of a rolling restart.
@@ -270,6 +299,199 @@ const ROLLING_STEP: Duration = Duration::from_secs(10);
 enum Stage {
     Counter,
     Extractor,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Network faults through Toxiproxy (`scripts/kafka start --brokers 3 --toxiproxy`).
+//
+// Every client connection to a broker passes a proxy; each broker has one proxy per client
+// *lane* (its own listener, advertised as that proxy): lane 0 is the feeder's and the setup's,
+// lane 1 the counter's replicas', lane 2 the extractor's. A fault on one lane cuts, delays or
+// resets the connections of one stage to one broker while the others still reach it; on every
+// lane, all clients'. Inter-broker replication and the controller are never faulted, and the
+// checker reads past the proxies.
+
+impl Stage {
+    fn lane(self) -> u32 {
+        match self {
+            Stage::Counter => 1,
+            Stage::Extractor => 2,
+        }
+    }
+}
+
+/// Whose connections to the broker a network fault hits.
+#[derive(Clone, Copy, Debug)]
+enum Lanes {
+    /// Every client's (every lane's proxy of the broker).
+    All,
+    /// One stage's replicas' only.
+    Stage(Stage),
+}
+
+impl Lanes {
+    fn proxies(self, broker: u32) -> Vec<String> {
+        let lanes = match self {
+            Lanes::All => vec![0, Stage::Counter.lane(), Stage::Extractor.lane()],
+            Lanes::Stage(stage) => vec![stage.lane()],
+        };
+        lanes.into_iter().map(|lane| format!("lane{lane}-broker{broker}")).collect()
+    }
+}
+
+/// What a network fault does to the connections through a proxy.
+#[derive(Clone, Copy, Debug)]
+enum Toxic {
+    /// The proxy disabled: its connections closed, new ones refused.
+    Cut,
+    /// Nothing passes (Toxiproxy's `timeout` toxic, 0: the bytes are dropped, the connections
+    /// stay open), as a partition that TCP does not notice. Healed by closing the connections
+    /// (proxy disabled, toxic removed, enabled): dropped bytes would corrupt the stream.
+    Blackhole,
+    /// Each chunk delayed by `ms` ± `jitter_ms` (`latency`).
+    Latency { ms: u64, jitter_ms: u64, upstream: bool },
+    /// At most `kb_per_s` KB/s (`bandwidth`).
+    Bandwidth { kb_per_s: u64, upstream: bool },
+    /// Every connection reset (RST) `after_ms` after its first data (`reset_peer`).
+    ResetPeer { after_ms: u64 },
+    /// Every connection closed once `bytes` passed in one direction (`limit_data`): requests or
+    /// answers cut off in the middle.
+    LimitData { bytes: u64, upstream: bool },
+}
+
+impl Toxic {
+    fn name(self) -> &'static str {
+        match self {
+            Toxic::Cut => "net: connections cut",
+            Toxic::Blackhole => "net: blackhole",
+            Toxic::Latency { .. } => "net: latency",
+            Toxic::Bandwidth { .. } => "net: bandwidth",
+            Toxic::ResetPeer { .. } => "net: reset_peer",
+            Toxic::LimitData { .. } => "net: limit_data",
+        }
+    }
+
+    fn draw(rng: &mut Rng) -> (Toxic, Duration) {
+        let upstream = rng.below(2) == 0;
+        match rng.below(6) {
+            0 => (Toxic::Cut, rng.secs(3, 15)),
+            1 => (Toxic::Blackhole, rng.secs(3, 15)),
+            2 => (Toxic::Latency { ms: 50 + rng.below(1950), jitter_ms: rng.below(200), upstream }, rng.secs(10, 30)),
+            3 => (Toxic::Bandwidth { kb_per_s: 4 + rng.below(124), upstream }, rng.secs(10, 30)),
+            4 => (Toxic::ResetPeer { after_ms: rng.below(3000) }, rng.secs(3, 12)),
+            _ => (Toxic::LimitData { bytes: 100 + rng.below(50_000), upstream }, rng.secs(3, 12)),
+        }
+    }
+
+    /// Toxiproxy's toxic: (type, stream, attributes as JSON).
+    fn toxic(self) -> Option<(&'static str, &'static str, String)> {
+        let stream = |upstream: bool| if upstream { "upstream" } else { "downstream" };
+        Some(match self {
+            Toxic::Cut => return None,
+            Toxic::Blackhole => ("timeout", "upstream", r#"{"timeout":0}"#.to_owned()),
+            Toxic::Latency { ms, jitter_ms, upstream } => {
+                ("latency", stream(upstream), format!(r#"{{"latency":{ms},"jitter":{jitter_ms}}}"#))
+            }
+            Toxic::Bandwidth { kb_per_s, upstream } => {
+                ("bandwidth", stream(upstream), format!(r#"{{"rate":{kb_per_s}}}"#))
+            }
+            Toxic::ResetPeer { after_ms } => ("reset_peer", "upstream", format!(r#"{{"timeout":{after_ms}}}"#)),
+            Toxic::LimitData { bytes, upstream } => ("limit_data", stream(upstream), format!(r#"{{"bytes":{bytes}}}"#)),
+        })
+    }
+
+    /// The requests that start the fault on `proxy`, and those that heal it.
+    fn requests(self, proxy: &str) -> (Vec<Request>, Vec<Request>) {
+        let enable = |on: bool| Request::post(format!("/proxies/{proxy}"), format!(r#"{{"enabled":{on}}}"#));
+        let Some((kind, stream, attributes)) = self.toxic() else {
+            return (vec![enable(false)], vec![enable(true)]);
+        };
+        let add = Request::post(
+            format!("/proxies/{proxy}/toxics"),
+            format!(
+                r#"{{"name":"nemesis","type":"{kind}","stream":"{stream}","toxicity":1.0,"attributes":{attributes}}}"#
+            ),
+        );
+        let remove =
+            Request { method: "DELETE", path: format!("/proxies/{proxy}/toxics/nemesis"), body: String::new() };
+        match self {
+            Toxic::Blackhole => (vec![add], vec![enable(false), remove, enable(true)]),
+            _ => (vec![add], vec![remove]),
+        }
+    }
+}
+
+/// One request to Toxiproxy's HTTP API.
+#[derive(Clone, Debug)]
+struct Request {
+    method: &'static str,
+    path: String,
+    body: String,
+}
+
+impl Request {
+    fn post(path: String, body: String) -> Request {
+        Request { method: "POST", path, body }
+    }
+
+    /// Sends it (HTTP/1.1 over a plain `TcpStream`, one connection each); a failure is printed,
+    /// not fatal: the run's healing resets everything anyway.
+    fn send(&self) -> bool {
+        let url = env("KAFKA_CLUSTER_TOXIPROXY");
+        let address = url.trim_start_matches("http://").trim_end_matches('/').to_owned();
+        let result = (|| -> std::io::Result<String> {
+            let mut stream = std::net::TcpStream::connect(&address)?;
+            stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+            stream.set_write_timeout(Some(Duration::from_secs(10)))?;
+            write!(
+                stream,
+                "{} {} HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
+                self.method,
+                self.path,
+                self.body.len(),
+                self.body
+            )?;
+            let mut answer = String::new();
+            std::io::Read::read_to_string(&mut stream, &mut answer)?;
+            Ok(answer)
+        })();
+        match result {
+            Ok(answer) if answer.split(' ').nth(1).is_some_and(|code| code.starts_with('2')) => true,
+            Ok(answer) => {
+                println!("nemesis: toxiproxy {} {}: {}", self.method, self.path, answer.lines().next().unwrap_or(""));
+                false
+            }
+            Err(error) => {
+                println!("nemesis: toxiproxy {} {}: {error}", self.method, self.path);
+                false
+            }
+        }
+    }
+}
+
+/// Whether the cluster's client connections pass Toxiproxy (`--toxiproxy`): only then does the
+/// schedule draw network faults.
+fn network_faults() -> bool {
+    std::env::var("KAFKA_CLUSTER_TOXIPROXY").is_ok_and(|url| !url.is_empty())
+}
+
+/// Starts a network fault; returns the requests that heal it.
+fn net_fault(broker: u32, lanes: Lanes, toxic: Toxic) -> Vec<Request> {
+    let mut heal = Vec::new();
+    for proxy in lanes.proxies(broker) {
+        let (start, undo) = toxic.requests(&proxy);
+        for request in &start {
+            request.send();
+        }
+        heal.extend(undo);
+    }
+    heal
+}
+
+/// Every proxy enabled, every toxic removed (Toxiproxy's reset). Run after the heals due, so no
+/// blackhole is left to remove this way (see [`Toxic::Blackhole`]).
+fn net_heal_all() {
+    Request::post("/reset".to_owned(), String::new()).send();
 }
 
 struct Rng(u64);
@@ -292,8 +514,10 @@ impl Rng {
 
 /// Faults at random times over `length`, one every 5–12 s; at most one broker faulted at a time
 /// (so the in-sync replicas stay at `min.insync.replicas`), each broker fault long enough for
-/// the controller to fence the broker (9 s) in half the cases.
-fn schedule(seed: u64, length: Duration) -> Vec<(Duration, Fault)> {
+/// the controller to fence the broker (9 s) in half the cases. With `network` (Toxiproxy's
+/// proxies), network faults too, on one broker at a time like the others; without, a seed
+/// draws the schedule it drew before network faults existed.
+fn schedule(seed: u64, length: Duration, network: bool) -> Vec<(Duration, Fault)> {
     let mut rng = Rng(seed.max(1));
     let mut at = Duration::from_secs(5);
     let mut brokers_free = Duration::ZERO;
@@ -302,7 +526,7 @@ fn schedule(seed: u64, length: Duration) -> Vec<(Duration, Fault)> {
         let stage = if rng.below(2) == 0 { Stage::Counter } else { Stage::Extractor };
         let replica = rng.below(REPLICAS as u64) as usize;
         let broker = 1 + rng.below(3) as u32;
-        let fault = match rng.below(10) {
+        let fault = match rng.below(if network { 14 } else { 10 }) {
             0..=1 if at >= brokers_free => {
                 let down = rng.secs(3, 20);
                 brokers_free = at + down + Duration::from_secs(10);
@@ -322,6 +546,16 @@ fn schedule(seed: u64, length: Duration) -> Vec<(Duration, Fault)> {
             5 => Fault::ElectLeaders,
             6..=7 => Fault::KillReplica { stage, replica, down: rng.secs(0, 5) },
             8 => Fault::StopReplica { stage, replica },
+            10..=13 if at >= brokers_free => {
+                let lanes = match rng.below(3) {
+                    0 => Lanes::All,
+                    _ => Lanes::Stage(stage),
+                };
+                let (toxic, lasting) = Toxic::draw(&mut rng);
+                brokers_free = at + lasting + Duration::from_secs(5);
+                Fault::Net { broker, lanes, toxic, lasting }
+            }
+            10..=13 => Fault::KillReplica { stage, replica, down: rng.secs(0, 5) },
             _ => Fault::Rolling { stage },
         };
         faults.push((at, fault));
@@ -594,7 +828,7 @@ fn last_words(log: &Path) -> String {
 fn rd_consumer(isolation: &str, group: Option<&str>) -> BaseConsumer {
     let mut config = ClientConfig::new();
     config
-        .set("bootstrap.servers", env("KAFKA_CLUSTER_BOOTSTRAP"))
+        .set("bootstrap.servers", checker_bootstrap())
         .set("isolation.level", isolation)
         .set("enable.auto.commit", "false")
         .set("enable.partition.eof", "false")
@@ -783,8 +1017,13 @@ fn nemesis() {
     let seconds: u64 =
         std::env::var("NEMESIS_SECONDS").ok().map(|s| s.parse().expect("NEMESIS_SECONDS")).unwrap_or(180);
     let length = Duration::from_secs(seconds);
-    let faults = schedule(seed, length);
-    println!("nemesis: NEMESIS_SEED={seed} NEMESIS_SECONDS={seconds}: {} faults", faults.len());
+    let network = network_faults();
+    let faults = schedule(seed, length, network);
+    println!(
+        "nemesis: NEMESIS_SEED={seed} NEMESIS_SECONDS={seconds}: {} faults ({})",
+        faults.len(),
+        if network { "with network faults: the clients pass Toxiproxy" } else { "no network faults: no Toxiproxy" }
+    );
     for (at, fault) in &faults {
         println!("  {:>6.1} s  {fault:?}", at.as_secs_f64());
     }
@@ -850,6 +1089,12 @@ fn nemesis() {
                             fleet.kill((stage, r), Duration::ZERO);
                         }
                     }
+                    Action::Heal(requests) => {
+                        for request in &requests {
+                            request.send();
+                        }
+                        brokers_faulted = brokers_faulted.saturating_sub(1);
+                    }
                 }
             }
             fleet.tend();
@@ -862,8 +1107,10 @@ fn nemesis() {
             break;
         }
         let now = Instant::now();
-        let broker_fault =
-            matches!(fault, Fault::KillBroker { .. } | Fault::PauseBroker { .. } | Fault::Failover { .. });
+        let broker_fault = matches!(
+            fault,
+            Fault::KillBroker { .. } | Fault::PauseBroker { .. } | Fault::Failover { .. } | Fault::Net { .. }
+        );
         if broker_fault && (brokers_faulted > 0 || !commands.is_empty()) {
             println!(
                 "nemesis: {:>6.1} s  skipped (a broker is still faulted or starting): {fault:?}",
@@ -912,15 +1159,31 @@ fn nemesis() {
                 }
                 "rolling restart"
             }
+            Fault::Net { broker, lanes, toxic, lasting } => {
+                brokers_faulted += 1;
+                timed.push((now + lasting, Action::Heal(net_fault(broker, lanes, toxic))));
+                toxic.name()
+            }
         };
         *counts.entry(name).or_default() += 1;
     }
     // The faults are over: the heals still due happen now (a restart due is moot).
     for (_, action) in timed.drain(..) {
-        if let Action::Cluster(args) = action {
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            cluster(&args);
+        match action {
+            Action::Cluster(args) => {
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                cluster(&args);
+            }
+            Action::Heal(requests) => {
+                for request in &requests {
+                    request.send();
+                }
+            }
+            _ => {}
         }
+    }
+    if network {
+        net_heal_all();
     }
     for mut command in commands {
         let _ = command.wait();
