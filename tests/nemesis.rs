@@ -179,7 +179,11 @@ fn replica(role: &str, prefix: &str, client: &str) {
         let n = names(prefix);
         let builder = Flechtwerk::builder()
             .client_id(client)
-            .kafka(stage_kafka(if role == "--counter" { Stage::Counter } else { Stage::Extractor }))
+            .kafka(stage_kafka(match role {
+                "--counter" => Stage::Counter,
+                "--bridge" => Stage::Bridge,
+                _ => Stage::Extractor,
+            }))
             .session_timeout(Duration::from_secs(6))
             .poll_interval(Duration::from_millis(1000 / FEED_RATE as u64 * PAGE_ITEMS as u64));
         let app = match role {
@@ -194,6 +198,7 @@ fn replica(role: &str, prefix: &str, client: &str) {
                     Some(&n.configs),
                 ))
             }
+            "--bridge" => bridge_app(builder, prefix),
             _ => builder.application_id(&n.extractor_app).build(Pager { feeds: n.feeds, items: n.items }),
         }
         .expect("valid settings");
@@ -299,6 +304,17 @@ const ROLLING_STEP: Duration = Duration::from_secs(10);
 enum Stage {
     Counter,
     Extractor,
+    /// The MQTT bridge (only with `MQTT_BROKER`): [`BRIDGE_REPLICAS`] replicas.
+    Bridge,
+}
+
+impl Stage {
+    fn replicas(self) -> usize {
+        match self {
+            Stage::Bridge => BRIDGE_REPLICAS,
+            _ => REPLICAS,
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -306,7 +322,7 @@ enum Stage {
 //
 // Every client connection to a broker passes a proxy; each broker has one proxy per client
 // *lane* (its own listener, advertised as that proxy): lane 0 is the feeder's and the setup's,
-// lane 1 the counter's replicas', lane 2 the extractor's. A fault on one lane cuts, delays or
+// lane 1 the counter's replicas', lane 2 the extractor's, lane 3 the bridge's. A fault on one lane cuts, delays or
 // resets the connections of one stage to one broker while the others still reach it; on every
 // lane, all clients'. Inter-broker replication and the controller are never faulted, and the
 // checker reads past the proxies.
@@ -316,6 +332,7 @@ impl Stage {
         match self {
             Stage::Counter => 1,
             Stage::Extractor => 2,
+            Stage::Bridge => 3,
         }
     }
 }
@@ -332,7 +349,7 @@ enum Lanes {
 impl Lanes {
     fn proxies(self, broker: u32) -> Vec<String> {
         let lanes = match self {
-            Lanes::All => vec![0, Stage::Counter.lane(), Stage::Extractor.lane()],
+            Lanes::All => vec![0, Stage::Counter.lane(), Stage::Extractor.lane(), Stage::Bridge.lane()],
             Lanes::Stage(stage) => vec![stage.lane()],
         };
         lanes.into_iter().map(|lane| format!("lane{lane}-broker{broker}")).collect()
@@ -517,14 +534,18 @@ impl Rng {
 /// the controller to fence the broker (9 s) in half the cases. With `network` (Toxiproxy's
 /// proxies), network faults too, on one broker at a time like the others; without, a seed
 /// draws the schedule it drew before network faults existed.
-fn schedule(seed: u64, length: Duration, network: bool) -> Vec<(Duration, Fault)> {
+fn schedule(seed: u64, length: Duration, network: bool, bridge: bool) -> Vec<(Duration, Fault)> {
     let mut rng = Rng(seed.max(1));
     let mut at = Duration::from_secs(5);
     let mut brokers_free = Duration::ZERO;
     let mut faults = Vec::new();
     while at < length {
-        let stage = if rng.below(2) == 0 { Stage::Counter } else { Stage::Extractor };
-        let replica = rng.below(REPLICAS as u64) as usize;
+        let stage = match rng.below(if bridge { 3 } else { 2 }) {
+            0 => Stage::Counter,
+            1 => Stage::Extractor,
+            _ => Stage::Bridge,
+        };
+        let replica = rng.below(REPLICAS as u64) as usize % stage.replicas();
         let broker = 1 + rng.below(3) as u32;
         let fault = match rng.below(if network { 14 } else { 10 }) {
             0..=1 if at >= brokers_free => {
@@ -1018,11 +1039,13 @@ fn nemesis() {
         std::env::var("NEMESIS_SECONDS").ok().map(|s| s.parse().expect("NEMESIS_SECONDS")).unwrap_or(180);
     let length = Duration::from_secs(seconds);
     let network = network_faults();
-    let faults = schedule(seed, length, network);
+    let bridge = bridge_on();
+    let faults = schedule(seed, length, network, bridge);
     println!(
-        "nemesis: NEMESIS_SEED={seed} NEMESIS_SECONDS={seconds}: {} faults ({})",
+        "nemesis: NEMESIS_SEED={seed} NEMESIS_SECONDS={seconds}: {} faults ({}; {})",
         faults.len(),
-        if network { "with network faults: the clients pass Toxiproxy" } else { "no network faults: no Toxiproxy" }
+        if network { "with network faults: the clients pass Toxiproxy" } else { "no network faults: no Toxiproxy" },
+        if bridge { "with the MQTT bridge" } else { "no MQTT bridge: no MQTT_BROKER" }
     );
     for (at, fault) in &faults {
         println!("  {:>6.1} s  {fault:?}", at.as_secs_f64());
@@ -1034,6 +1057,9 @@ fn nemesis() {
     let feed_items = seconds as i64 * FEED_RATE;
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     runtime.block_on(setup(&n, feed_items));
+    if bridge {
+        runtime.block_on(bridge_setup(&prefix));
+    }
 
     let dir = std::env::temp_dir().join(&prefix);
     std::fs::create_dir_all(&dir).expect("log dir");
@@ -1046,11 +1072,14 @@ fn nemesis() {
         stops: 0,
         longest_stop: Duration::ZERO,
     };
-    for stage in [Stage::Counter, Stage::Extractor] {
-        for r in 0..REPLICAS {
+    let stages: &[Stage] =
+        if bridge { &[Stage::Counter, Stage::Extractor, Stage::Bridge] } else { &[Stage::Counter, Stage::Extractor] };
+    for &stage in stages {
+        for r in 0..stage.replicas() {
             let (role, name) = match stage {
                 Stage::Counter => ("--counter", "counter"),
                 Stage::Extractor => ("--extractor", "extractor"),
+                Stage::Bridge => ("--bridge", "bridge"),
             };
             let client = format!("{name}-{r}");
             let log = fleet.dir.join(format!("{client}.log"));
@@ -1063,6 +1092,10 @@ fn nemesis() {
 
     let started = Instant::now();
     let feeder = runtime.spawn(feed(n.input.clone(), started + length));
+    let publisher = bridge.then(|| {
+        let prefix = prefix.clone();
+        std::thread::spawn(move || publish_readings(&prefix, started + length))
+    });
     let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
     // Actions due later: a broker's heal, the next replica of a rolling restart.
     let mut timed: Vec<(Instant, Action)> = Vec::new();
@@ -1085,7 +1118,7 @@ fn nemesis() {
                     }
                     Action::Stop(key) => fleet.stop(key),
                     Action::Restart(stage) => {
-                        for r in 0..REPLICAS {
+                        for r in 0..stage.replicas() {
                             fleet.kill((stage, r), Duration::ZERO);
                         }
                     }
@@ -1154,7 +1187,7 @@ fn nemesis() {
             }
             Fault::Rolling { stage } => {
                 fleet.stop((stage, 0));
-                for r in 1..REPLICAS {
+                for r in 1..stage.replicas() {
                     timed.push((now + ROLLING_STEP * r as u32, Action::Stop((stage, r))));
                 }
                 "rolling restart"
@@ -1189,6 +1222,7 @@ fn nemesis() {
         let _ = command.wait();
     }
     let inputs = runtime.block_on(feeder).expect("the feeder");
+    let published = publisher.map(|p| p.join().expect("the MQTT publisher")).unwrap_or_default();
     println!(
         "nemesis: faults over after {:.0} s ({counts:?}); {inputs} inputs fed; healing",
         started.elapsed().as_secs_f64()
@@ -1212,7 +1246,8 @@ fn nemesis() {
         fleet.tend();
         let outputs = read_committed(&n.output).len();
         let items = read_committed(&n.items).len();
-        if (outputs >= inputs as usize && items >= expected_items) || healed.elapsed() > FINISH_MAX {
+        let relayed = !bridge || bridge_missing(&prefix, &published.acked) == 0;
+        if (outputs >= inputs as usize && items >= expected_items && relayed) || healed.elapsed() > FINISH_MAX {
             break (outputs, items);
         }
         std::thread::sleep(Duration::from_secs(2));
@@ -1239,6 +1274,9 @@ fn nemesis() {
         [&n.output, &n.items, &format!("{}-changelog", n.counter_app), &format!("{}-changelog", n.extractor_app)]
     {
         violations.extend(open_transactions(topic));
+    }
+    if bridge {
+        violations.extend(check_bridge(&prefix, &published));
     }
     if violations.is_empty() {
         println!("nemesis: NEMESIS_SEED={seed}: no violation (replica logs in {})", dir.display());
@@ -1370,10 +1408,167 @@ fn check_extractor(n: &Names, feed_items: i64) -> Vec<String> {
     violations
 }
 
+// ---------------------------------------------------------------------------------------------
+// The MQTT bridge (with `MQTT_BROKER`, Mosquitto as `scripts/mosquitto` runs it): two replicas of
+// an `mqtt_extractor` relaying `nemesis/<run>/readings` (QoS 1, a shared subscription) into
+// Kafka, while a publisher sends numbered readings with QoS 1 through `mosquitto_pub`. The
+// checker: every reading whose publish Mosquitto acknowledged is in Kafka (read_committed), at
+// least once (a replica killed between its Kafka commit and its MQTT acks gets them again: MQ-38);
+// a reading acknowledged to Mosquitto before its Kafka commit and then lost with a killed replica
+// would be missing.
+
+const BRIDGE_REPLICAS: usize = 2;
+/// Readings published per second while the faults run (one `mosquitto_pub` per second).
+const READINGS_RATE: i64 = 20;
+const DEVICES: i64 = 4;
+
+fn bridge_on() -> bool {
+    std::env::var("MQTT_BROKER").is_ok_and(|b| !b.is_empty())
+}
+
+fn mqtt_address() -> (String, u16) {
+    let address = env("MQTT_BROKER");
+    let (host, port) = address.rsplit_once(':').expect("MQTT_BROKER is host:port");
+    (host.to_owned(), port.parse().expect("MQTT_BROKER's port"))
+}
+
+/// (configs topic, readings topic, MQTT topic of the readings).
+fn bridge_names(prefix: &str) -> (String, String, String) {
+    (format!("{prefix}-bridge-configs"), format!("{prefix}-readings"), format!("nemesis/{prefix}/readings"))
+}
+
+fn bridge_app(builder: flechtwerk::FlechtwerkBuilder, prefix: &str) -> Result<Flechtwerk, flechtwerk::Error> {
+    use flechtwerk::mqtt::rumqttc::RumqttcBroker;
+    use flechtwerk::stage::{mqtt_extractor, MqttBrokerConfig};
+    let (configs, readings, _) = bridge_names(prefix);
+    let stage = mqtt_extractor([configs.as_str()]).drain_limit(100).relay(move |_config, _topic, payload| {
+        let seq = payload.require(&SEQ)?;
+        Ok(Some(Message::new(readings.as_str(), format!("dev-{}", seq % DEVICES), Event::new().with(&SEQ, seq)?)))
+    });
+    let (host, port) = mqtt_address();
+    let broker = RumqttcBroker::new(host, port).keep_alive(Duration::from_secs(5));
+    builder
+        .application_id(format!("{prefix}-bridge"))
+        .poll_interval(Duration::from_millis(200))
+        .mqtt(MqttBrokerConfig::new(Arc::new(broker)).qos(flechtwerk::mqtt::QoS::AtLeastOnce))
+        .build(stage)
+}
+
+async fn bridge_setup(prefix: &str) {
+    let (configs, readings, mqtt_topic) = bridge_names(prefix);
+    let kafka = kafka();
+    let admin = kafka.admin().expect("admin");
+    admin.create_topic(&NewTopic::new(configs.as_str(), 1).compacted()).await.expect("create a topic");
+    admin.create_topic(&NewTopic::new(readings.as_str(), 3)).await.expect("create a topic");
+    let producer = kafka.producer(ProducerConfig::idempotent("nemesis-bridge-setup")).expect("producer");
+    let value = format!(r#"{{"topic":"{mqtt_topic}"}}"#);
+    producer.send(ProducerRecord::new(&configs, "readings", value)).await.expect("send").await.expect("delivered");
+    producer.close().await;
+}
+
+/// What the publisher sent: the readings Mosquitto acknowledged (a `mosquitto_pub` that exited
+/// 0), and those of batches that failed (maybe delivered, maybe not: not checked).
+#[derive(Default)]
+struct Published {
+    acked: std::collections::BTreeSet<i64>,
+    failed: usize,
+}
+
+/// One `mosquitto_pub -l` (QoS 1, MQTT 5) for `payloads`; true when it exited 0 (every PUBACK).
+fn mosquitto_pub(topic: &str, payloads: &[String]) -> bool {
+    let (host, port) = mqtt_address();
+    let Ok(mut child) = Command::new("mosquitto_pub")
+        .args(["-h", &host, "-p", &port.to_string(), "-V", "mqttv5", "-q", "1", "-t", topic, "-l"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+    else {
+        return false;
+    };
+    if let Some(mut stdin) = child.stdin.take() {
+        for payload in payloads {
+            let _ = writeln!(stdin, "{payload}");
+        }
+    }
+    child.wait().is_ok_and(|status| status.success())
+}
+
+/// Publishes readings until `until`: first a probe until the bridge relays it (a publish to a
+/// shared subscription nobody holds yet reaches nobody), then `READINGS_RATE` a second.
+fn publish_readings(prefix: &str, until: Instant) -> Published {
+    let (_, readings, topic) = bridge_names(prefix);
+    let mut published = Published::default();
+    let probe_until = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < probe_until && read_committed(&readings).is_empty() {
+        mosquitto_pub(&topic, &[r#"{"seq":0}"#.to_owned()]);
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let mut next = 1i64;
+    while Instant::now() < until {
+        let batch: Vec<i64> = (next..next + READINGS_RATE).collect();
+        next += READINGS_RATE;
+        let payloads: Vec<String> = batch.iter().map(|seq| format!(r#"{{"seq":{seq}}}"#)).collect();
+        if mosquitto_pub(&topic, &payloads) {
+            published.acked.extend(batch);
+        } else {
+            published.failed += batch.len();
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    published
+}
+
+/// How many acknowledged readings are not (yet) in Kafka.
+fn bridge_missing(prefix: &str, acked: &std::collections::BTreeSet<i64>) -> usize {
+    let (_, readings, _) = bridge_names(prefix);
+    let seen: std::collections::BTreeSet<i64> =
+        read_committed(&readings).iter().filter_map(|r| decode(&r.3).get(&SEQ).ok().flatten()).collect();
+    acked.difference(&seen).count()
+}
+
+/// The bridge's checks: every reading Mosquitto acknowledged is in Kafka (read_committed), at
+/// least once; no transaction left open on the readings topic.
+///
+/// Pins: MQ-38 (an MQTT message is acknowledged only after the Kafka transaction carrying it
+/// committed: across replicas killed, stopped and cut off from brokers, none is lost).
+fn check_bridge(prefix: &str, published: &Published) -> Vec<String> {
+    let (_, readings, _) = bridge_names(prefix);
+    let read = read_committed(&readings);
+    let gap = longest_gap(&read);
+    let mut copies: BTreeMap<i64, usize> = BTreeMap::new();
+    for record in &read {
+        if let Some(seq) = decode(&record.3).get(&SEQ).ok().flatten() {
+            *copies.entry(seq).or_default() += 1;
+        }
+    }
+    let missing: Vec<i64> = published.acked.iter().filter(|seq| !copies.contains_key(seq)).copied().collect();
+    let duplicated = copies.iter().filter(|(seq, n)| **seq > 0 && **n > 1).count();
+    println!(
+        "nemesis: bridge: {} readings acknowledged by Mosquitto ({} in failed batches, not checked), {} in Kafka, \
+         {duplicated} of them more than once (redelivered after a crash), {} missing; longest stretch without a reading {:.1} s",
+        published.acked.len(),
+        published.failed,
+        copies.keys().filter(|seq| **seq > 0).count(),
+        missing.len(),
+        gap.as_secs_f64()
+    );
+    let mut violations = Vec::new();
+    if !missing.is_empty() {
+        violations.push(format!(
+            "bridge: {} acknowledged readings not in Kafka (first: {:?})",
+            missing.len(),
+            &missing[..missing.len().min(10)]
+        ));
+    }
+    violations.extend(open_transactions(&readings));
+    violations
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
-        Some(role @ ("--counter" | "--extractor")) => replica(role, &args[1], &args[2]),
+        Some(role @ ("--counter" | "--extractor" | "--bridge")) => replica(role, &args[1], &args[2]),
         // `cargo test` passes the libtest flags (`--quiet`, a filter): the nemesis ignores them.
         _ => nemesis(),
     }
