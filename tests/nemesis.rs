@@ -3,8 +3,10 @@
 //! --brokers 3`, while a seeded schedule of faults fires: brokers SIGKILLed and restarted (also
 //! with a stage's replicas restarted during the failover, so that their start-up reads meet the
 //! broker's fencing), brokers SIGSTOPped past the session timeouts, preferred-leader elections,
-//! application replicas SIGKILLed, stopped and rolled. Then every fault heals, the stages finish, and a
-//! checker reads what the brokers hold — with librdkafka directly, not through this library's
+//! application replicas SIGKILLed, stopped and rolled; with the cluster's clients through Toxiproxy
+//! (`--toxiproxy`), one broker's connections of one stage or of every client cut, blackholed,
+//! delayed, throttled, reset or cut off after some bytes. Then every fault heals, the stages
+//! finish, and a checker reads what the brokers hold — with librdkafka directly, not through this library's
 //! reading code — and verifies, per stage:
 //!
 //! - counter (3 replicas of a counting transformer with a config join): per key the counts are
@@ -12,6 +14,8 @@
 //!   group's committed offsets at the end of the input;
 //! - extractor (3 replicas of a paging extractor): per feed items 1..N exactly once, in order;
 //!   per feed the cursors in the changelog never regress;
+//! - bridge (with `MQTT_BROKER`: 2 replicas of an MQTT → Kafka bridge, a QoS 1 publisher): every
+//!   reading Mosquitto acknowledged is in Kafka, at least once;
 //! - no open transaction left on any output or changelog partition (the read_committed end
 //!   equals the high watermark);
 //! - no replica ended on its own: a replica whose `run()` returned an error (a fault the engine
@@ -22,13 +26,16 @@
 //!   replica measures it (SIGTERM to `run_until`'s end); a process that then does not exit is
 //!   counted and shown, not a violation (the engine's budget held).
 //!
-//! One binary, three roles (`harness = false`): without arguments it is the nemesis and the
-//! checker; `--counter PREFIX CLIENT` and `--extractor PREFIX CLIENT` are the replicas.
+//! One binary, four roles (`harness = false`): without arguments it is the nemesis and the
+//! checker; `--counter PREFIX CLIENT`, `--extractor PREFIX CLIENT` and `--bridge PREFIX CLIENT`
+//! are the replicas.
 //!
 //! Environment: `KAFKA_CLUSTER_BOOTSTRAP` and `KAFKA_CLUSTER_COMMAND` (what `scripts/kafka
-//! start --brokers 3` prints); `NEMESIS_SECONDS` (faults for this long, default 180);
+//! start --brokers 3` prints; with `--toxiproxy` also the lanes' bootstraps, the direct one and
+//! `KAFKA_CLUSTER_TOXIPROXY`, which turn the network faults on); `MQTT_BROKER` (Mosquitto,
+//! `scripts/mosquitto start`: turns the bridge on); `NEMESIS_SECONDS` (faults for this long, default 180);
 //! `NEMESIS_SEED` (the schedule; default from the clock). The seed and the whole schedule are
-//! printed first: `NEMESIS_SEED=<seed> cargo test --features rdkafka --test nemesis` repeats it
+//! printed first: `NEMESIS_SEED=<seed> cargo test --features rdkafka,mqtt --test nemesis` repeats it
 //! (the faults' times are the same; what the processes do between them is not deterministic).
 //! `NEMESIS_PRODUCERS=per-instance` runs the counter with `Producers::PerInstance`.
 
