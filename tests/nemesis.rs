@@ -462,24 +462,8 @@ impl Request {
     /// not fatal: the run's healing resets everything anyway.
     fn send(&self) -> bool {
         let url = env("KAFKA_CLUSTER_TOXIPROXY");
-        let address = url.trim_start_matches("http://").trim_end_matches('/').to_owned();
-        let result = (|| -> std::io::Result<String> {
-            let mut stream = std::net::TcpStream::connect(&address)?;
-            stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-            stream.set_write_timeout(Some(Duration::from_secs(10)))?;
-            write!(
-                stream,
-                "{} {} HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
-                self.method,
-                self.path,
-                self.body.len(),
-                self.body
-            )?;
-            let mut answer = String::new();
-            std::io::Read::read_to_string(&mut stream, &mut answer)?;
-            Ok(answer)
-        })();
-        match result {
+        let address = url.trim_start_matches("http://").trim_end_matches('/');
+        match self.exchange(address) {
             Ok(answer) if answer.split(' ').nth(1).is_some_and(|code| code.starts_with('2')) => true,
             Ok(answer) => {
                 println!("nemesis: toxiproxy {} {}: {}", self.method, self.path, answer.lines().next().unwrap_or(""));
@@ -490,6 +474,23 @@ impl Request {
                 false
             }
         }
+    }
+
+    /// The request on a fresh connection (`Connection: close`), the whole answer back.
+    fn exchange(&self, address: &str) -> std::io::Result<String> {
+        let mut stream = std::net::TcpStream::connect(address)?;
+        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+        stream.set_write_timeout(Some(Duration::from_secs(10)))?;
+        let head = format!(
+            "{} {} HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
+            self.method,
+            self.path,
+            self.body.len()
+        );
+        write!(stream, "{head}Connection: close\r\n\r\n{}", self.body)?;
+        let mut answer = String::new();
+        std::io::Read::read_to_string(&mut stream, &mut answer)?;
+        Ok(answer)
     }
 }
 
