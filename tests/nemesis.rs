@@ -1015,7 +1015,9 @@ async fn feed(input: String, until: Instant) -> u64 {
     let started = Instant::now();
     while Instant::now() < until {
         let due = started.elapsed().as_millis() as u64 * INPUT_RATE / 1000;
-        while sent < due {
+        // Not past `until` either: a feeder behind its rate (each send awaits its delivery)
+        // would otherwise go on feeding for minutes after the faults.
+        while sent < due && Instant::now() < until {
             let record =
                 ProducerRecord::new(&input, format!("key-{}", sent % KEYS as u64), format!(r#"{{"i":{sent}}}"#));
             let delivered = match producer.send(record).await {
