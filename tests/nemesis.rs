@@ -540,8 +540,9 @@ impl Rng {
 /// Faults at random times over `length`, one every 5–12 s; at most one broker faulted at a time
 /// (so the in-sync replicas stay at `min.insync.replicas`), each broker fault long enough for
 /// the controller to fence the broker (9 s) in half the cases. With `network` (Toxiproxy's
-/// proxies), network faults too, on one broker at a time like the others; without, a seed
-/// draws the schedule it drew before network faults existed.
+/// proxies), network faults too, on one broker at a time like the others; with `bridge`, the
+/// bridge's replicas among the replica faults. With neither, a seed draws the schedule it drew
+/// before both existed.
 fn schedule(seed: u64, length: Duration, network: bool, bridge: bool) -> Vec<(Duration, Fault)> {
     let mut rng = Rng(seed.max(1));
     let mut at = Duration::from_secs(5);
