@@ -3,8 +3,10 @@
 //! --brokers 3`, while a seeded schedule of faults fires: brokers SIGKILLed and restarted (also
 //! with a stage's replicas restarted during the failover, so that their start-up reads meet the
 //! broker's fencing), brokers SIGSTOPped past the session timeouts, preferred-leader elections,
-//! application replicas SIGKILLed, stopped and rolled. Then every fault heals, the stages finish, and a
-//! checker reads what the brokers hold — with librdkafka directly, not through this library's
+//! application replicas SIGKILLed, stopped and rolled; with the cluster's clients through Toxiproxy
+//! (`--toxiproxy`), one broker's connections of one stage or of every client cut, blackholed,
+//! delayed, throttled, reset or cut off after some bytes. Then every fault heals, the stages
+//! finish, and a checker reads what the brokers hold — with librdkafka directly, not through this library's
 //! reading code — and verifies, per stage:
 //!
 //! - counter (3 replicas of a counting transformer with a config join): per key the counts are
@@ -12,6 +14,8 @@
 //!   group's committed offsets at the end of the input;
 //! - extractor (3 replicas of a paging extractor): per feed items 1..N exactly once, in order;
 //!   per feed the cursors in the changelog never regress;
+//! - bridge (with `MQTT_BROKER`: 2 replicas of an MQTT → Kafka bridge, a QoS 1 publisher): every
+//!   reading Mosquitto acknowledged is in Kafka, at least once;
 //! - no open transaction left on any output or changelog partition (the read_committed end
 //!   equals the high watermark);
 //! - no replica ended on its own: a replica whose `run()` returned an error (a fault the engine
@@ -22,13 +26,16 @@
 //!   replica measures it (SIGTERM to `run_until`'s end); a process that then does not exit is
 //!   counted and shown, not a violation (the engine's budget held).
 //!
-//! One binary, three roles (`harness = false`): without arguments it is the nemesis and the
-//! checker; `--counter PREFIX CLIENT` and `--extractor PREFIX CLIENT` are the replicas.
+//! One binary, four roles (`harness = false`): without arguments it is the nemesis and the
+//! checker; `--counter PREFIX CLIENT`, `--extractor PREFIX CLIENT` and `--bridge PREFIX CLIENT`
+//! are the replicas.
 //!
 //! Environment: `KAFKA_CLUSTER_BOOTSTRAP` and `KAFKA_CLUSTER_COMMAND` (what `scripts/kafka
-//! start --brokers 3` prints); `NEMESIS_SECONDS` (faults for this long, default 180);
+//! start --brokers 3` prints; with `--toxiproxy` also the lanes' bootstraps, the direct one and
+//! `KAFKA_CLUSTER_TOXIPROXY`, which turn the network faults on); `MQTT_BROKER` (Mosquitto,
+//! `scripts/mosquitto start`: turns the bridge on); `NEMESIS_SECONDS` (faults for this long, default 180);
 //! `NEMESIS_SEED` (the schedule; default from the clock). The seed and the whole schedule are
-//! printed first: `NEMESIS_SEED=<seed> cargo test --features rdkafka --test nemesis` repeats it
+//! printed first: `NEMESIS_SEED=<seed> cargo test --features rdkafka,mqtt --test nemesis` repeats it
 //! (the faults' times are the same; what the processes do between them is not deterministic).
 //! `NEMESIS_PRODUCERS=per-instance` runs the counter with `Producers::PerInstance`.
 
@@ -88,6 +95,25 @@ fn env(name: &str) -> String {
 
 fn kafka() -> Arc<dyn Kafka> {
     Arc::new(RdKafka::new(env("KAFKA_CLUSTER_BOOTSTRAP")))
+}
+
+/// A stage's replicas connect through their own lane of proxies when the cluster has them (see
+/// [`Lanes`]); the feeder and the setup through lane 0 (`KAFKA_CLUSTER_BOOTSTRAP`).
+fn stage_kafka(stage: Stage) -> Arc<dyn Kafka> {
+    let lane = std::env::var(format!("KAFKA_CLUSTER_BOOTSTRAP_LANE{}", stage.lane())).unwrap_or_default();
+    if lane.is_empty() {
+        kafka()
+    } else {
+        Arc::new(RdKafka::new(lane))
+    }
+}
+
+/// The checker reads past the proxies when it can: what it sees must not depend on a toxic.
+fn checker_bootstrap() -> String {
+    std::env::var("KAFKA_CLUSTER_DIRECT_BOOTSTRAP")
+        .ok()
+        .filter(|b| !b.is_empty())
+        .unwrap_or_else(|| env("KAFKA_CLUSTER_BOOTSTRAP"))
 }
 
 struct Names {
@@ -160,7 +186,11 @@ fn replica(role: &str, prefix: &str, client: &str) {
         let n = names(prefix);
         let builder = Flechtwerk::builder()
             .client_id(client)
-            .kafka(kafka())
+            .kafka(stage_kafka(match role {
+                "--counter" => Stage::Counter,
+                "--bridge" => Stage::Bridge,
+                _ => Stage::Extractor,
+            }))
             .session_timeout(Duration::from_secs(6))
             .poll_interval(Duration::from_millis(1000 / FEED_RATE as u64 * PAGE_ITEMS as u64));
         let app = match role {
@@ -175,6 +205,7 @@ fn replica(role: &str, prefix: &str, client: &str) {
                     Some(&n.configs),
                 ))
             }
+            "--bridge" => bridge_app(builder, prefix),
             _ => builder.application_id(&n.extractor_app).build(Pager { feeds: n.feeds, items: n.items }),
         }
         .expect("valid settings");
@@ -251,6 +282,14 @@ enum Fault {
     Rolling {
         stage: Stage,
     },
+    /// A network fault through Toxiproxy on one broker's proxies, for `lasting`; counts as a
+    /// broker fault (never two brokers at once). Only with `--toxiproxy`'s proxies.
+    Net {
+        broker: u32,
+        lanes: Lanes,
+        toxic: Toxic,
+        lasting: Duration,
+    },
 }
 
 /// What the nemesis does later.
@@ -261,6 +300,8 @@ enum Action {
     Stop((Stage, usize)),
     /// Every replica of a stage killed and restarted at once.
     Restart(Stage),
+    /// Toxiproxy requests that heal a network fault.
+    Heal(Vec<Request>),
 }
 
 /// Between the replicas of a rolling restart.
@@ -270,6 +311,212 @@ const ROLLING_STEP: Duration = Duration::from_secs(10);
 enum Stage {
     Counter,
     Extractor,
+    /// The MQTT bridge (only with `MQTT_BROKER`): [`BRIDGE_REPLICAS`] replicas.
+    Bridge,
+}
+
+impl Stage {
+    fn replicas(self) -> usize {
+        match self {
+            Stage::Bridge => BRIDGE_REPLICAS,
+            _ => REPLICAS,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Network faults through Toxiproxy (`scripts/kafka start --brokers 3 --toxiproxy`).
+//
+// Every client connection to a broker passes a proxy; each broker has one proxy per client
+// *lane* (its own listener, advertised as that proxy): lane 0 is the feeder's and the setup's,
+// lane 1 the counter's replicas', lane 2 the extractor's, lane 3 the bridge's. A fault on one lane cuts, delays or
+// resets the connections of one stage to one broker while the others still reach it; on every
+// lane, all clients'. Inter-broker replication and the controller are never faulted, and the
+// checker reads past the proxies.
+
+impl Stage {
+    fn lane(self) -> u32 {
+        match self {
+            Stage::Counter => 1,
+            Stage::Extractor => 2,
+            Stage::Bridge => 3,
+        }
+    }
+}
+
+/// Whose connections to the broker a network fault hits.
+#[derive(Clone, Copy, Debug)]
+enum Lanes {
+    /// Every client's (every lane's proxy of the broker).
+    All,
+    /// One stage's replicas' only.
+    Stage(Stage),
+}
+
+impl Lanes {
+    fn proxies(self, broker: u32) -> Vec<String> {
+        let lanes = match self {
+            Lanes::All => vec![0, Stage::Counter.lane(), Stage::Extractor.lane(), Stage::Bridge.lane()],
+            Lanes::Stage(stage) => vec![stage.lane()],
+        };
+        lanes.into_iter().map(|lane| format!("lane{lane}-broker{broker}")).collect()
+    }
+}
+
+/// What a network fault does to the connections through a proxy.
+#[derive(Clone, Copy, Debug)]
+enum Toxic {
+    /// The proxy disabled: its connections closed, new ones refused.
+    Cut,
+    /// Nothing passes (Toxiproxy's `timeout` toxic, 0: the bytes are dropped, the connections
+    /// stay open), as a partition that TCP does not notice. Healed by closing the connections
+    /// (proxy disabled, toxic removed, enabled): dropped bytes would corrupt the stream.
+    Blackhole,
+    /// Each chunk delayed by `ms` ± `jitter_ms` (`latency`).
+    Latency { ms: u64, jitter_ms: u64, upstream: bool },
+    /// At most `kb_per_s` KB/s (`bandwidth`).
+    Bandwidth { kb_per_s: u64, upstream: bool },
+    /// Every connection reset (RST) `after_ms` after its first data (`reset_peer`).
+    ResetPeer { after_ms: u64 },
+    /// Every connection closed once `bytes` passed in one direction (`limit_data`): requests or
+    /// answers cut off in the middle.
+    LimitData { bytes: u64, upstream: bool },
+}
+
+impl Toxic {
+    fn name(self) -> &'static str {
+        match self {
+            Toxic::Cut => "net: connections cut",
+            Toxic::Blackhole => "net: blackhole",
+            Toxic::Latency { .. } => "net: latency",
+            Toxic::Bandwidth { .. } => "net: bandwidth",
+            Toxic::ResetPeer { .. } => "net: reset_peer",
+            Toxic::LimitData { .. } => "net: limit_data",
+        }
+    }
+
+    fn draw(rng: &mut Rng) -> (Toxic, Duration) {
+        let upstream = rng.below(2) == 0;
+        match rng.below(6) {
+            0 => (Toxic::Cut, rng.secs(3, 15)),
+            1 => (Toxic::Blackhole, rng.secs(3, 15)),
+            2 => (Toxic::Latency { ms: 50 + rng.below(1950), jitter_ms: rng.below(200), upstream }, rng.secs(10, 30)),
+            3 => (Toxic::Bandwidth { kb_per_s: 4 + rng.below(124), upstream }, rng.secs(10, 30)),
+            4 => (Toxic::ResetPeer { after_ms: rng.below(3000) }, rng.secs(3, 12)),
+            _ => (Toxic::LimitData { bytes: 100 + rng.below(50_000), upstream }, rng.secs(3, 12)),
+        }
+    }
+
+    /// Toxiproxy's toxic: (type, stream, attributes as JSON).
+    fn toxic(self) -> Option<(&'static str, &'static str, String)> {
+        let stream = |upstream: bool| if upstream { "upstream" } else { "downstream" };
+        Some(match self {
+            Toxic::Cut => return None,
+            Toxic::Blackhole => ("timeout", "upstream", r#"{"timeout":0}"#.to_owned()),
+            Toxic::Latency { ms, jitter_ms, upstream } => {
+                ("latency", stream(upstream), format!(r#"{{"latency":{ms},"jitter":{jitter_ms}}}"#))
+            }
+            Toxic::Bandwidth { kb_per_s, upstream } => {
+                ("bandwidth", stream(upstream), format!(r#"{{"rate":{kb_per_s}}}"#))
+            }
+            Toxic::ResetPeer { after_ms } => ("reset_peer", "upstream", format!(r#"{{"timeout":{after_ms}}}"#)),
+            Toxic::LimitData { bytes, upstream } => ("limit_data", stream(upstream), format!(r#"{{"bytes":{bytes}}}"#)),
+        })
+    }
+
+    /// The requests that start the fault on `proxy`, and those that heal it.
+    fn requests(self, proxy: &str) -> (Vec<Request>, Vec<Request>) {
+        let enable = |on: bool| Request::post(format!("/proxies/{proxy}"), format!(r#"{{"enabled":{on}}}"#));
+        let Some((kind, stream, attributes)) = self.toxic() else {
+            return (vec![enable(false)], vec![enable(true)]);
+        };
+        let add = Request::post(
+            format!("/proxies/{proxy}/toxics"),
+            format!(
+                r#"{{"name":"nemesis","type":"{kind}","stream":"{stream}","toxicity":1.0,"attributes":{attributes}}}"#
+            ),
+        );
+        let remove =
+            Request { method: "DELETE", path: format!("/proxies/{proxy}/toxics/nemesis"), body: String::new() };
+        match self {
+            Toxic::Blackhole => (vec![add], vec![enable(false), remove, enable(true)]),
+            _ => (vec![add], vec![remove]),
+        }
+    }
+}
+
+/// One request to Toxiproxy's HTTP API.
+#[derive(Clone, Debug)]
+struct Request {
+    method: &'static str,
+    path: String,
+    body: String,
+}
+
+impl Request {
+    fn post(path: String, body: String) -> Request {
+        Request { method: "POST", path, body }
+    }
+
+    /// Sends it (HTTP/1.1 over a plain `TcpStream`, one connection each); a failure is printed,
+    /// not fatal: the run's healing resets everything anyway.
+    fn send(&self) -> bool {
+        let url = env("KAFKA_CLUSTER_TOXIPROXY");
+        let address = url.trim_start_matches("http://").trim_end_matches('/');
+        match self.exchange(address) {
+            Ok(answer) if answer.split(' ').nth(1).is_some_and(|code| code.starts_with('2')) => true,
+            Ok(answer) => {
+                println!("nemesis: toxiproxy {} {}: {}", self.method, self.path, answer.lines().next().unwrap_or(""));
+                false
+            }
+            Err(error) => {
+                println!("nemesis: toxiproxy {} {}: {error}", self.method, self.path);
+                false
+            }
+        }
+    }
+
+    /// The request on a fresh connection (`Connection: close`), the whole answer back.
+    fn exchange(&self, address: &str) -> std::io::Result<String> {
+        let mut stream = std::net::TcpStream::connect(address)?;
+        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+        stream.set_write_timeout(Some(Duration::from_secs(10)))?;
+        let head = format!(
+            "{} {} HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
+            self.method,
+            self.path,
+            self.body.len()
+        );
+        write!(stream, "{head}Connection: close\r\n\r\n{}", self.body)?;
+        let mut answer = String::new();
+        std::io::Read::read_to_string(&mut stream, &mut answer)?;
+        Ok(answer)
+    }
+}
+
+/// Whether the cluster's client connections pass Toxiproxy (`--toxiproxy`): only then does the
+/// schedule draw network faults.
+fn network_faults() -> bool {
+    std::env::var("KAFKA_CLUSTER_TOXIPROXY").is_ok_and(|url| !url.is_empty())
+}
+
+/// Starts a network fault; returns the requests that heal it.
+fn net_fault(broker: u32, lanes: Lanes, toxic: Toxic) -> Vec<Request> {
+    let mut heal = Vec::new();
+    for proxy in lanes.proxies(broker) {
+        let (start, undo) = toxic.requests(&proxy);
+        for request in &start {
+            request.send();
+        }
+        heal.extend(undo);
+    }
+    heal
+}
+
+/// Every proxy enabled, every toxic removed (Toxiproxy's reset). Run after the heals due, so no
+/// blackhole is left to remove this way (see [`Toxic::Blackhole`]).
+fn net_heal_all() {
+    Request::post("/reset".to_owned(), String::new()).send();
 }
 
 struct Rng(u64);
@@ -292,17 +539,24 @@ impl Rng {
 
 /// Faults at random times over `length`, one every 5–12 s; at most one broker faulted at a time
 /// (so the in-sync replicas stay at `min.insync.replicas`), each broker fault long enough for
-/// the controller to fence the broker (9 s) in half the cases.
-fn schedule(seed: u64, length: Duration) -> Vec<(Duration, Fault)> {
+/// the controller to fence the broker (9 s) in half the cases. With `network` (Toxiproxy's
+/// proxies), network faults too, on one broker at a time like the others; with `bridge`, the
+/// bridge's replicas among the replica faults. With neither, a seed draws the schedule it drew
+/// before both existed.
+fn schedule(seed: u64, length: Duration, network: bool, bridge: bool) -> Vec<(Duration, Fault)> {
     let mut rng = Rng(seed.max(1));
     let mut at = Duration::from_secs(5);
     let mut brokers_free = Duration::ZERO;
     let mut faults = Vec::new();
     while at < length {
-        let stage = if rng.below(2) == 0 { Stage::Counter } else { Stage::Extractor };
-        let replica = rng.below(REPLICAS as u64) as usize;
+        let stage = match rng.below(if bridge { 3 } else { 2 }) {
+            0 => Stage::Counter,
+            1 => Stage::Extractor,
+            _ => Stage::Bridge,
+        };
+        let replica = rng.below(REPLICAS as u64) as usize % stage.replicas();
         let broker = 1 + rng.below(3) as u32;
-        let fault = match rng.below(10) {
+        let fault = match rng.below(if network { 14 } else { 10 }) {
             0..=1 if at >= brokers_free => {
                 let down = rng.secs(3, 20);
                 brokers_free = at + down + Duration::from_secs(10);
@@ -322,6 +576,16 @@ fn schedule(seed: u64, length: Duration) -> Vec<(Duration, Fault)> {
             5 => Fault::ElectLeaders,
             6..=7 => Fault::KillReplica { stage, replica, down: rng.secs(0, 5) },
             8 => Fault::StopReplica { stage, replica },
+            10..=13 if at >= brokers_free => {
+                let lanes = match rng.below(3) {
+                    0 => Lanes::All,
+                    _ => Lanes::Stage(stage),
+                };
+                let (toxic, lasting) = Toxic::draw(&mut rng);
+                brokers_free = at + lasting + Duration::from_secs(5);
+                Fault::Net { broker, lanes, toxic, lasting }
+            }
+            10..=13 => Fault::KillReplica { stage, replica, down: rng.secs(0, 5) },
             _ => Fault::Rolling { stage },
         };
         faults.push((at, fault));
@@ -594,7 +858,7 @@ fn last_words(log: &Path) -> String {
 fn rd_consumer(isolation: &str, group: Option<&str>) -> BaseConsumer {
     let mut config = ClientConfig::new();
     config
-        .set("bootstrap.servers", env("KAFKA_CLUSTER_BOOTSTRAP"))
+        .set("bootstrap.servers", checker_bootstrap())
         .set("isolation.level", isolation)
         .set("enable.auto.commit", "false")
         .set("enable.partition.eof", "false")
@@ -752,7 +1016,9 @@ async fn feed(input: String, until: Instant) -> u64 {
     let started = Instant::now();
     while Instant::now() < until {
         let due = started.elapsed().as_millis() as u64 * INPUT_RATE / 1000;
-        while sent < due {
+        // Not past `until` either: a feeder behind its rate (each send awaits its delivery)
+        // would otherwise go on feeding for minutes after the faults.
+        while sent < due && Instant::now() < until {
             let record =
                 ProducerRecord::new(&input, format!("key-{}", sent % KEYS as u64), format!(r#"{{"i":{sent}}}"#));
             let delivered = match producer.send(record).await {
@@ -783,8 +1049,15 @@ fn nemesis() {
     let seconds: u64 =
         std::env::var("NEMESIS_SECONDS").ok().map(|s| s.parse().expect("NEMESIS_SECONDS")).unwrap_or(180);
     let length = Duration::from_secs(seconds);
-    let faults = schedule(seed, length);
-    println!("nemesis: NEMESIS_SEED={seed} NEMESIS_SECONDS={seconds}: {} faults", faults.len());
+    let network = network_faults();
+    let bridge = bridge_on();
+    let faults = schedule(seed, length, network, bridge);
+    println!(
+        "nemesis: NEMESIS_SEED={seed} NEMESIS_SECONDS={seconds}: {} faults ({}; {})",
+        faults.len(),
+        if network { "with network faults: the clients pass Toxiproxy" } else { "no network faults: no Toxiproxy" },
+        if bridge { "with the MQTT bridge" } else { "no MQTT bridge: no MQTT_BROKER" }
+    );
     for (at, fault) in &faults {
         println!("  {:>6.1} s  {fault:?}", at.as_secs_f64());
     }
@@ -795,6 +1068,9 @@ fn nemesis() {
     let feed_items = seconds as i64 * FEED_RATE;
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     runtime.block_on(setup(&n, feed_items));
+    if bridge {
+        runtime.block_on(bridge_setup(&prefix));
+    }
 
     let dir = std::env::temp_dir().join(&prefix);
     std::fs::create_dir_all(&dir).expect("log dir");
@@ -807,11 +1083,14 @@ fn nemesis() {
         stops: 0,
         longest_stop: Duration::ZERO,
     };
-    for stage in [Stage::Counter, Stage::Extractor] {
-        for r in 0..REPLICAS {
+    let stages: &[Stage] =
+        if bridge { &[Stage::Counter, Stage::Extractor, Stage::Bridge] } else { &[Stage::Counter, Stage::Extractor] };
+    for &stage in stages {
+        for r in 0..stage.replicas() {
             let (role, name) = match stage {
                 Stage::Counter => ("--counter", "counter"),
                 Stage::Extractor => ("--extractor", "extractor"),
+                Stage::Bridge => ("--bridge", "bridge"),
             };
             let client = format!("{name}-{r}");
             let log = fleet.dir.join(format!("{client}.log"));
@@ -824,6 +1103,10 @@ fn nemesis() {
 
     let started = Instant::now();
     let feeder = runtime.spawn(feed(n.input.clone(), started + length));
+    let publisher = bridge.then(|| {
+        let prefix = prefix.clone();
+        std::thread::spawn(move || publish_readings(&prefix, started + length))
+    });
     let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
     // Actions due later: a broker's heal, the next replica of a rolling restart.
     let mut timed: Vec<(Instant, Action)> = Vec::new();
@@ -846,9 +1129,15 @@ fn nemesis() {
                     }
                     Action::Stop(key) => fleet.stop(key),
                     Action::Restart(stage) => {
-                        for r in 0..REPLICAS {
+                        for r in 0..stage.replicas() {
                             fleet.kill((stage, r), Duration::ZERO);
                         }
+                    }
+                    Action::Heal(requests) => {
+                        for request in &requests {
+                            request.send();
+                        }
+                        brokers_faulted = brokers_faulted.saturating_sub(1);
                     }
                 }
             }
@@ -862,8 +1151,10 @@ fn nemesis() {
             break;
         }
         let now = Instant::now();
-        let broker_fault =
-            matches!(fault, Fault::KillBroker { .. } | Fault::PauseBroker { .. } | Fault::Failover { .. });
+        let broker_fault = matches!(
+            fault,
+            Fault::KillBroker { .. } | Fault::PauseBroker { .. } | Fault::Failover { .. } | Fault::Net { .. }
+        );
         if broker_fault && (brokers_faulted > 0 || !commands.is_empty()) {
             println!(
                 "nemesis: {:>6.1} s  skipped (a broker is still faulted or starting): {fault:?}",
@@ -907,25 +1198,42 @@ fn nemesis() {
             }
             Fault::Rolling { stage } => {
                 fleet.stop((stage, 0));
-                for r in 1..REPLICAS {
+                for r in 1..stage.replicas() {
                     timed.push((now + ROLLING_STEP * r as u32, Action::Stop((stage, r))));
                 }
                 "rolling restart"
+            }
+            Fault::Net { broker, lanes, toxic, lasting } => {
+                brokers_faulted += 1;
+                timed.push((now + lasting, Action::Heal(net_fault(broker, lanes, toxic))));
+                toxic.name()
             }
         };
         *counts.entry(name).or_default() += 1;
     }
     // The faults are over: the heals still due happen now (a restart due is moot).
     for (_, action) in timed.drain(..) {
-        if let Action::Cluster(args) = action {
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            cluster(&args);
+        match action {
+            Action::Cluster(args) => {
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                cluster(&args);
+            }
+            Action::Heal(requests) => {
+                for request in &requests {
+                    request.send();
+                }
+            }
+            _ => {}
         }
+    }
+    if network {
+        net_heal_all();
     }
     for mut command in commands {
         let _ = command.wait();
     }
     let inputs = runtime.block_on(feeder).expect("the feeder");
+    let published = publisher.map(|p| p.join().expect("the MQTT publisher")).unwrap_or_default();
     println!(
         "nemesis: faults over after {:.0} s ({counts:?}); {inputs} inputs fed; healing",
         started.elapsed().as_secs_f64()
@@ -949,7 +1257,8 @@ fn nemesis() {
         fleet.tend();
         let outputs = read_committed(&n.output).len();
         let items = read_committed(&n.items).len();
-        if (outputs >= inputs as usize && items >= expected_items) || healed.elapsed() > FINISH_MAX {
+        let relayed = !bridge || bridge_missing(&prefix, &published.acked) == 0;
+        if (outputs >= inputs as usize && items >= expected_items && relayed) || healed.elapsed() > FINISH_MAX {
             break (outputs, items);
         }
         std::thread::sleep(Duration::from_secs(2));
@@ -976,6 +1285,9 @@ fn nemesis() {
         [&n.output, &n.items, &format!("{}-changelog", n.counter_app), &format!("{}-changelog", n.extractor_app)]
     {
         violations.extend(open_transactions(topic));
+    }
+    if bridge {
+        violations.extend(check_bridge(&prefix, &published));
     }
     if violations.is_empty() {
         println!("nemesis: NEMESIS_SEED={seed}: no violation (replica logs in {})", dir.display());
@@ -1107,10 +1419,167 @@ fn check_extractor(n: &Names, feed_items: i64) -> Vec<String> {
     violations
 }
 
+// ---------------------------------------------------------------------------------------------
+// The MQTT bridge (with `MQTT_BROKER`, Mosquitto as `scripts/mosquitto` runs it): two replicas of
+// an `mqtt_extractor` relaying `nemesis/<run>/readings` (QoS 1, a shared subscription) into
+// Kafka, while a publisher sends numbered readings with QoS 1 through `mosquitto_pub`. The
+// checker: every reading whose publish Mosquitto acknowledged is in Kafka (read_committed), at
+// least once (a replica killed between its Kafka commit and its MQTT acks gets them again: MQ-38);
+// a reading acknowledged to Mosquitto before its Kafka commit and then lost with a killed replica
+// would be missing.
+
+const BRIDGE_REPLICAS: usize = 2;
+/// Readings published per second while the faults run (one `mosquitto_pub` per second).
+const READINGS_RATE: i64 = 20;
+const DEVICES: i64 = 4;
+
+fn bridge_on() -> bool {
+    std::env::var("MQTT_BROKER").is_ok_and(|b| !b.is_empty())
+}
+
+fn mqtt_address() -> (String, u16) {
+    let address = env("MQTT_BROKER");
+    let (host, port) = address.rsplit_once(':').expect("MQTT_BROKER is host:port");
+    (host.to_owned(), port.parse().expect("MQTT_BROKER's port"))
+}
+
+/// (configs topic, readings topic, MQTT topic of the readings).
+fn bridge_names(prefix: &str) -> (String, String, String) {
+    (format!("{prefix}-bridge-configs"), format!("{prefix}-readings"), format!("nemesis/{prefix}/readings"))
+}
+
+fn bridge_app(builder: flechtwerk::FlechtwerkBuilder, prefix: &str) -> Result<Flechtwerk, flechtwerk::Error> {
+    use flechtwerk::mqtt::rumqttc::RumqttcBroker;
+    use flechtwerk::stage::{mqtt_extractor, MqttBrokerConfig};
+    let (configs, readings, _) = bridge_names(prefix);
+    let stage = mqtt_extractor([configs.as_str()]).drain_limit(100).relay(move |_config, _topic, payload| {
+        let seq = payload.require(&SEQ)?;
+        Ok(Some(Message::new(readings.as_str(), format!("dev-{}", seq % DEVICES), Event::new().with(&SEQ, seq)?)))
+    });
+    let (host, port) = mqtt_address();
+    let broker = RumqttcBroker::new(host, port).keep_alive(Duration::from_secs(5));
+    builder
+        .application_id(format!("{prefix}-bridge"))
+        .poll_interval(Duration::from_millis(200))
+        .mqtt(MqttBrokerConfig::new(Arc::new(broker)).qos(flechtwerk::mqtt::QoS::AtLeastOnce))
+        .build(stage)
+}
+
+async fn bridge_setup(prefix: &str) {
+    let (configs, readings, mqtt_topic) = bridge_names(prefix);
+    let kafka = kafka();
+    let admin = kafka.admin().expect("admin");
+    admin.create_topic(&NewTopic::new(configs.as_str(), 1).compacted()).await.expect("create a topic");
+    admin.create_topic(&NewTopic::new(readings.as_str(), 3)).await.expect("create a topic");
+    let producer = kafka.producer(ProducerConfig::idempotent("nemesis-bridge-setup")).expect("producer");
+    let value = format!(r#"{{"topic":"{mqtt_topic}"}}"#);
+    producer.send(ProducerRecord::new(&configs, "readings", value)).await.expect("send").await.expect("delivered");
+    producer.close().await;
+}
+
+/// What the publisher sent: the readings Mosquitto acknowledged (a `mosquitto_pub` that exited
+/// 0), and those of batches that failed (maybe delivered, maybe not: not checked).
+#[derive(Default)]
+struct Published {
+    acked: std::collections::BTreeSet<i64>,
+    failed: usize,
+}
+
+/// One `mosquitto_pub -l` (QoS 1, MQTT 5) for `payloads`; true when it exited 0 (every PUBACK).
+fn mosquitto_pub(topic: &str, payloads: &[String]) -> bool {
+    let (host, port) = mqtt_address();
+    let Ok(mut child) = Command::new("mosquitto_pub")
+        .args(["-h", &host, "-p", &port.to_string(), "-V", "mqttv5", "-q", "1", "-t", topic, "-l"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+    else {
+        return false;
+    };
+    if let Some(mut stdin) = child.stdin.take() {
+        for payload in payloads {
+            let _ = writeln!(stdin, "{payload}");
+        }
+    }
+    child.wait().is_ok_and(|status| status.success())
+}
+
+/// Publishes readings until `until`: first a probe until the bridge relays it (a publish to a
+/// shared subscription nobody holds yet reaches nobody), then `READINGS_RATE` a second.
+fn publish_readings(prefix: &str, until: Instant) -> Published {
+    let (_, readings, topic) = bridge_names(prefix);
+    let mut published = Published::default();
+    let probe_until = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < probe_until && read_committed(&readings).is_empty() {
+        mosquitto_pub(&topic, &[r#"{"seq":0}"#.to_owned()]);
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let mut next = 1i64;
+    while Instant::now() < until {
+        let batch: Vec<i64> = (next..next + READINGS_RATE).collect();
+        next += READINGS_RATE;
+        let payloads: Vec<String> = batch.iter().map(|seq| format!(r#"{{"seq":{seq}}}"#)).collect();
+        if mosquitto_pub(&topic, &payloads) {
+            published.acked.extend(batch);
+        } else {
+            published.failed += batch.len();
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    published
+}
+
+/// How many acknowledged readings are not (yet) in Kafka.
+fn bridge_missing(prefix: &str, acked: &std::collections::BTreeSet<i64>) -> usize {
+    let (_, readings, _) = bridge_names(prefix);
+    let seen: std::collections::BTreeSet<i64> =
+        read_committed(&readings).iter().filter_map(|r| decode(&r.3).get(&SEQ).ok().flatten()).collect();
+    acked.difference(&seen).count()
+}
+
+/// The bridge's checks: every reading Mosquitto acknowledged is in Kafka (read_committed), at
+/// least once; no transaction left open on the readings topic.
+///
+/// Pins: MQ-38 (an MQTT message is acknowledged only after the Kafka transaction carrying it
+/// committed: across replicas killed, stopped and cut off from brokers, none is lost).
+fn check_bridge(prefix: &str, published: &Published) -> Vec<String> {
+    let (_, readings, _) = bridge_names(prefix);
+    let read = read_committed(&readings);
+    let gap = longest_gap(&read);
+    let mut copies: BTreeMap<i64, usize> = BTreeMap::new();
+    for record in &read {
+        if let Some(seq) = decode(&record.3).get(&SEQ).ok().flatten() {
+            *copies.entry(seq).or_default() += 1;
+        }
+    }
+    let missing: Vec<i64> = published.acked.iter().filter(|seq| !copies.contains_key(seq)).copied().collect();
+    let duplicated = copies.iter().filter(|(seq, n)| **seq > 0 && **n > 1).count();
+    println!(
+        "nemesis: bridge: {} readings acknowledged by Mosquitto ({} in failed batches, not checked), {} in Kafka, \
+         {duplicated} of them more than once (redelivered after a crash), {} missing; longest stretch without a reading {:.1} s",
+        published.acked.len(),
+        published.failed,
+        copies.keys().filter(|seq| **seq > 0).count(),
+        missing.len(),
+        gap.as_secs_f64()
+    );
+    let mut violations = Vec::new();
+    if !missing.is_empty() {
+        violations.push(format!(
+            "bridge: {} acknowledged readings not in Kafka (first: {:?})",
+            missing.len(),
+            &missing[..missing.len().min(10)]
+        ));
+    }
+    violations.extend(open_transactions(&readings));
+    violations
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
-        Some(role @ ("--counter" | "--extractor")) => replica(role, &args[1], &args[2]),
+        Some(role @ ("--counter" | "--extractor" | "--bridge")) => replica(role, &args[1], &args[2]),
         // `cargo test` passes the libtest flags (`--quiet`, a filter): the nemesis ignores them.
         _ => nemesis(),
     }
