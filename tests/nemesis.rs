@@ -68,8 +68,10 @@ const PAGE_ITEMS: i64 = 10;
 const FEED_RATE: i64 = 10;
 /// How long the stages may take to finish once everything healed. The extractor pages at a
 /// fixed rate (one page per feed per poll interval), so what it fell behind during the faults
-/// takes as long again to catch up: 213-261 s in the runs with network faults at load 10-18.
-const FINISH_MAX: Duration = Duration::from_secs(480);
+/// takes as long again to catch up: 213-261 s in the runs with network faults at load 10-18,
+/// 374 s in a clean-clone CI run (the extractor's items came at ~80/s of its nominal 240/s
+/// through the proxies; not yet explained).
+const FINISH_MAX: Duration = Duration::from_secs(600);
 /// How long a replica may take to stop cleanly (its shutdown grace and closes, with margin).
 const STOP_MAX: Duration = Duration::from_secs(40);
 /// The line the fleet writes to a replica's log before each start.
