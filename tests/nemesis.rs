@@ -40,7 +40,7 @@
 //! `NEMESIS_PRODUCERS=per-instance` runs the counter with `Producers::PerInstance`.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write as _};
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -828,31 +828,33 @@ fn dump_stacks(pid: u32, log: &Path) {
 
 /// Whether the replica's current start has said [`READY`].
 fn is_ready(log: &Path) -> bool {
-    let Ok(text) = std::fs::read_to_string(log) else { return false };
-    text.rsplit(START_MARKER).next().is_some_and(|last| last.lines().any(|l| l == READY))
+    this_start(log).is_some_and(|text| text.lines().any(|l| l == READY))
+}
+
+/// What the replica's log holds since its current start (the last [`START_MARKER`]); `None`
+/// when the log cannot be read.
+fn this_start(log: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(log).ok()?;
+    Some(text.rsplit(START_MARKER).next().unwrap_or_default().to_owned())
 }
 
 /// How long the last stop took, as the replica measured it (SIGTERM to `run_until`'s end).
 fn stopped_in(log: &Path) -> Option<Duration> {
-    let text = std::fs::read_to_string(log).ok()?;
-    let last = text.rsplit(START_MARKER).next()?;
+    let last = this_start(log)?;
     let ms = last.lines().rev().find_map(|l| l.strip_prefix(STOPPED_IN))?;
     ms.trim().parse().ok().map(Duration::from_millis)
 }
 
 /// The line a failed replica printed about its end (else its last line).
 fn last_words(log: &Path) -> String {
-    let Ok(file) = std::fs::File::open(log) else { return "(no log)".into() };
-    let mut lines: Vec<String> = BufReader::new(file).lines().map_while(Result::ok).collect();
-    if let Some(start) = lines.iter().rposition(|l| l == START_MARKER) {
-        lines.drain(..=start);
-    }
+    let Some(text) = this_start(log) else { return "(no log)".into() };
+    let lines: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
     lines
         .iter()
         .rev()
         .find(|l| l.starts_with("REPLICA FAILED"))
         .or(lines.last())
-        .cloned()
+        .map(|l| (*l).to_owned())
         .unwrap_or_else(|| "(empty log)".into())
 }
 
