@@ -398,7 +398,7 @@ impl FlechtwerkBuilder {
     /// idle, nothing waits. Exactly-once is unchanged: each batch is still one transaction per
     /// task with its outputs, its state changes (one write per key, TRX-20) and its offsets.
     ///
-    /// On the side-by-side bench (docs/performance.md, issue #14's sixth to eighth rounds), at
+    /// On the side-by-side bench (docs/performance.md, "Exactly-once against at-least-once"), at
     /// `max_poll_records` 500, gathering up to 1 000 records took exactly-once from 0.41× of
     /// at-least-once's rate (one poll per batch in both) to 0.80–0.91× (both gathering), 2.4×
     /// its own rate before; up to 2 000 (the default) to 0.83–1.17× (four series), with ~6 MiB

@@ -8,7 +8,7 @@
 mod common;
 
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::Harness;
 use flechtwerk::kafka::rdkafka::RdKafka;
@@ -30,3 +30,22 @@ fn harness(test: &str) -> Harness {
 
 // The scenarios both backends run (`tests/common/engine_tests.rs`).
 engine_tests!(harness, flavor = "multi_thread", worker_threads = 2);
+
+/// The client ids of `group`'s members as the broker lists them (DescribeGroups).
+async fn group_members(group: String) -> Vec<String> {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    let bootstrap = std::env::var("KAFKA_BOOTSTRAP").unwrap_or_default();
+    tokio::task::spawn_blocking(move || {
+        let client: BaseConsumer =
+            rdkafka::ClientConfig::new().set("bootstrap.servers", &bootstrap).create().expect("a describing client");
+        let list = client.fetch_group_list(Some(&group), Duration::from_secs(10)).expect("DescribeGroups");
+        list.groups().iter().flat_map(|g| g.members()).map(|m| m.client_id().to_owned()).collect()
+    })
+    .await
+    .expect("the describing thread")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn life_21_a_clean_stop_leaves_the_group() {
+    common::a_clean_stop_leaves_the_group(&harness("life21"), group_members).await;
+}

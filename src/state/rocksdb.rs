@@ -2,7 +2,7 @@
 //! RocksDB, they use [`InMemoryStores`](super::InMemoryStores)).
 //!
 //! It calls RocksDB's C API through the small wrapper in `ffi` and links the system
-//! `librocksdb` (found by `build.rs`; see the README's build note): nothing is compiled from
+//! `librocksdb` (found by `build.rs`; docs/reference/build.md says which package provides it): nothing is compiled from
 //! C++ source and no bindings are generated.
 //!
 //! Task `p` of application `a` keeps its state at `<root>/<a>/state/<p>/state.db`. A new

@@ -39,6 +39,8 @@ pub struct Harness {
     /// `max_poll_records` and `max_batch_records` of every transformer it starts (`None`: the
     /// defaults).
     pub batches: Option<(usize, usize)>,
+    /// The session timeout of every application it starts (6 s unless a scenario asks for more).
+    pub session_timeout: Duration,
 }
 
 /// A record to seed a topic with: explicit partition (or by key), key, value (or a tombstone).
@@ -111,7 +113,19 @@ impl Observer for Probe {
 
 impl Harness {
     pub fn new(kafka: Arc<dyn Kafka>, prefix: impl Into<String>, replication: i16) -> Self {
-        Harness { kafka, prefix: prefix.into(), replication, producers: flechtwerk::Producers::PerTask, batches: None }
+        Harness {
+            kafka,
+            prefix: prefix.into(),
+            replication,
+            producers: flechtwerk::Producers::PerTask,
+            batches: None,
+            session_timeout: Duration::from_secs(6),
+        }
+    }
+
+    /// A copy of this harness whose applications have session timeout `timeout`.
+    pub fn with_session_timeout(&self, timeout: Duration) -> Harness {
+        Harness { session_timeout: timeout, ..self.with_kafka(self.kafka.clone()) }
     }
 
     /// The same harness starting applications with `producers` (TRX-40: the per-instance
@@ -175,6 +189,7 @@ impl Harness {
             replication: self.replication,
             producers: self.producers,
             batches: self.batches,
+            session_timeout: self.session_timeout,
         }
     }
 
@@ -236,7 +251,7 @@ impl Harness {
             .client_id(client_id)
             .kafka(self.kafka.clone())
             .replication_factor(self.replication)
-            .session_timeout(Duration::from_secs(6))
+            .session_timeout(self.session_timeout)
             .poll_interval(Duration::from_millis(200))
             .producers(self.producers)
             .observer(observer);
@@ -465,6 +480,55 @@ pub async fn two_instances_hand_over_state(h: &Harness) {
     let counts = counts_by_key(&outputs);
     assert_eq!(counts.get("p0"), Some(&vec![1, 2, 3]), "{counts:?}");
     assert_eq!(counts.get("p1"), Some(&vec![1, 2, 3]), "{counts:?}");
+}
+
+/// LIFE-21: a clean stop leaves the group before `run()` returns. Under a session timeout of
+/// 45 s, two instances take turns: each holds all four tasks, counts one record per partition,
+/// and stops cleanly; right after `run()` returned, `members(group)` (the broker's member list)
+/// must be empty, and the next instance must hold every task well within that session (30 s).
+/// A stop that returns while its consumer's close still runs in the background leaves the
+/// member listed, and in a process that exits then, the group waits for it to rejoin until its
+/// session expires: ≥ 45 s. Six turns, because such a close races the check.
+pub async fn a_clean_stop_leaves_the_group<F>(h: &Harness, members: impl Fn(String) -> F)
+where
+    F: std::future::Future<Output = Vec<String>>,
+{
+    const SESSION: Duration = Duration::from_secs(45);
+    const WITHIN: Duration = Duration::from_secs(30);
+    let h = &h.with_session_timeout(SESSION);
+    let input = h.topic("input", 4, false).await;
+    let output = h.topic("output", 4, false).await;
+    let app = h.name("leave");
+    let mut waits = Vec::new();
+    for turn in 1..=6usize {
+        let probe = Arc::new(Probe::default());
+        let client = if turn % 2 == 1 { "pod-a" } else { "pod-b" };
+        let started = tokio::time::Instant::now();
+        let running = h.start(&app, client, counter(&input, &output), probe.clone());
+        while probe.tasks.load(Ordering::SeqCst) != 4 {
+            let waited = started.elapsed();
+            assert!(
+                waited < WITHIN,
+                "turn {turn}: {client} held {} of 4 tasks {waited:?} after its start, the previous instance having \
+                 stopped cleanly (session timeout {SESSION:?}) (earlier turns: {waits:?})",
+                probe.tasks.load(Ordering::SeqCst)
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        waits.push(started.elapsed());
+        let records: Vec<Seed<'_>> = (0..4).map(|p| (Some(p), "k", Some(b"{}".as_slice()))).collect();
+        h.produce(&input, &records).await;
+        let outputs = h.read_until(&output, |r| r.len() >= 4 * turn).await;
+        running.stop().await.unwrap();
+        let left = members(app.clone()).await;
+        assert!(left.is_empty(), "turn {turn}: run() of {client} returned with the group's members still {left:?}");
+        assert_eq!(outputs.len(), 4 * turn, "one output per input");
+    }
+    // The counter keeps a count per task: each partition's key "k" counted 1..=6, once each.
+    let mut counts = counts_by_key(&h.read(&output).await).remove("k").unwrap_or_default();
+    counts.sort_unstable();
+    let want: Vec<i64> = (1..=6).flat_map(|n| [n; 4]).collect();
+    assert_eq!(counts, want, "every turn counted once per partition (waits for all tasks: {waits:?})");
 }
 
 const PAD: Attribute<String> = Attribute::new("pad", &STR);

@@ -299,6 +299,13 @@ fn parent() {
         }
     }
     assert!(failed.is_empty(), "migration scenarios failed: {failed:?} (logs in {})", logs.display());
+    let hung = crate::process::HUNG_PYTHON_STOPS.lock().unwrap().clone();
+    if !hung.is_empty() {
+        println!(
+            "migration: Python replicas hung on a clean stop and were SIGKILLed (docs/compatibility.md hazard 10): {}",
+            hung.join("; ")
+        );
+    }
     println!("migration: all scenarios passed in {:.0} s", started.elapsed().as_secs_f64());
 }
 

@@ -42,6 +42,8 @@ writer, a config-store reader and a topic reader, each through the package's own
 """
 import argparse
 import asyncio
+import faulthandler
+import io
 import json
 import logging
 import signal
@@ -137,9 +139,20 @@ async def serve(app: Flechtwerk) -> None:
         stop.set()
         task.cancel()
 
+    def dump_tasks() -> None:
+        # SIGUSR1 (tests/migration_python/process.rs sends it when a clean stop is late): every
+        # asyncio task's stack and every thread's, so a stop that hangs says where.
+        log = logging.getLogger("migration")
+        for t in asyncio.all_tasks():
+            stack = io.StringIO()
+            t.print_stack(file=stack)
+            log.warning("task %r:\n%s", t.get_name(), stack.getvalue())
+        faulthandler.dump_traceback(all_threads=True)
+
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal)
+    loop.add_signal_handler(signal.SIGUSR1, dump_tasks)
     try:
         await app.run()
     except asyncio.CancelledError:

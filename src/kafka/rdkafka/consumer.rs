@@ -1086,13 +1086,17 @@ impl Consumer for RdConsumer {
         self.paused.clear();
         self.known.clear();
         // Dropping the last handle closes the consumer (revoke, leave the group, destroy) on a
-        // thread of its own (see `Shared`'s `Drop`). Another handle still out (a cancelled poll
-        // still running, the request that woke the fetchers after a resume) starts the close
-        // when it is dropped, in the background: nobody waits for that (the bootstrap's reader
-        // would wait ~0.5 s for the wake-up request its last resume sent). With the last handle
-        // here the close is awaited, bounded: librdkafka's close can block for good; it then
-        // goes on in the background and the caller learns it did not finish.
-        if Arc::strong_count(&shared) > 1 {
+        // thread of its own (see `Shared`'s `Drop`). Another handle may still be out (a cancelled
+        // poll still running, the request that woke the fetchers after a resume): the close then
+        // starts when that one is dropped. A group member waits for it either way, bounded: a
+        // process that exits right after `run()` returned must have left its group (LIFE-21),
+        // or the next member's rebalance waits for it until its session expires (seen on 3 of 6
+        // clean restarts of the restore bench; `life_21_a_clean_stop_leaves_the_group` found the
+        // member still listed after `run()` on its first turn). A group-less consumer has nothing
+        // to leave and does not wait (the bootstrap's reader would wait ~0.5 s for the wake-up
+        // request its last resume sent). librdkafka's close can block for good: past the bound
+        // it goes on in the background and the caller learns it did not finish.
+        if Arc::strong_count(&shared) > 1 && shared.groupless {
             // No handle is made from nothing, so a count of one cannot rise again; a count above
             // one may fall meanwhile, and then this drop closes it, unawaited.
             drop(shared);
