@@ -162,15 +162,32 @@ fn input_value(i: usize, key: &str) -> String {
     )
 }
 
-/// Observer of the Rust child: prints the instant every task has started.
+/// Observer of the Rust child: prints the instant every task has started, and once every
+/// task has restored, `RESTORED <records> <start> <last task's restore end>`, `start` being the
+/// instant the application was built (the engine reports a task's restore when it ends; a task
+/// that reused a current local copy restores only the changelog's tail, often 0 records).
 struct Announce {
     partitions: usize,
+    /// When the application was built (just before `RUN`).
+    started: u128,
+    /// Per task restored so far this run: (records, the instant it ended), by partition.
+    restored: std::sync::Mutex<BTreeMap<i32, (usize, u128)>>,
 }
 
 impl flechtwerk::observer::Observer for Announce {
     fn tasks_assigned(&self, count: usize) {
         if count == self.partitions {
             println!("TASKS {count} {}", unix_nanos());
+        }
+    }
+
+    fn state_restored(&self, partition: i32, count: usize) {
+        let mut restored = self.restored.lock().expect("lock");
+        restored.insert(partition, (count, unix_nanos()));
+        if restored.len() == self.partitions {
+            let records: usize = restored.values().map(|(n, _)| n).sum();
+            let last = restored.values().map(|(_, at)| *at).max().unwrap_or_default();
+            println!("RESTORED {records} {} {last}", self.started);
         }
     }
 }
@@ -216,7 +233,17 @@ fn stage_child(argv: &[String]) {
             .guarantee(args.guarantee)
             .producers(args.producers)
             .max_poll_records(args.max_poll_records)
-            .observer(Arc::new(Announce { partitions: args.partitions as usize }));
+            .observer(Arc::new(Announce {
+                partitions: args.partitions as usize,
+                started: unix_nanos(),
+                restored: Default::default(),
+            }));
+        // A fixed state root (the restore rounds) lets a restart reuse its local copy; without
+        // it, the library's default (a fresh temp directory: every start restores in full).
+        let builder = match flag_value(argv, "--state-dir") {
+            Some(dir) => builder.state_stores(Arc::new(flechtwerk::state::RocksDbStores::new(dir))),
+            None => builder,
+        };
         // Without the flag, the library's default: what a user who sets nothing runs.
         let builder = match args.max_batch_records {
             Some(records) => builder.max_batch_records(records),
@@ -491,6 +518,11 @@ fn stage_command(
     }
     if let (Some(batch), "rust" | "rust-eos2") = (args.max_batch_records, which) {
         command.args(["--max-batch-records", &batch.to_string()]);
+    }
+    if which.starts_with("rust") {
+        // The stage's RocksDB root: kept across a restore round's restarts, so a start reuses
+        // the copy its previous incarnation left (STO-05) unless the round emptied it.
+        command.args(["--state-dir".as_ref(), state_dir.as_os_str()]);
     }
     if which.starts_with("rust") || which == "bare" {
         command.args(["--partitions", &args.partitions.to_string()]);
