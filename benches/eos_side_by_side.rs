@@ -5,7 +5,7 @@
 //! eval "$(scripts/kafka start | grep '^KAFKA_BOOTSTRAP=')"
 //! eval "$(scripts/python-ref | grep '^PYTHON_REF=')"
 //! cargo bench --features rdkafka --bench eos_side_by_side -- [--records 100000] [--keys 1000] \
-//!     [--partitions 4] [--rounds 3] [--only rust|python|rust-eos2|kstreams|kstreams-defaults|bare[,...]] \
+//!     [--partitions 4] [--rounds 3] [--only rust|python|rust-eos2|kstreams|kstreams-defaults|bare|floor|floor-eos2[,...]] \
 //!     [--guarantee eos|alos] [--work-us 0] [--max-batch-records N]
 //! cargo bench --features rdkafka --bench eos_side_by_side -- --smoke   # every implementation, 3 000 inputs
 //! cargo bench --features rdkafka --bench eos_side_by_side -- --in-process 20000   # callgrind
@@ -56,12 +56,17 @@
 //! same bytes from all three implementations), N counting 1, 2, 3... per key.
 //!
 //! `bare` is the floor under the engine (see `bare_child`): the same adapter and wire work per
-//! input without the engine; `--only bare,rust` closes with the ratios of the two.
+//! input without the engine; `--only bare,rust` closes with the ratios of the two. `floor` and
+//! `floor-eos2` are librdkafka's own floor, per task and per instance (see `floor_child`): the
+//! same wire work through librdkafka's C API, batches from `rd_kafka_consume_batch_queue`,
+//! neither our adapter nor the engine.
 //!
 //! `--in-process N` runs the same stage on the in-process cluster over N inputs and exits: a
 //! fixed workload for `valgrind --tool=callgrind` (the difference of two N gives instructions per
 //! record without start-up).
 
+#[path = "support/librdkafka_floor.rs"]
+mod librdkafka_floor;
 mod support;
 
 use std::collections::BTreeMap;
@@ -266,6 +271,44 @@ fn stage_child(argv: &[String]) {
         std::process::exit(1);
     }
     runtime.shutdown_background();
+}
+
+/// librdkafka's own floor (`--only floor,floor-eos2`): the same wire work through its C API,
+/// neither our adapter nor the engine (benches/support/librdkafka_floor.rs). Exactly-once only.
+fn floor_child(argv: &[String]) {
+    use std::sync::atomic::AtomicBool;
+    let get = |name: &str| flag_value(argv, name).unwrap_or_else(|| panic!("{name}"));
+    let args = parse(argv);
+    assert!(args.guarantee == Guarantee::ExactlyOnce, "the librdkafka floor is measured exactly-once only");
+    let (input, output, app) = (get("--input"), get("--output"), get("--app"));
+    let changelog = format!("{app}-changelog");
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    runtime.block_on(async {
+        let kafka = child_kafka(&get("--bootstrap"));
+        let topic = NewTopic::new(&changelog, args.partitions).replication(1).compacted();
+        kafka.admin().expect("admin").create_topic(&topic).await.expect("changelog");
+    });
+    drop(runtime);
+    let stop = Arc::new(AtomicBool::new(false));
+    std::thread::spawn({
+        let stop = stop.clone();
+        move || {
+            let _ = std::io::stdin().read_to_end(&mut Vec::new());
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    });
+    println!("RUN {}", unix_nanos());
+    let floor = librdkafka_floor::Floor {
+        bootstrap: &get("--bootstrap"),
+        app: &app,
+        input: &input,
+        output: &output,
+        changelog: &changelog,
+        partitions: args.partitions,
+        max_poll_records: args.max_poll_records,
+        per_instance: args.producers == flechtwerk::Producers::PerInstance,
+    };
+    librdkafka_floor::run(&floor, &stop, unix_nanos);
 }
 
 /// The floor under the engine (`--only bare`): the same Kafka adapter, the same settings and
@@ -480,9 +523,13 @@ fn stage_command(
     state_dir: &std::path::Path,
 ) -> Command {
     let mut command = match which {
-        "rust" | "rust-eos2" | "bare" => {
+        "rust" | "rust-eos2" | "bare" | "floor" | "floor-eos2" => {
             let mut c = Command::new(std::env::current_exe().expect("this binary"));
-            c.arg(if which == "bare" { "--bare-child" } else { "--stage-child" });
+            c.arg(match which {
+                "bare" => "--bare-child",
+                "floor" | "floor-eos2" => "--floor-child",
+                _ => "--stage-child",
+            });
             c
         }
         "kstreams" | "kstreams-defaults" => {
@@ -513,7 +560,7 @@ fn stage_command(
     if which != "kstreams-defaults" {
         command.args(["--max-poll-records", &args.max_poll_records.to_string()]);
     }
-    if which == "rust-eos2" {
+    if which == "rust-eos2" || which == "floor-eos2" {
         command.args(["--producers", "instance"]);
     }
     if let (Some(batch), "rust" | "rust-eos2") = (args.max_batch_records, which) {
@@ -524,7 +571,7 @@ fn stage_command(
         // the copy its previous incarnation left (STO-05) unless the round emptied it.
         command.args(["--state-dir".as_ref(), state_dir.as_os_str()]);
     }
-    if which.starts_with("rust") || which == "bare" {
+    if which.starts_with("rust") || which == "bare" || which.starts_with("floor") {
         command.args(["--partitions", &args.partitions.to_string()]);
         command.args(["--work-us", &args.work.as_micros().to_string()]);
         if args.guarantee == Guarantee::AtLeastOnce {
@@ -649,7 +696,8 @@ async fn measure(kafka: &Arc<dyn Kafka>, args: &Args, bootstrap: &str, input: &s
 }
 
 /// `--smoke`: one output of `which` is the input it answers (`input_value`) with `"seen":N`
-/// added in its sorted place, N one more than the key's previous output's.
+/// added in its sorted place (the floors: at the end), N one more than the key's previous
+/// output's.
 fn check_output(
     counts: &mut std::collections::HashMap<Vec<u8>, i64>,
     key: Option<&[u8]>,
@@ -666,8 +714,13 @@ fn check_output(
     let seen = counts.entry(key.to_vec()).or_insert(0);
     *seen += 1;
     let key = std::str::from_utf8(key).expect("UTF-8 key");
-    let expected =
-        input_value(number(r#""i":"#) as usize, key).replacen(r#","unit""#, &format!(r#","seen":{seen},"unit""#), 1);
+    let input = input_value(number(r#""i":"#) as usize, key);
+    let expected = if which == "bare" || which.starts_with("floor") {
+        // The floors splice the count in before the closing brace: bytes, no JSON encoder.
+        format!("{},\"seen\":{seen}}}", &input[..input.len() - 1])
+    } else {
+        input.replacen(r#","unit""#, &format!(r#","seen":{seen},"unit""#), 1)
+    };
     assert_eq!(value, expected, "{which}: output of key {key}");
 }
 
@@ -805,7 +858,7 @@ async fn side_by_side(args: Args) {
     // Ratios: each of ours against each other implementation; with ours alone, the first named
     // against the others. "A/B" is how many times better A's figure is than B's (above 1: A is
     // better; rates divided, costs inverted).
-    let ours = |name: &&&str| name.starts_with("rust") || **name == "bare";
+    let ours = |name: &&&str| name.starts_with("rust") || **name == "bare" || name.starts_with("floor");
     let mut pairs: Vec<(&str, &str)> = Vec::new();
     for a in which.iter().filter(|n| ours(n)) {
         for b in which.iter().filter(|n| !ours(n)) {
@@ -1143,6 +1196,9 @@ fn main() {
     }
     if argv.iter().any(|a| a == "--bare-child") {
         return bare_child(&argv);
+    }
+    if argv.iter().any(|a| a == "--floor-child") {
+        return floor_child(&argv);
     }
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     if let Some(n) = flag_value(&argv, "--in-process") {
