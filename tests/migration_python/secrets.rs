@@ -80,6 +80,10 @@ fn our_flechtctl() -> PathBuf {
 }
 
 fn flechtctl(setup: &Setup, tool: Tool, args: &[&str]) -> Output {
+    flechtctl_command(setup, tool, args).output().unwrap_or_else(|e| panic!("run {tool:?} flechtctl: {e}"))
+}
+
+fn flechtctl_command(setup: &Setup, tool: Tool, args: &[&str]) -> Command {
     let mut command = match tool {
         Tool::Python => {
             let mut c = Command::new(&setup.python);
@@ -88,12 +92,16 @@ fn flechtctl(setup: &Setup, tool: Tool, args: &[&str]) -> Output {
         }
         Tool::Rust => Command::new(our_flechtctl()),
     };
-    command.args(args).current_dir(&setup.logs).output().unwrap_or_else(|e| panic!("run {tool:?} flechtctl: {e}"))
+    command.args(args).current_dir(&setup.logs);
+    command
 }
 
 /// Runs a `flechtctl` command that must succeed; returns its stdout (one trailing newline off).
 fn flechtctl_ok(setup: &Setup, tool: Tool, args: &[&str]) -> String {
-    let out = flechtctl(setup, tool, args);
+    succeeded(tool, args, flechtctl(setup, tool, args))
+}
+
+fn succeeded(tool: Tool, args: &[&str], out: Output) -> String {
     assert!(
         out.status.success(),
         "secrets: {tool:?} flechtctl {args:?}: {}: {}",
@@ -317,13 +325,25 @@ fn reseal_configs(setup: &Setup, configs: &str, keyring: &str) -> (usize, usize)
     for r in read(configs) {
         last.insert(key_of(&r), r);
     }
-    let mut written = Vec::new();
-    let (mut by_python, mut by_rust) = (0, 0);
+    // One process per token, all at once (Python's takes most of a second to start).
+    let mut running = Vec::new();
     for (n, (key, record)) in last.iter().enumerate() {
-        let mut map = wire::decode_value(record.value.as_deref()).expect("a config decodes");
+        let map = wire::decode_value(record.value.as_deref()).expect("a config decodes");
         let Some(Value::Str(token)) = map.get("api_key").cloned() else { panic!("config {key}: no api_key token") };
         let tool = if n % 2 == 0 { Tool::Python } else { Tool::Rust };
-        let resealed = flechtctl_ok(setup, tool, &["reencrypt", "-k", keyring, "--scope", "vendor", &token]);
+        let args = ["reencrypt", "-k", keyring, "--scope", "vendor", &token];
+        let child = flechtctl_command(setup, tool, &args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("run {tool:?} flechtctl: {e}"));
+        running.push((key, map, tool, child));
+    }
+    let mut written = Vec::new();
+    let (mut by_python, mut by_rust) = (0, 0);
+    for (key, mut map, tool, child) in running {
+        let out = child.wait_with_output().expect("flechtctl reencrypt");
+        let resealed = succeeded(tool, &["reencrypt"], out);
         assert_eq!(kid_of(&resealed).ok().as_deref(), Some(NEW_KID), "config {key}: {tool:?} re-sealed under another key");
         match tool {
             Tool::Python => by_python += 1,
@@ -343,7 +363,7 @@ fn reseal_configs(setup: &Setup, configs: &str, keyring: &str) -> (usize, usize)
 ///
 /// 1. Python's `flechtctl keyring new` makes the keyring file (one oct key, `k-2026`); Python's
 ///    codec seals the configs' API keys (`migration.py secret-configs`).
-/// 2. Python, Rust, Python in turn, two rounds each: every account's ledger token is opened by
+/// 2. Python, Rust, Python in turn, a round each: every account's ledger token is opened by
 ///    the implementation that did not seal it, both ways; after each phase every changelog record
 ///    is a token.
 /// 3. A Python and a Rust replica share the tasks. Rotation: Python's `flechtctl keyring add`
@@ -406,7 +426,6 @@ pub(crate) fn secrets(setup: Setup) -> String {
     let mut phase_kids = Vec::new();
     let mut phase = |fleet: &mut Fleet, mut replica: Proc| {
         fleet.round(&mut [&mut replica]);
-        fleet.round(&mut [&mut replica]);
         let (kids, _) =
             check_state_tokens(&format!("after {}", replica.name), &read(&changelog), &fleet.procs(&[&replica]));
         phase_kids.push(kids.into_iter().map(|(kid, n)| format!("{kid} {n}")).collect::<Vec<_>>().join(", "));
@@ -427,6 +446,7 @@ pub(crate) fn secrets(setup: Setup) -> String {
     fleet.settled(&mut [&mut py, &mut rs]);
     fleet.round(&mut [&mut py, &mut rs]);
     let before_rotation = fleet.rounds;
+    let handed_over = started.elapsed();
 
     // 1. The new key, not the primary yet: every replica learns to open it first.
     flechtctl_ok(&setup, Tool::Python, &["keyring", "add", &keyring, "--kid", NEW_KID]);
@@ -480,6 +500,11 @@ pub(crate) fn secrets(setup: Setup) -> String {
     fleet.roll(&mut py, &mut rs);
     py.stop();
     rs.stop();
+    let rotated = started.elapsed();
+    // A Rust replica given the old keyring, and one more input (checked below, once it failed; a
+    // replica that opened it would write an output too many).
+    let stale = fleet.rust(&old_keyring);
+    produce(&fleet.input, &[(Some("acct-0"), Some(&br#"{"i":0}"#[..]))]);
 
     // The outputs: every key 1..n, each total and proof right.
     let procs = fleet.procs(&[&py, &rs]);
@@ -592,9 +617,6 @@ pub(crate) fn secrets(setup: Setup) -> String {
         "secrets: Python's flechtctl with the old keyring: {} {message}",
         refused.status
     );
-    let stale = fleet.rust(&old_keyring);
-    let values = [r#"{"i":0}"#];
-    produce(&fleet.input, &[(Some("acct-0"), Some(values[0].as_bytes()))]);
     wait_until("the replica with the old keyring to fail", PHASE_MAX, || stale.last(|l| l.strip_prefix("crashed: ").map(str::to_owned)).is_some());
     let crash = stale.last(|l| l.strip_prefix("crashed: ").map(str::to_owned)).unwrap_or_default();
     assert!(
@@ -607,8 +629,12 @@ pub(crate) fn secrets(setup: Setup) -> String {
          ledger tokens Python sealed, Python {py_read_rust} of Rust's (state tokens read: {state_reads:?}); changelog \
          tokens per kid after the Python, Rust and Python phases {phase_kids:?}, at the end {kids:?}; configs \
          re-sealed {resealed_py} by Python's flechtctl and {resealed_rs} by ours; {records} records without a \
-         plaintext; the old keyring refuses the new tokens ({message:?}; a Rust replica: {crash:?}); {:.0} s",
+         plaintext; the old keyring refuses the new tokens ({message:?}; a Rust replica: {crash:?}); {} rounds, \
+         handed over in {:.0} s, rotated by {:.0} s, {:.0} s in all",
         outputs.len(),
+        fleet.rounds,
+        handed_over.as_secs_f64(),
+        rotated.as_secs_f64(),
         started.elapsed().as_secs_f64()
     )
 }
