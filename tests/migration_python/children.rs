@@ -188,12 +188,21 @@ fn ledger(input: &str, output: &str, configs: &str) -> impl Transformer + use<> 
 }
 
 /// `--child secrets APP CLIENT INPUT OUTPUT CONFIG-TOPIC KEYRING-FILE`: the ledger, with the
-/// keyring the file holds (read here: the library reads no file), until SIGTERM or a crash.
+/// keyring the file holds (read here: the library reads no file), until SIGTERM or a crash. The
+/// `wrong-key` mutant replaces the file's keys by fresh ones under the same kids.
 #[cfg(feature = "secrets")]
 async fn secrets_child(args: &[String]) {
     let [app, client, input, output, configs, keyring] = args else { panic!("secrets child arguments: {args:?}") };
     let text = std::fs::read_to_string(keyring).unwrap_or_else(|e| panic!("read {keyring}: {e}"));
-    let keyring = flechtwerk::secrets::Keyring::from_json(&text).expect("a valid keyring file");
+    let mut keyring = flechtwerk::secrets::Keyring::from_json(&text).expect("a valid keyring file");
+    if mutant() == "wrong-key" {
+        let kids: Vec<String> = keyring.kids().map(str::to_owned).collect();
+        let mut other = flechtwerk::secrets::Keyring::builder();
+        for kid in &kids {
+            other = other.generate_oct(kid);
+        }
+        keyring = other.primary(keyring.primary()).build().expect("a keyring");
+    }
     let app = builder(app, client).keyring(keyring).build(ledger(input, output, configs)).expect("valid settings");
     child_support::run_until_sigterm(app).await;
 }

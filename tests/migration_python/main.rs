@@ -59,7 +59,8 @@
 //! the results are in docs/compatibility.md): `app-id` (the Rust instances use another
 //! `application_id`), `forget` (the Rust stage's state store forgets everything: a stage that
 //! does not restore), `quoted-key` (the Rust config writer JSON-quotes its keys), `plain-secret`
-//! (the Rust ledger writes its sealed state field in plaintext).
+//! (the Rust ledger writes its sealed state field in plaintext), `wrong-key` (the Rust ledger
+//! holds other keys under the keyring file's kids).
 //!
 //! One file per subject:
 //! - `cutover.rs`: the cut-overs, stopped and killed (and how a switch is made and a fence timed);
