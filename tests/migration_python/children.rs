@@ -218,7 +218,12 @@ fn builder(app: &str, client: &str) -> flechtwerk::FlechtwerkBuilder {
         .with_ansi(false)
         .with_writer(std::io::stderr)
         .try_init();
-    Flechtwerk::builder().application_id(app).client_id(client).kafka(kafka()).replication_factor(1).observer(Arc::new(Printer))
+    Flechtwerk::builder()
+        .application_id(app)
+        .client_id(client)
+        .kafka(kafka())
+        .replication_factor(1)
+        .observer(Arc::new(Printer))
 }
 
 /// `--child counter|forward|config-store APP CLIENT INPUT OUTPUT-OR-CONFIG-TOPIC`, `--child

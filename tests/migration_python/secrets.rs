@@ -344,7 +344,11 @@ fn reseal_configs(setup: &Setup, configs: &str, keyring: &str) -> (usize, usize)
     for (key, mut map, tool, child) in running {
         let out = child.wait_with_output().expect("flechtctl reencrypt");
         let resealed = succeeded(tool, &["reencrypt"], out);
-        assert_eq!(kid_of(&resealed).ok().as_deref(), Some(NEW_KID), "config {key}: {tool:?} re-sealed under another key");
+        assert_eq!(
+            kid_of(&resealed).ok().as_deref(),
+            Some(NEW_KID),
+            "config {key}: {tool:?} re-sealed under another key"
+        );
         match tool {
             Tool::Python => by_python += 1,
             Tool::Rust => by_rust += 1,
@@ -559,7 +563,8 @@ pub(crate) fn secrets(setup: Setup) -> String {
                 None => got == OLD_KID || got == NEW_KID,
             };
             let config_went_back = previous.is_some_and(|p| p.config_kid == NEW_KID && o.config_kid == OLD_KID);
-            if !fits(&o.state_kid, expected_state_kid) || !fits(&o.config_kid, expected_config_kid) || config_went_back {
+            if !fits(&o.state_kid, expected_state_kid) || !fits(&o.config_kid, expected_config_kid) || config_went_back
+            {
                 violations.push(format!(
                     "{key} output {}: read a ledger of {:?} and a config of {:?}; expected {expected_state_kid:?} and \
                      {expected_config_kid:?} (None: either key; a config never goes back to the old key)",
@@ -608,16 +613,21 @@ pub(crate) fn secrets(setup: Setup) -> String {
     let old = Keyring::from_json(&std::fs::read_to_string(&old_keyring).expect("old keyring")).expect("old keyring");
     match old.decrypt(&new_token, "ledger") {
         Err(SecretError::Decrypt { kid, cause: Some(Refusal::UnknownKey { .. }), .. }) if kid == NEW_KID => {}
-        other => panic!("secrets: the old keyring opened a new token or failed otherwise: {:?}", other.map(|_| "opened")),
+        other => {
+            panic!("secrets: the old keyring opened a new token or failed otherwise: {:?}", other.map(|_| "opened"))
+        }
     }
     let refused = flechtctl(&setup, Tool::Python, &["decrypt", "-k", &old_keyring, "--scope", "ledger", &new_token]);
     let message = String::from_utf8_lossy(&refused.stderr).trim().to_owned();
     assert!(
-        !refused.status.success() && message.contains(&format!("cannot decrypt secret value; scope='ledger'; kid='{NEW_KID}'")),
+        !refused.status.success()
+            && message.contains(&format!("cannot decrypt secret value; scope='ledger'; kid='{NEW_KID}'")),
         "secrets: Python's flechtctl with the old keyring: {} {message}",
         refused.status
     );
-    wait_until("the replica with the old keyring to fail", PHASE_MAX, || stale.last(|l| l.strip_prefix("crashed: ").map(str::to_owned)).is_some());
+    wait_until("the replica with the old keyring to fail", PHASE_MAX, || {
+        stale.last(|l| l.strip_prefix("crashed: ").map(str::to_owned)).is_some()
+    });
     let crash = stale.last(|l| l.strip_prefix("crashed: ").map(str::to_owned)).unwrap_or_default();
     assert!(
         crash.contains(&format!("kid='{NEW_KID}'")) && crash.contains("cannot decrypt secret value"),
