@@ -375,9 +375,9 @@ fn reseal_configs(setup: &Setup, configs: &str, keyring: &str) -> (usize, usize)
 ///    key seals before any seals with it; our `flechtctl keyring primary k-2027` and a rolling
 ///    restart; a round, so every ledger is sealed again under the new key (lazily, by the
 ///    stage's own write); the configs' API keys re-sealed (`flechtctl reencrypt`, half with each
-///    tool) and written back to the config topic, and a round that reads them; the gate (the last
-///    ledger of every key and the last config of every account name `k-2027`); Python's
-///    `flechtctl keyring remove k-2026` and a rolling restart.
+///    tool) and written back to the config topic, and rounds until every replica read them; the
+///    gate (the last ledger of every key and the last config of every account name `k-2027`);
+///    Python's `flechtctl keyring remove k-2026` and a rolling restart.
 /// 4. Every output counts its key 1..n with the right running total and a proof over the
 ///    decrypted API key and total; the last round read only `k-2027` tokens; no topic holds a
 ///    plaintext; the last ledgers open to their totals; the old keyring, in both
