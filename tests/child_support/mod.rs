@@ -14,7 +14,8 @@ extern "C" fn on_sigterm(_: libc::c_int) {
 }
 
 /// Runs `app` until this process gets SIGTERM (a clean stop: prints `stopped cleanly`); a run
-/// that ends in an error prints `crashed: …` and exits the process with status 3.
+/// that ends in an error prints `crashed: …` (the error and its causes) and exits the process
+/// with status 3.
 pub async fn run_until_sigterm(app: Flechtwerk) {
     // SAFETY: installs an async-signal-safe handler (one atomic store).
     unsafe { libc::signal(libc::SIGTERM, on_sigterm as *const () as libc::sighandler_t) };
@@ -26,7 +27,14 @@ pub async fn run_until_sigterm(app: Flechtwerk) {
     match app.run_until(terminated).await {
         Ok(()) => println!("stopped cleanly"),
         Err(error) => {
-            println!("crashed: {error}");
+            // The whole chain of causes: a stage's error is the source of "transform failed ...".
+            let mut words = error.to_string();
+            let mut cause = std::error::Error::source(&error);
+            while let Some(c) = cause {
+                words.push_str(&format!(": {c}"));
+                cause = c.source();
+            }
+            println!("crashed: {words}");
             std::process::exit(3);
         }
     }

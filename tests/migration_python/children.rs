@@ -1,6 +1,6 @@
 //! The Rust side: the stages this binary runs as `--child` (the counter, the forwarder, the
-//! config-store reader, the paging extractor), with the observer whose lines the parent reads
-//! and the `forget` mutant's state stores.
+//! config-store reader, the paging extractor, the secrets scenario's ledger), with the observer
+//! whose lines the parent reads and the `forget` mutant's state stores.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -139,11 +139,75 @@ impl Extractor for Pager {
     }
 }
 
-/// `--child counter|forward|config-store APP CLIENT INPUT OUTPUT-OR-CONFIG-TOPIC` or `--child
-/// extractor APP CLIENT CONFIG-TOPIC OUTPUT`: runs the stage
-/// until SIGTERM (then stops cleanly, exit 0) or a crash (exit 3).
-pub(crate) async fn child(args: &[String]) {
-    let [role, app, client, input, topic] = args else { panic!("child arguments: {args:?}") };
+/// `tests/python/migration.py secrets` in Rust: the ledger of the secrets scenario. Each input
+/// `{"i": i}` joins its account's config, whose `api_key` is sealed for scope `vendor`; the
+/// account's state holds `seen` and the sealed `ledger` text `ledger:<key>:<total>`; the output
+/// carries the total, a proof over the decrypted API key and the total, and the kids of the
+/// state and config tokens read. The `plain-secret` mutant writes the ledger in plaintext (and
+/// tolerates reading one back).
+#[cfg(feature = "secrets")]
+fn ledger(input: &str, output: &str, configs: &str) -> impl Transformer + use<> {
+    use flechtwerk::attribute::{encrypted, Attribute, STR};
+
+    use crate::secrets::{proof, token_kid, API_KEY, CONFIG_KID, LEDGER, PROOF, STATE_KID, TOTAL};
+    use crate::I;
+
+    const PLAIN_LEDGER: Attribute<String> = Attribute::new("ledger", &STR);
+    const TOLERANT_LEDGER: Attribute<String> =
+        Attribute::new("ledger", &encrypted(STR).scope("ledger").read_plaintext());
+    let plain = mutant() == "plain-secret";
+    let output = output.to_owned();
+    transformer([input]).config_topics([configs]).transform(move |msg, mut state, out| {
+        let config = out.configs().get(&msg.key)?.ok_or_else(|| format!("no config for {:?}", msg.key))?;
+        // Both reads decrypt, whoever sealed the token: Python's codec or ours, either key.
+        let api_key = config.require(&API_KEY)?;
+        let previous = state.get(if plain { &TOLERANT_LEDGER } else { &LEDGER })?;
+        let i = msg.value.as_ref().ok_or("a tombstone input")?.require(&I)?;
+        let mut total = i;
+        if let Some(previous) = previous {
+            let prefix = format!("ledger:{}:", msg.key);
+            let carried = previous.strip_prefix(&prefix).ok_or("the ledger belongs to another key")?;
+            total += carried.parse::<i64>()?;
+        }
+        let seen = state.get(&SEEN)?.unwrap_or(0) + 1;
+        let value = Event::new()
+            .with(&I, i)?
+            .with(&SEEN, seen)?
+            .with(&TOTAL, total)?
+            .with(&PROOF, proof(&api_key, total))?
+            .with(&IMPL, "rust".to_owned())?
+            .with(&STATE_KID, token_kid(state.raw().get("ledger"))?)?
+            .with(&CONFIG_KID, token_kid(config.raw().get("api_key"))?)?;
+        out.send(Message::new(output.as_str(), msg.key.as_str(), value));
+        state.set(&SEEN, seen)?;
+        let text = format!("ledger:{}:{total}", msg.key);
+        state.set(if plain { &PLAIN_LEDGER } else { &LEDGER }, text)?;
+        out.set_state(state);
+        Ok(())
+    })
+}
+
+/// `--child secrets APP CLIENT INPUT OUTPUT CONFIG-TOPIC KEYRING-FILE`: the ledger, with the
+/// keyring the file holds (read here: the library reads no file), until SIGTERM or a crash. The
+/// `wrong-key` mutant replaces the file's keys by fresh ones under the same kids.
+#[cfg(feature = "secrets")]
+async fn secrets_child(args: &[String]) {
+    let [app, client, input, output, configs, keyring] = args else { panic!("secrets child arguments: {args:?}") };
+    let text = std::fs::read_to_string(keyring).unwrap_or_else(|e| panic!("read {keyring}: {e}"));
+    let mut keyring = flechtwerk::secrets::Keyring::from_json(&text).expect("a valid keyring file");
+    if mutant() == "wrong-key" {
+        let kids: Vec<String> = keyring.kids().map(str::to_owned).collect();
+        let mut other = flechtwerk::secrets::Keyring::builder();
+        for kid in &kids {
+            other = other.generate_oct(kid);
+        }
+        keyring = other.primary(keyring.primary()).build().expect("a keyring");
+    }
+    let app = builder(app, client).keyring(keyring).build(ledger(input, output, configs)).expect("valid settings");
+    child_support::run_until_sigterm(app).await;
+}
+
+fn builder(app: &str, client: &str) -> flechtwerk::FlechtwerkBuilder {
     // The child's logs go to its log file with its output (`RUST_LOG`, e.g. `flechtwerk=debug`,
     // to see a scenario's engine; warnings by default).
     let _ = tracing_subscriber::fmt()
@@ -154,12 +218,24 @@ pub(crate) async fn child(args: &[String]) {
         .with_ansi(false)
         .with_writer(std::io::stderr)
         .try_init();
-    let mut builder = Flechtwerk::builder()
-        .application_id(app.as_str())
-        .client_id(client.as_str())
+    Flechtwerk::builder()
+        .application_id(app)
+        .client_id(client)
         .kafka(kafka())
         .replication_factor(1)
-        .observer(Arc::new(Printer));
+        .observer(Arc::new(Printer))
+}
+
+/// `--child counter|forward|config-store APP CLIENT INPUT OUTPUT-OR-CONFIG-TOPIC`, `--child
+/// extractor APP CLIENT CONFIG-TOPIC OUTPUT` or `--child secrets ...` (see [`secrets_child`]):
+/// runs the stage until SIGTERM (then stops cleanly, exit 0) or a crash (exit 3).
+pub(crate) async fn child(args: &[String]) {
+    #[cfg(feature = "secrets")]
+    if args.first().map(String::as_str) == Some("secrets") {
+        return secrets_child(&args[1..]).await;
+    }
+    let [role, app, client, input, topic] = args else { panic!("child arguments: {args:?}") };
+    let mut builder = builder(app, client);
     if role == "extractor" {
         // As the Python extractor is run (`migration.py`): a cycle every 100 ms.
         builder = builder.poll_interval(Duration::from_millis(100));

@@ -1,5 +1,5 @@
 //! Live migration between Python flechtwerk 0.17.0 and this library, on Apache Kafka, with the
-//! real Python implementation (docs/compatibility.md, "Migrating from Python"). Six scenarios
+//! real Python implementation (docs/compatibility.md, "Migrating from Python"). Seven scenarios
 //! run side by side, each on its own topics and `application_id`:
 //!
 //! - **cut-over, stopped** and **cut-over, killed**: a Python counter application
@@ -35,6 +35,14 @@
 //!   the changelog must have no key but the accounts.
 //! - **extractor rolling replacement**: two Python extractor replicas, each replaced in turn by a
 //!   Rust replica while they extract (mixed groups of both sharing the tokens). Same checks.
+//! - **secrets** (feature `secrets`): a Python ledger (`tests/python/migration.py secrets`) whose
+//!   config field and state field are `ENCRYPTED`, under a keyring file made with Python's
+//!   `flechtctl`, is taken over by the Rust one and back (clean stops), each opening the state
+//!   tokens the other sealed; then a Python and a Rust replica share the tasks while the key is
+//!   rotated with both implementations' `flechtctl` (a new key, rolled out; made the primary,
+//!   rolled out; the configs re-sealed and written back; the old key removed, rolled out). Every
+//!   output's count, running total and proof over the decrypted values must be right, no topic
+//!   may hold a plaintext, and the old keyring must refuse the new tokens by name.
 //!
 //! Each cut-over's output, written by Python and Rust in turn, is read back by a Python consumer
 //! through the package's own decoder (`tests/python/migration.py read`): the same records and
@@ -46,11 +54,13 @@
 //! `--child ...`. Every child's stdout and stderr are kept in a log file under the temp dir,
 //! named in the failure message.
 //!
-//! `FLECHTWERK_MIGRATION_SCENARIOS=stop,kill,rolling,configs,extractor,extractor-rolling` runs
-//! a subset. Planted bugs (`FLECHTWERK_MIGRATION_MUTANT`, for showing the checks can fail; the
-//! results are in docs/compatibility.md): `app-id` (the Rust instances use another
+//! `FLECHTWERK_MIGRATION_SCENARIOS=stop,kill,rolling,configs,extractor,extractor-rolling,secrets`
+//! runs a subset. Planted bugs (`FLECHTWERK_MIGRATION_MUTANT`, for showing the checks can fail;
+//! the results are in docs/compatibility.md): `app-id` (the Rust instances use another
 //! `application_id`), `forget` (the Rust stage's state store forgets everything: a stage that
-//! does not restore), `quoted-key` (the Rust config writer JSON-quotes its keys).
+//! does not restore), `quoted-key` (the Rust config writer JSON-quotes its keys), `plain-secret`
+//! (the Rust ledger writes its sealed state field in plaintext), `wrong-key` (the Rust ledger
+//! holds other keys under the keyring file's kids).
 //!
 //! One file per subject:
 //! - `cutover.rs`: the cut-overs, stopped and killed (and how a switch is made and a fence timed);
@@ -58,6 +68,7 @@
 //! - `configs.rs`: the config topics;
 //! - `extractor_cutover.rs` and `extractor_rolling.rs`: the extractor's cut-over and rolling
 //!   replacement, on the topics, Python replicas and checks of `extraction.rs`;
+//! - `secrets.rs`: the secrets scenario;
 //! - `process.rs`: the child processes and what their output reports;
 //! - `children.rs`: the Rust side, the stages this binary runs as `--child`;
 //! - `topics.rs`: topics, the paced feed, committed progress, open transactions;
@@ -77,6 +88,8 @@ mod process;
 #[path = "../python_support/mod.rs"]
 mod python_support;
 mod rolling;
+#[cfg(feature = "secrets")]
+mod secrets;
 mod topics;
 
 use std::collections::BTreeMap;
@@ -277,9 +290,20 @@ fn parent() {
                 move || extractor_rolling(s)
             }),
         ),
+        #[cfg(feature = "secrets")]
+        (
+            "secrets",
+            Box::new({
+                let s = setup("secrets");
+                move || crate::secrets::secrets(s)
+            }),
+        ),
     ];
-    // `FLECHTWERK_MIGRATION_SCENARIOS=stop,kill,rolling,configs,extractor,extractor-rolling` (a
-    // comma-separated subset) runs only those: for running one planted bug against the scenario
+    if cfg!(not(feature = "secrets")) {
+        println!("migration: the secrets scenario needs the feature secrets (not built here)");
+    }
+    // `FLECHTWERK_MIGRATION_SCENARIOS=stop,kill,rolling,configs,extractor,extractor-rolling,secrets`
+    // (a comma-separated subset) runs only those: for running one planted bug against the scenario
     // that should catch it.
     let only = std::env::var("FLECHTWERK_MIGRATION_SCENARIOS").unwrap_or_default();
     let only: Vec<&str> = only.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
@@ -287,7 +311,8 @@ fn parent() {
         scenarios.into_iter().filter(|(name, _)| only.is_empty() || only.contains(name)).collect();
     assert!(
         !scenarios.is_empty(),
-        "FLECHTWERK_MIGRATION_SCENARIOS={only:?} names no scenario (stop, kill, rolling, configs, extractor, extractor-rolling)"
+        "FLECHTWERK_MIGRATION_SCENARIOS={only:?} names no scenario (stop, kill, rolling, configs, extractor, extractor-rolling, \
+         secrets with the feature secrets)"
     );
     let started = Instant::now();
     let handles: Vec<_> = scenarios.into_iter().map(|(name, f)| (name, std::thread::spawn(f))).collect();

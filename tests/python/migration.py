@@ -6,6 +6,9 @@ writer, a config-store reader and a topic reader, each through the package's own
     "$PYTHON_REF" tests/python/migration.py extractor --bootstrap B --app A --client C --configs T --output O
     "$PYTHON_REF" tests/python/migration.py mqtt-bridge --bootstrap B --mqtt HOST:PORT --app A --client C \
         --configs T --output O
+    "$PYTHON_REF" tests/python/migration.py secrets --bootstrap B --app A --client C --input I --output O \
+        --configs T --keyring FILE
+    "$PYTHON_REF" tests/python/migration.py secret-configs --bootstrap B --topic T --keyring FILE --accounts N
     "$PYTHON_REF" tests/python/migration.py config-store --bootstrap B --topic T [--topic T2]
     "$PYTHON_REF" tests/python/migration.py read --bootstrap B --topic T
 
@@ -30,6 +33,20 @@ writer, a config-store reader and a topic reader, each through the package's own
   its key. The MQTT
   session is the client id's, the shared-subscription group the app's. The bridge of
   tests/mqtt_rdkafka.rs's Python cut-over (its Rust child `serve`) is the same stage.
+- `secrets` runs the ledger of the secrets scenario (a transformer, exactly-once; until SIGTERM or
+  SIGINT, then a clean stop) with the application keyring read from `--keyring` (a flechtctl
+  keyring file, given as `Flechtwerk.of(keyring=...)`). Each input `{"i": i}` under an account's
+  key joins the account's config from `--configs`, whose `api_key` is `ENCRYPTED(STR,
+  scope="vendor")`; the account's state holds `seen` and `ledger`, an `ENCRYPTED(STR,
+  scope="ledger")` text `ledger:<key>:<total>` (the running sum of the inputs' `i`). The output
+  under the same key is `{"i", "seen", "total", "proof", "impl": "python", "state_kid",
+  "config_kid"}`: `proof` the first 16 hex digits of SHA-256 over `<api_key>|<total>` (so the
+  decrypted config and state show from outside, the plaintexts do not), the kids those of the
+  state and config tokens read (`""` for no state). The Rust child `secrets` of
+  tests/migration_python/ is the same stage.
+- `secret-configs` writes one config per account (`acct-0` ... `acct-<N-1>`), `{"account": key,
+  "api_key": ENCRYPTED("apikey-<key>-s3cr3t")}`, sealed by Python's codec under `--keyring`'s
+  primary, to the config topic `--topic`, and exits.
 - `config-store` bootstraps a `ConfigStore` from the topics with the package's
   `bootstrap_config_store` (what a transformer or extractor runs at startup: compaction by wire
   key across the topics, tombstone forms, strict decoding with the default raising policy, no
@@ -128,6 +145,93 @@ async def serve_extractor(args: argparse.Namespace) -> None:
         stage=pager(args.configs, args.output),
     )
     await serve(app)
+
+
+I = Attribute("i", INT)
+SEEN = Attribute("seen", INT)
+TOTAL = Attribute("total", INT)
+PROOF = Attribute("proof", STR)
+STATE_KID = Attribute("state_kid", STR)
+CONFIG_KID = Attribute("config_kid", STR)
+
+
+def secret_attributes():
+    # Imported here: the other commands must not need the secrets extra.
+    from flechtwerk.secrets import ENCRYPTED
+    return (Attribute("api_key", ENCRYPTED(STR, scope="vendor")),
+            Attribute("ledger", ENCRYPTED(STR, scope="ledger")))
+
+
+def load_keyring(path: str):
+    from flechtwerk.secrets import Keyring
+    with open(path, encoding="utf-8") as f:
+        return Keyring.from_json(f.read())
+
+
+def proof(api_key: str, total: int) -> str:
+    import hashlib
+    return hashlib.sha256(f"{api_key}|{total}".encode()).hexdigest()[:16]
+
+
+def ledger(input_topic: str, output_topic: str, configs_topic: str) -> Transformer:
+    from flechtwerk.secrets import kid_of
+    api_key_attr, ledger_attr = secret_attributes()
+    stage: Transformer
+
+    async def transform(msg: IncomingMessage, state: State):
+        config = stage.configs.get(msg.key)
+        if config is None:
+            raise LookupError(f"no config for {msg.key!r}")
+        api_key = config[api_key_attr]  # decrypts the config's token (whoever sealed it)
+        seen = state.get(SEEN, 0) + 1
+        previous = state.get(ledger_attr)  # decrypts the state's token (whoever wrote it)
+        total = msg.value[I]
+        if previous is not None:
+            prefix = f"ledger:{msg.key}:"
+            if not previous.startswith(prefix):
+                raise ValueError(f"the ledger of {msg.key!r} belongs to another key")
+            total += int(previous[len(prefix):])
+        state_token = state.raw.get("ledger")
+        yield Message(key=msg.key, topic=output_topic, value=Event({
+            I: msg.value[I], SEEN: seen, TOTAL: total, PROOF: proof(api_key, total), IMPL: "python",
+            STATE_KID: "" if state_token is None else kid_of(state_token),
+            CONFIG_KID: kid_of(config.raw["api_key"]),
+        }))
+        new_state = State(state)
+        new_state[SEEN] = seen
+        new_state[ledger_attr] = f"ledger:{msg.key}:{total}"
+        yield new_state
+
+    stage = Transformer.of(input_topics=[input_topic], transform=transform)
+    stage.config_topics = [configs_topic]
+    return stage
+
+
+async def serve_secrets(args: argparse.Namespace) -> None:
+    app = Flechtwerk.of(
+        application_id=args.app,
+        bootstrap_servers=args.bootstrap,
+        client_id=args.client,
+        keyring=load_keyring(args.keyring),
+        stage=ledger(args.input, args.output, args.configs),
+    )
+    await serve(app)
+
+
+async def secret_configs(args: argparse.Namespace) -> None:
+    from aiokafka import AIOKafkaProducer
+    from flechtwerk.secrets import install_keyring
+    install_keyring(load_keyring(args.keyring))
+    api_key_attr, _ = secret_attributes()
+    producer = AIOKafkaProducer(bootstrap_servers=args.bootstrap, enable_idempotence=True)
+    await producer.start()
+    try:
+        for n in range(args.accounts):
+            key = f"acct-{n}"
+            config = Config({ACCOUNT: key, api_key_attr: f"apikey-{key}-s3cr3t"})
+            await producer.send_and_wait(args.topic, key=key.encode(), value=encode_json(config))
+    finally:
+        await producer.stop()
 
 
 async def serve(app: Flechtwerk) -> None:
@@ -247,6 +351,13 @@ def main() -> int:
     bridge = sub.add_parser("mqtt-bridge")
     for name in ("--bootstrap", "--mqtt", "--app", "--client", "--configs", "--output"):
         bridge.add_argument(name, required=True)
+    sec = sub.add_parser("secrets")
+    for name in ("--bootstrap", "--app", "--client", "--input", "--output", "--configs", "--keyring"):
+        sec.add_argument(name, required=True)
+    seccfg = sub.add_parser("secret-configs")
+    for name in ("--bootstrap", "--topic", "--keyring"):
+        seccfg.add_argument(name, required=True)
+    seccfg.add_argument("--accounts", type=int, required=True)
     store = sub.add_parser("config-store")
     store.add_argument("--bootstrap", required=True)
     store.add_argument("--topic", action="append", required=True)
@@ -261,6 +372,12 @@ def main() -> int:
         return 0
     if args.command == "extractor":
         asyncio.run(serve_extractor(args))
+        return 0
+    if args.command == "secrets":
+        asyncio.run(serve_secrets(args))
+        return 0
+    if args.command == "secret-configs":
+        asyncio.run(secret_configs(args))
         return 0
     if args.command == "mqtt-bridge":
         asyncio.run(serve_mqtt_bridge(args))
