@@ -17,6 +17,16 @@ use crate::{bootstrap, hex, repo, I, INPUTS, KEYS, SEEN};
 /// are `{"i": k + (j-1)·KEYS, "seen": j}` for j = 1..n, n = the key's input count. Returns the
 /// violations (at most a few per kind) and the final count per key.
 pub(crate) fn check_counter_outputs(outputs: &[RawRecord]) -> (Vec<String>, BTreeMap<String, i64>) {
+    let (violations, finals, _) = check_counter_outputs_at(outputs);
+    (violations.into_iter().map(|(_, v)| v).collect(), finals)
+}
+
+/// [`check_counter_outputs`], each violation with its key and where the key's outputs first go
+/// wrong (partition, offset), when they do at an output.
+pub(crate) fn check_counter_outputs_at(
+    outputs: &[RawRecord],
+) -> (Vec<(Option<String>, String)>, BTreeMap<String, i64>, BTreeMap<String, (i32, i64)>) {
+    let mut wrong_at = BTreeMap::new();
     let mut per_key: BTreeMap<String, Vec<(i32, i64, i64, i64)>> = BTreeMap::new();
     let mut violations = Vec::new();
     for r in outputs {
@@ -24,9 +34,11 @@ pub(crate) fn check_counter_outputs(outputs: &[RawRecord]) -> (Vec<String>, BTre
         match wire::decode_value(r.value.as_deref()).map(Event::wrap) {
             Ok(v) => match (v.get(&SEEN), v.get(&I)) {
                 (Ok(Some(seen)), Ok(Some(i))) => per_key.entry(key).or_default().push((r.partition, seen, i, r.offset)),
-                other => violations.push(format!("output {key}@{}/{}: no seen/i: {other:?}", r.partition, r.offset)),
+                other => {
+                    violations.push((None, format!("output {key}@{}/{}: no seen/i: {other:?}", r.partition, r.offset)))
+                }
             },
-            Err(e) => violations.push(format!("output {key}@{}/{}: {e}", r.partition, r.offset)),
+            Err(e) => violations.push((None, format!("output {key}@{}/{}: {e}", r.partition, r.offset))),
         }
     }
     let mut finals = BTreeMap::new();
@@ -36,7 +48,7 @@ pub(crate) fn check_counter_outputs(outputs: &[RawRecord]) -> (Vec<String>, BTre
         let got = per_key.remove(&key).unwrap_or_default();
         let partitions: std::collections::BTreeSet<i32> = got.iter().map(|g| g.0).collect();
         if partitions.len() > 1 {
-            violations.push(format!("{key}: outputs in partitions {partitions:?}"));
+            violations.push((None, format!("{key}: outputs in partitions {partitions:?}")));
         }
         let expected: Vec<(i64, i64)> = (1..=n).map(|j| (j, k as i64 + (j - 1) * KEYS as i64)).collect();
         let actual: Vec<(i64, i64)> = got.iter().map(|g| (g.1, g.2)).collect();
@@ -47,25 +59,26 @@ pub(crate) fn check_counter_outputs(outputs: &[RawRecord]) -> (Vec<String>, BTre
                 actual.iter().zip(&expected).position(|(a, e)| a != e).unwrap_or(expected.len().min(actual.len()));
             let at = match (got.get(first), expected.get(first)) {
                 (Some(&(partition, seen, i, offset)), Some(&(_, want))) => {
+                    wrong_at.insert(key.clone(), (partition, offset));
                     format!("; first off at output {partition}/{offset} (seen {seen}, i {i}; i {want} expected)")
                 }
                 (Some(&(partition, seen, i, offset)), None) => {
+                    wrong_at.insert(key.clone(), (partition, offset));
                     format!("; an extra output at {partition}/{offset} (seen {seen}, i {i})")
                 }
                 _ => String::new(),
             };
-            violations.push(format!(
-                "{key}: {} outputs for {n} inputs, seen = {}{at}",
-                actual.len(),
-                abbreviate(&seen)
+            violations.push((
+                Some(key.clone()),
+                format!("{key}: {} outputs for {n} inputs, seen = {}{at}", actual.len(), abbreviate(&seen)),
             ));
         }
         finals.insert(key, n);
     }
     for (key, got) in per_key {
-        violations.push(format!("outputs for a key never input: {key} ({} of them)", got.len()));
+        violations.push((None, format!("outputs for a key never input: {key} ({} of them)", got.len())));
     }
-    (violations, finals)
+    (violations, finals, wrong_at)
 }
 
 pub(crate) fn abbreviate(counts: &[i64]) -> String {

@@ -71,6 +71,35 @@ impl Proc {
         self.find(f).pop()
     }
 
+    /// The partitions this Python replica held in every generation it joined, when it joined
+    /// consecutive generations (aiokafka's `Joined group '…' (generation N)`, each followed by
+    /// `Setting newly assigned partitions {…partition=P…}`): then no other member held them
+    /// from its first join until it left. Empty when a generation is missing (the replica was
+    /// out of the group for one) or it never joined.
+    pub(crate) fn held_throughout(&self) -> std::collections::BTreeSet<i32> {
+        let mut generations: Vec<(i64, std::collections::BTreeSet<i32>)> = Vec::new();
+        for line in self.find(|l| Some(l.to_owned())) {
+            if let Some((_, rest)) = line.split_once("(generation ") {
+                if let Some(n) = rest.split(')').next().and_then(|n| n.trim().parse().ok()) {
+                    generations.push((n, std::collections::BTreeSet::new()));
+                }
+            } else if line.contains("Setting newly assigned partitions") {
+                if let Some((_, assigned)) = generations.last_mut() {
+                    assigned.extend(line.split("partition=").skip(1).filter_map(|rest| {
+                        rest.split(|c: char| !c.is_ascii_digit()).next().and_then(|n| n.parse::<i32>().ok())
+                    }));
+                }
+            }
+        }
+        let consecutive = generations.windows(2).all(|w| w[1].0 == w[0].0 + 1);
+        match generations.split_first() {
+            Some(((_, first), rest)) if consecutive => {
+                rest.iter().fold(first.clone(), |held, (_, assigned)| held.intersection(assigned).copied().collect())
+            }
+            _ => std::collections::BTreeSet::new(),
+        }
+    }
+
     pub(crate) fn context(&self) -> String {
         format!("{} (log {})", self.name, self.log.display())
     }
