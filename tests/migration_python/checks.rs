@@ -21,11 +21,13 @@ pub(crate) fn check_counter_outputs(outputs: &[RawRecord]) -> (Vec<String>, BTre
     (violations.into_iter().map(|(_, v)| v).collect(), finals)
 }
 
+/// What [`check_counter_outputs_at`] finds: each violation with its key (if it is about one),
+/// each key's input count, and where a key's outputs first go wrong (partition, offset).
+pub(crate) type CounterCheck = (Vec<(Option<String>, String)>, BTreeMap<String, i64>, BTreeMap<String, (i32, i64)>);
+
 /// [`check_counter_outputs`], each violation with its key and where the key's outputs first go
 /// wrong (partition, offset), when they do at an output.
-pub(crate) fn check_counter_outputs_at(
-    outputs: &[RawRecord],
-) -> (Vec<(Option<String>, String)>, BTreeMap<String, i64>, BTreeMap<String, (i32, i64)>) {
+pub(crate) fn check_counter_outputs_at(outputs: &[RawRecord]) -> CounterCheck {
     let mut wrong_at = BTreeMap::new();
     let mut per_key: BTreeMap<String, Vec<(i32, i64, i64, i64)>> = BTreeMap::new();
     let mut violations = Vec::new();
