@@ -19,36 +19,44 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use rdkafka::bindings as rd;
 
-/// A librdkafka handle, destroyed when dropped. librdkafka's handles are thread-safe.
-struct Handle(*mut rd::rd_kafka_t);
+/// An owned librdkafka object (`$raw`), freed by `$free` when dropped.
+macro_rules! owned {
+    ($(#[$doc:meta])* $name:ident($raw:ty), $free:path) => {
+        $(#[$doc])*
+        struct $name(*mut $raw);
 
-// SAFETY: librdkafka's API is thread-safe for a handle (its documentation says so of every call
-// used here); each producer is used by one thread at a time.
-unsafe impl Send for Handle {}
-// SAFETY: as above.
-unsafe impl Sync for Handle {}
+        // SAFETY: librdkafka's handles, topic handles and group metadata are thread-safe (its
+        // documentation says so of every call used here); each producer is used by one thread
+        // at a time.
+        unsafe impl Send for $name {}
+        // SAFETY: as above.
+        unsafe impl Sync for $name {}
 
-impl Drop for Handle {
-    fn drop(&mut self) {
-        // SAFETY: created by rd_kafka_new, destroyed once.
-        unsafe { rd::rd_kafka_destroy(self.0) }
-    }
+        impl Drop for $name {
+            fn drop(&mut self) {
+                // SAFETY: made by librdkafka, freed once, here (a topic handle before its client:
+                // `TxProducer` declares its client last).
+                unsafe { $free(self.0) }
+            }
+        }
+    };
 }
 
-/// A topic handle of one client.
-struct Topic(*mut rd::rd_kafka_topic_t);
-
-// SAFETY: topic handles are thread-safe in librdkafka.
-unsafe impl Send for Topic {}
-// SAFETY: as above.
-unsafe impl Sync for Topic {}
-
-impl Drop for Topic {
-    fn drop(&mut self) {
-        // SAFETY: created by rd_kafka_topic_new, destroyed once, before its client.
-        unsafe { rd::rd_kafka_topic_destroy(self.0) }
-    }
-}
+owned!(
+    /// A client handle.
+    Handle(rd::rd_kafka_t),
+    rd::rd_kafka_destroy
+);
+owned!(
+    /// A topic handle of one client.
+    Topic(rd::rd_kafka_topic_t),
+    rd::rd_kafka_topic_destroy
+);
+owned!(
+    /// The consumer's group metadata, for `send_offsets_to_transaction`.
+    Group(rd::rd_kafka_consumer_group_metadata_t),
+    rd::rd_kafka_consumer_group_metadata_destroy
+);
 
 fn cstring(s: &str) -> CString {
     CString::new(s).expect("no NUL in a setting")
@@ -177,21 +185,6 @@ impl TxProducer {
             check(sent, "send_offsets_to_transaction");
             check(rd::rd_kafka_commit_transaction(self.client.0, 60_000), "commit_transaction");
         }
-    }
-}
-
-/// The consumer's group metadata, for `send_offsets_to_transaction`.
-struct Group(*mut rd::rd_kafka_consumer_group_metadata_t);
-
-// SAFETY: read-only after creation; librdkafka copies what it needs.
-unsafe impl Send for Group {}
-// SAFETY: as above.
-unsafe impl Sync for Group {}
-
-impl Drop for Group {
-    fn drop(&mut self) {
-        // SAFETY: created by rd_kafka_consumer_group_metadata, destroyed once.
-        unsafe { rd::rd_kafka_consumer_group_metadata_destroy(self.0) }
     }
 }
 

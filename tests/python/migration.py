@@ -367,20 +367,12 @@ def main() -> int:
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args()
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if args.command == "forward":
-        asyncio.run(serve_forward(args))
-        return 0
-    if args.command == "extractor":
-        asyncio.run(serve_extractor(args))
-        return 0
-    if args.command == "secrets":
-        asyncio.run(serve_secrets(args))
-        return 0
-    if args.command == "secret-configs":
-        asyncio.run(secret_configs(args))
-        return 0
-    if args.command == "mqtt-bridge":
-        asyncio.run(serve_mqtt_bridge(args))
+    # The commands that print no result (the stages run until SIGTERM or SIGINT); the others
+    # print JSON below.
+    serving = {"forward": serve_forward, "extractor": serve_extractor, "secrets": serve_secrets,
+               "secret-configs": secret_configs, "mqtt-bridge": serve_mqtt_bridge}
+    if args.command in serving:
+        asyncio.run(serving[args.command](args))
         return 0
     result = asyncio.run(config_store(args) if args.command == "config-store" else read(args))
     json.dump(result, sys.stdout, ensure_ascii=False, sort_keys=True)
