@@ -17,8 +17,9 @@
 //! at their commit, after their messages were sent: the second of a transaction's output and
 //! changelog `Produce` requests is refused (an abortable error, as a refused batch is), so the
 //! page aborts while the cycle polls the token's next configs — in shared-state seeds, feeds of
-//! the same state key (blind to a state kept from the failed page). A producer session has one
-//! page failed at most, so those next pages commit.
+//! the same state key (blind to a state kept from the failed page). A window stays open until it
+//! failed a page (the scenario may aim it, [`Aims::page_aim`]); a producer session has one page
+//! failed at most, so those next pages commit.
 //!
 //! The watch sees requests only (the broker's view); it never draws randomness outside a
 //! failing-commit window, so a run without directed episodes replays as before.
@@ -160,8 +161,8 @@ struct Watch {
     episodes: u64,
     /// The faults stopped: no episode starts any more.
     calm: bool,
-    /// A failing-commit window: its probability per page.
-    failing: Option<f64>,
+    /// The failing-commit windows open, in opening order: each one's probability per page.
+    failing: Vec<f64>,
     /// Per producer client, what its open transaction sent.
     open: BTreeMap<String, Open>,
     /// Producer clients whose current session had a page failed: their later pages go through,
@@ -173,7 +174,7 @@ struct Watch {
 impl Watch {
     /// What `request` from `replica` is of the frozen zombie's takeover at `step`, if anything.
     fn step_reached(&self, zombie: &Zombie, request: &Request) -> Option<String> {
-        let (step, frozen_id) = (zombie.step, zombie.frozen_id.as_deref());
+        let (step, frozen_id, at_offsets) = (zombie.step, zombie.frozen_id.as_deref(), zombie.at_offsets);
         let zombie = zombie.name.as_str();
         // A token zombie wakes at the fence or first commit of the id it froze on.
         let its_id = |id: &str| frozen_id.is_none_or(|f| f == id);
@@ -183,7 +184,11 @@ impl Watch {
                 .find(|p| self.committers.get(&(group.to_owned(), (*p).clone())).is_some_and(|z| z == zombie))
                 .map(ToString::to_string)
         };
-        let wrote = |p: &TopicPartition| is_changelog(p) && self.writers.get(p).is_some_and(|z| z == zombie);
+        // A token zombie frozen before its page's changelog record may have written none yet:
+        // any changelog read of another replica is a restore (a grant's).
+        let token_zombie = self.aims.token_zombies && !at_offsets;
+        let wrote =
+            |p: &TopicPartition| is_changelog(p) && (token_zombie || self.writers.get(p).is_some_and(|z| z == zombie));
         match (step, request) {
             (HandoverStep::Fence, Request::InitProducerId { transactional_id: Some(id), expected: None, .. })
                 if self.owners.get(id).is_some_and(|z| z == zombie) && its_id(id) =>
@@ -248,20 +253,26 @@ impl Watch {
         produce.transactional_id.as_ref()?;
         let open = self.open.entry(client.to_owned()).or_default();
         let changelog = is_changelog(&produce.partition);
-        let completes = if changelog { open.output.is_some() && open.changelog.is_none() } else { open.changelog.is_some() && open.output.is_none() };
+        let completes = if changelog {
+            open.output.is_some() && open.changelog.is_none()
+        } else {
+            open.changelog.is_some() && open.output.is_none()
+        };
         if changelog {
             open.changelog.get_or_insert_with(|| record_key(produce));
         } else {
             open.output.get_or_insert_with(|| record_key(produce));
         }
         let keys = (open.output.clone().unwrap_or_default(), open.changelog.clone().unwrap_or_default());
-        match self.failing {
+        match self.failing.first().copied() {
             Some(probability) if completes && !self.failed.contains(client) => {
                 if self.aims.page_aim.as_ref().is_some_and(|aim| !aim(&keys.0, &keys.1)) {
                     return None;
                 }
                 let fails = thread_rng().gen_bool(probability);
                 if fails {
+                    // The window has failed its page: it closes.
+                    self.failing.remove(0);
                     self.failed.insert(client.to_owned());
                     if let Some(failed) = &self.aims.page_failed {
                         failed(&keys.0, &keys.1);
@@ -394,8 +405,7 @@ impl Directions {
             }
             watch.episodes += 1;
             let episode = watch.episodes;
-            watch.zombie =
-                Some(Zombie {
+            watch.zombie = Some(Zombie {
                 name: name.to_owned(),
                 node,
                 at_offsets,
@@ -441,15 +451,12 @@ impl Directions {
         }
     }
 
-    /// Opens a failing-commit window for `duration`: each page whose output and changelog
-    /// writes both reach the broker has the second refused with `probability`.
-    pub fn fail_pages(&self, duration: Duration, probability: f64) {
-        self.watch.lock().expect("watch lock").failing = Some(probability);
-        let this = self.clone();
-        tokio::spawn(async move {
-            madsim::time::sleep(duration).await;
-            this.watch.lock().expect("watch lock").failing = None;
-        });
+    /// Opens a failing-commit window: the next page whose output and changelog writes both
+    /// reach the broker (and that the scenario's [`Aims::page_aim`] accepts) has the second
+    /// refused with `probability`, and the window stays open until it failed one (or the faults
+    /// stop).
+    pub fn fail_pages(&self, probability: f64) {
+        self.watch.lock().expect("watch lock").failing.push(probability);
     }
 
     /// Ends every episode (quiescence): a frozen zombie wakes, no page fails any more, no
@@ -463,7 +470,7 @@ impl Directions {
             self.end_zombie(None, "the faults stopped");
         }
         let mut watch = self.watch.lock().expect("watch lock");
-        watch.failing = None;
+        watch.failing.clear();
         watch.calm = true;
     }
 

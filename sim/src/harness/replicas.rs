@@ -636,9 +636,9 @@ impl Replicas {
                     .collect();
                 self.directions.zombie(candidates, step, hold);
             }
-            Fault::FailingPageCommits { duration, probability } => {
+            Fault::FailingPageCommits { probability, .. } => {
                 self.ctx.event(format!("{fault}"));
-                self.directions.fail_pages(duration, probability);
+                self.directions.fail_pages(probability);
             }
         }
     }

@@ -52,8 +52,8 @@ use madsim::runtime::Handle;
 use madsim::time::sleep;
 
 use crate::cluster::{Cluster, KafkaClient, MarkerFaults};
-use crate::harness::disk::SimDisk;
 use crate::harness::directed::Aims;
+use crate::harness::disk::SimDisk;
 use crate::harness::faults::{Fault, FaultProfile, FaultSchedule};
 use crate::harness::replicas::{error_kind, Launch, ReplicaEnv, ReplicaObserver, ReplicaView, Replicas};
 use crate::harness::{topic, truth};
