@@ -5,7 +5,9 @@
 //! — after the group gave its tasks or tokens away, before the new owner fenced, restored or
 //! committed — is rare. A [`Fault::ZombieWake`](super::faults::Fault::ZombieWake) episode makes
 //! it the rule: the owner is frozen in the middle of a transaction (at its `TxnOffsetCommit`
-//! when it runs tasks, at a page's changelog record when it holds extractor tokens), and woken
+//! when it runs tasks, at a page's changelog record when it holds extractor tokens — or, with
+//! [`Aims::token_zombies`], at the page's first output write, so that its changelog record and
+//! commit come after the wake), and woken
 //! the moment another replica reaches the chosen step of taking over what it held — its fence
 //! (`InitProducerId` of a transactional id the zombie held, or in the per-instance shape the
 //! `OffsetFetch` of partitions the zombie committed), its restore (`ListOffsets` or `Fetch` of a

@@ -192,7 +192,8 @@ pub enum Fault {
         share: f64,
     },
     /// A directed zombie (`harness::directed`): a replica holding tasks or tokens freezes at its
-    /// next transactional write (a task batch's offsets, a page's changelog record), and wakes
+    /// next transactional write (a task batch's offsets, a page's changelog record or, where the
+    /// scenario aims token zombies, its first output write), and wakes
     /// the moment another replica reaches `step` of taking over what it held, that replica's
     /// request held for `hold` meanwhile: the zombie acts inside the next owner's window.
     ZombieWake {

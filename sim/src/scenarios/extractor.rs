@@ -83,8 +83,9 @@ const REPLICAS_MAX: usize = 4;
 /// Directed zombies per seed at most: a token holder frozen mid-page, woken at the next
 /// holder's fence, restore or first commit (`harness::directed`).
 const ZOMBIE_WAKES: u32 = 2;
-/// Windows per seed at most in which pages fail at their commit, after their messages were
-/// sent, while the cycle polls the token's other configs (`harness::directed`).
+/// Failing-commit windows per seed at most, each open until it failed a page at its commit,
+/// after its messages were sent, while the cycle polls the token's other configs
+/// (`harness::directed`).
 const FAILING_PAGE_COMMITS: u32 = 3;
 /// How long the replicas get to extract everything once the faults stop.
 const QUIESCENCE_MAX: Duration = Duration::from_secs(600);
