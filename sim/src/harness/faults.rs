@@ -206,8 +206,8 @@ pub enum Fault {
     },
     /// A page fails at its commit (`harness::directed`): from now on, of a transaction's output
     /// and changelog writes, the second to reach the broker is refused (abortable) with
-    /// `probability`, until one page failed so (or the faults stop): the page aborts after its
-    /// messages were sent while the cycle goes on.
+    /// `probability`, until one page failed so (also past the end of the faults): the page
+    /// aborts after its messages were sent while the cycle goes on.
     FailingPageCommits {
         /// How long the fault period makes room for it at least (it stays open until it failed
         /// a page).
