@@ -613,7 +613,7 @@ fn aims(plan: &Plan, source: &Source) -> Aims {
             .collect()
     };
     let grown = source.clone();
-    let followed = followers.clone();
+    let followed = followers;
     Aims {
         token_zombies: true,
         page_aim: Some(Arc::new(move |key: &str, _state_key: &str| !followed(key).is_empty())),
