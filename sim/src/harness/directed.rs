@@ -5,7 +5,9 @@
 //! — after the group gave its tasks or tokens away, before the new owner fenced, restored or
 //! committed — is rare. A [`Fault::ZombieWake`](super::faults::Fault::ZombieWake) episode makes
 //! it the rule: the owner is frozen in the middle of a transaction (at its `TxnOffsetCommit`
-//! when it runs tasks, at a page's changelog record when it holds extractor tokens), and woken
+//! when it runs tasks, at a page's changelog record when it holds extractor tokens — or, with
+//! [`Aims::token_zombies`], at the page's first output write, so that its changelog record and
+//! commit come after the wake), and woken
 //! the moment another replica reaches the chosen step of taking over what it held — its fence
 //! (`InitProducerId` of a transactional id the zombie held, or in the per-instance shape the
 //! `OffsetFetch` of partitions the zombie committed), its restore (`ListOffsets` or `Fetch` of a
@@ -17,8 +19,9 @@
 //! at their commit, after their messages were sent: the second of a transaction's output and
 //! changelog `Produce` requests is refused (an abortable error, as a refused batch is), so the
 //! page aborts while the cycle polls the token's next configs — in shared-state seeds, feeds of
-//! the same state key (blind to a state kept from the failed page). A producer session has one
-//! page failed at most, so those next pages commit.
+//! the same state key (blind to a state kept from the failed page). A window stays open until it
+//! failed a page (the scenario may aim it, [`Aims::page_aim`]); a producer session has one page
+//! failed at most, so those next pages commit.
 //!
 //! The watch sees requests only (the broker's view); it never draws randomness outside a
 //! failing-commit window, so a run without directed episodes replays as before.
@@ -101,13 +104,49 @@ struct Zombie {
     phase: Phase,
     /// Which episode (to tell a fallback timer's own episode from a later one).
     episode: u64,
+    /// The transactional id of the write it froze at: with [`Aims::token_zombies`], its fence
+    /// and first commit are the steps that wake it (a holder of several tokens is frozen in one
+    /// token's page; the fence of another would wake it while this one's fence goes through).
+    frozen_id: Option<String>,
 }
 
-/// What a transactional producer's open transaction has sent so far (failing-commit windows).
+/// What a transactional producer's open transaction has sent so far (failing-commit windows):
+/// the key of its first output record and of its changelog record (the page's config key and
+/// state key).
 #[derive(Default)]
 struct Open {
-    output: bool,
-    changelog: bool,
+    output: Option<String>,
+    changelog: Option<String>,
+}
+
+/// Whether a page of config `key` (its first output record's key) under state key `state_key`
+/// (its changelog record's key) is worth failing at its commit.
+pub type PageAim = Arc<dyn Fn(&str, &str) -> bool + Send + Sync>;
+/// Told of each page failed at its commit: its config key and state key.
+pub type PageFailed = Arc<dyn Fn(&str, &str) + Send + Sync>;
+
+/// How a scenario aims its directed episodes (the default: as `counter` has them).
+#[derive(Clone, Default)]
+pub struct Aims {
+    /// Zombies holding extractor tokens are frozen at a page's first output write (before its
+    /// changelog record, so the page's state lands after the wake), woken at the fence or first
+    /// commit of the transactional id they froze on, spared by the other faults while frozen
+    /// (a crash, removal or pause of theirs is skipped), and outlast the fault period: a frozen
+    /// one still waits for its step (or [`FROZEN_MAX`]) once the faults stop.
+    pub token_zombies: bool,
+    /// Failing-commit windows fail only the pages this accepts.
+    pub page_aim: Option<PageAim>,
+    /// Told of every page failed at its commit.
+    pub page_failed: Option<PageFailed>,
+}
+
+fn record_key(produce: &crate::cluster::protocol::ProduceRequest) -> String {
+    produce
+        .records
+        .first()
+        .and_then(|r| r.key.as_deref())
+        .map(|k| String::from_utf8_lossy(k).into_owned())
+        .unwrap_or_default()
 }
 
 #[derive(Default)]
@@ -124,28 +163,37 @@ struct Watch {
     episodes: u64,
     /// The faults stopped: no episode starts any more.
     calm: bool,
-    /// A failing-commit window: its probability per page.
-    failing: Option<f64>,
+    /// The failing-commit windows open, in opening order: each one's probability per page.
+    failing: Vec<f64>,
     /// Per producer client, what its open transaction sent.
     open: BTreeMap<String, Open>,
     /// Producer clients whose current session had a page failed: their later pages go through,
     /// so the cycle's next configs commit (a producer session fails once).
     failed: BTreeSet<String>,
+    aims: Aims,
 }
 
 impl Watch {
     /// What `request` from `replica` is of the frozen zombie's takeover at `step`, if anything.
-    fn step_reached(&self, zombie: &str, step: HandoverStep, request: &Request) -> Option<String> {
+    fn step_reached(&self, zombie: &Zombie, request: &Request) -> Option<String> {
+        let (step, frozen_id, at_offsets) = (zombie.step, zombie.frozen_id.as_deref(), zombie.at_offsets);
+        let zombie = zombie.name.as_str();
+        // A token zombie wakes at the fence or first commit of the id it froze on.
+        let its_id = |id: &str| frozen_id.is_none_or(|f| f == id);
         let committed_by_zombie = |group: &str, partitions: Vec<&TopicPartition>| -> Option<String> {
             partitions
                 .into_iter()
                 .find(|p| self.committers.get(&(group.to_owned(), (*p).clone())).is_some_and(|z| z == zombie))
                 .map(ToString::to_string)
         };
-        let wrote = |p: &TopicPartition| is_changelog(p) && self.writers.get(p).is_some_and(|z| z == zombie);
+        // A token zombie frozen before its page's changelog record may have written none yet:
+        // any changelog read of another replica is a restore (a grant's).
+        let token_zombie = self.aims.token_zombies && !at_offsets;
+        let wrote =
+            |p: &TopicPartition| is_changelog(p) && (token_zombie || self.writers.get(p).is_some_and(|z| z == zombie));
         match (step, request) {
             (HandoverStep::Fence, Request::InitProducerId { transactional_id: Some(id), expected: None, .. })
-                if self.owners.get(id).is_some_and(|z| z == zombie) =>
+                if self.owners.get(id).is_some_and(|z| z == zombie) && its_id(id) =>
             {
                 Some(format!("fence of {id}"))
             }
@@ -159,7 +207,7 @@ impl Watch {
                 partitions.iter().map(|(p, _)| p).find(|p| wrote(p)).map(|p| format!("restore of {p}"))
             }
             (HandoverStep::FirstCommit, Request::EndTxn { transactional_id, commit: true, .. })
-                if self.taken_from.get(transactional_id).is_some_and(|z| z == zombie) =>
+                if self.taken_from.get(transactional_id).is_some_and(|z| z == zombie) && its_id(transactional_id) =>
             {
                 Some(format!("first commit of {transactional_id}"))
             }
@@ -202,28 +250,39 @@ impl Watch {
 
     /// In a failing-commit window: whether this transactional `Produce` is the second of its
     /// transaction's output and changelog writes (noted either way).
-    fn fails_page(&mut self, request: &Request, client: &str) -> bool {
-        let Request::Produce(produce) = request else { return false };
-        if produce.transactional_id.is_none() {
-            return false;
-        }
+    fn fails_page(&mut self, request: &Request, client: &str) -> Option<(String, String)> {
+        let Request::Produce(produce) = request else { return None };
+        produce.transactional_id.as_ref()?;
         let open = self.open.entry(client.to_owned()).or_default();
         let changelog = is_changelog(&produce.partition);
-        let completes = if changelog { open.output && !open.changelog } else { open.changelog && !open.output };
-        if changelog {
-            open.changelog = true;
+        let completes = if changelog {
+            open.output.is_some() && open.changelog.is_none()
         } else {
-            open.output = true;
+            open.changelog.is_some() && open.output.is_none()
+        };
+        if changelog {
+            open.changelog.get_or_insert_with(|| record_key(produce));
+        } else {
+            open.output.get_or_insert_with(|| record_key(produce));
         }
-        match self.failing {
+        let keys = (open.output.clone().unwrap_or_default(), open.changelog.clone().unwrap_or_default());
+        match self.failing.first().copied() {
             Some(probability) if completes && !self.failed.contains(client) => {
+                if self.aims.page_aim.as_ref().is_some_and(|aim| !aim(&keys.0, &keys.1)) {
+                    return None;
+                }
                 let fails = thread_rng().gen_bool(probability);
                 if fails {
+                    // The window has failed its page: it closes.
+                    self.failing.remove(0);
                     self.failed.insert(client.to_owned());
+                    if let Some(failed) = &self.aims.page_failed {
+                        failed(&keys.0, &keys.1);
+                    }
                 }
-                fails
+                fails.then_some(keys)
             }
-            _ => false,
+            _ => None,
         }
     }
 }
@@ -254,19 +313,30 @@ impl Directions {
         let mut watch = self.watch.lock().expect("watch lock");
         if let Some(zombie) = &watch.zombie {
             if zombie.phase == Phase::Armed && zombie.name == replica {
+                let token_zombies = watch.aims.token_zombies;
                 let at = match request {
                     Request::TxnOffsetCommit(_) => zombie.at_offsets,
-                    Request::Produce(produce) => !zombie.at_offsets && is_changelog(&produce.partition),
+                    // A page's changelog record (its commit next), or with token zombies aimed,
+                    // its first output write (its changelog record and commit after the wake).
+                    Request::Produce(produce) if !zombie.at_offsets && produce.transactional_id.is_some() => {
+                        is_changelog(&produce.partition) != token_zombies
+                    }
                     _ => false,
                 };
                 if at {
                     let what = format!("{} frozen at its {} ({client})", zombie.name, request.kind());
                     Handle::current().pause(zombie.node);
-                    watch.zombie.as_mut().expect("a zombie").phase = Phase::Frozen;
+                    let frozen_id = match request {
+                        Request::Produce(produce) if token_zombies => produce.transactional_id.clone(),
+                        _ => None,
+                    };
+                    let zombie = watch.zombie.as_mut().expect("a zombie");
+                    zombie.phase = Phase::Frozen;
+                    zombie.frozen_id = frozen_id;
                     self.ctx.event(format!("zombie-wake: {what}"));
                 }
             } else if zombie.phase == Phase::Frozen && zombie.name != replica {
-                if let Some(what) = watch.step_reached(&zombie.name, zombie.step, request) {
+                if let Some(what) = watch.step_reached(zombie, request) {
                     Handle::current().resume(zombie.node);
                     directed.hold = zombie.hold;
                     self.ctx.fault(
@@ -278,11 +348,14 @@ impl Directions {
             }
         }
         watch.note(request, client, replica);
-        if watch.fails_page(request, client) {
+        if let Some((key, state_key)) = watch.fails_page(request, client) {
             directed.fail = Some(ErrorCode::MessageTooLarge);
             self.ctx.fault(
                 "failing-page-commit",
-                format!("{} from {client}, after the page's other writes", request.kind()),
+                format!(
+                    "{} from {client} (page of {key}, state key {state_key}), after the page's other writes",
+                    request.kind()
+                ),
             );
         }
         directed
@@ -334,8 +407,16 @@ impl Directions {
             }
             watch.episodes += 1;
             let episode = watch.episodes;
-            watch.zombie =
-                Some(Zombie { name: name.to_owned(), node, at_offsets, step, hold, phase: Phase::Armed, episode });
+            watch.zombie = Some(Zombie {
+                name: name.to_owned(),
+                node,
+                at_offsets,
+                step,
+                hold,
+                phase: Phase::Armed,
+                episode,
+                frozen_id: None,
+            });
             episode
         };
         self.ctx.event(format!("zombie-wake: {name} armed, to wake at the next owner's {step}"));
@@ -372,24 +453,40 @@ impl Directions {
         }
     }
 
-    /// Opens a failing-commit window for `duration`: each page whose output and changelog
-    /// writes both reach the broker has the second refused with `probability`.
-    pub fn fail_pages(&self, duration: Duration, probability: f64) {
-        self.watch.lock().expect("watch lock").failing = Some(probability);
-        let this = self.clone();
-        tokio::spawn(async move {
-            madsim::time::sleep(duration).await;
-            this.watch.lock().expect("watch lock").failing = None;
-        });
+    /// Opens a failing-commit window: the next page whose output and changelog writes both
+    /// reach the broker (and that the scenario's [`Aims::page_aim`] accepts) has the second
+    /// refused with `probability`, and the window stays open until it failed one (also past the
+    /// end of the faults).
+    pub fn fail_pages(&self, probability: f64) {
+        self.watch.lock().expect("watch lock").failing.push(probability);
     }
 
-    /// Ends every episode (quiescence): a frozen zombie wakes, no page fails any more, no
-    /// episode starts.
+    /// Ends the episodes (quiescence): a frozen zombie wakes (with [`Aims::token_zombies`], once
+    /// its step comes or [`FROZEN_MAX`] passed), no episode starts; a failing-commit window
+    /// still open stays open until it failed a page.
     pub fn calm_down(&self) {
-        self.end_zombie(None, "the faults stopped");
-        let mut watch = self.watch.lock().expect("watch lock");
-        watch.failing = None;
-        watch.calm = true;
+        let outlasts = {
+            let watch = self.watch.lock().expect("watch lock");
+            watch.aims.token_zombies && watch.zombie.as_ref().is_some_and(|z| z.phase == Phase::Frozen)
+        };
+        if !outlasts {
+            self.end_zombie(None, "the faults stopped");
+        }
+        // Failing-commit windows still open stay open until they failed a page: under heavy
+        // faults the pages often go through only once the faults stopped.
+        self.watch.lock().expect("watch lock").calm = true;
+    }
+
+    /// Sets how the episodes are aimed (before the faults start).
+    pub fn set_aims(&self, aims: Aims) {
+        self.watch.lock().expect("watch lock").aims = aims;
+    }
+
+    /// Whether a fault that would crash, remove or pause `name` spares it: it is a frozen token
+    /// zombie (with [`Aims::token_zombies`]).
+    pub fn spares(&self, name: &str) -> bool {
+        let watch = self.watch.lock().expect("watch lock");
+        watch.aims.token_zombies && watch.zombie.as_ref().is_some_and(|z| z.name == name && z.phase == Phase::Frozen)
     }
 
     /// Ends the episode of `name` (woken if frozen): another fault crashed, removed or paused

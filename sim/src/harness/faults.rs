@@ -192,7 +192,8 @@ pub enum Fault {
         share: f64,
     },
     /// A directed zombie (`harness::directed`): a replica holding tasks or tokens freezes at its
-    /// next transactional write (a task batch's offsets, a page's changelog record), and wakes
+    /// next transactional write (a task batch's offsets, a page's changelog record or, where the
+    /// scenario aims token zombies, its first output write), and wakes
     /// the moment another replica reaches `step` of taking over what it held, that replica's
     /// request held for `hold` meanwhile: the zombie acts inside the next owner's window.
     ZombieWake {
@@ -203,11 +204,13 @@ pub enum Fault {
         /// How long the next owner's request of that step is held.
         hold: Duration,
     },
-    /// Pages fail at their commit for a while (`harness::directed`): of a transaction's output
+    /// A page fails at its commit (`harness::directed`): from now on, of a transaction's output
     /// and changelog writes, the second to reach the broker is refused (abortable) with
-    /// `probability`, so the page aborts after its messages were sent while the cycle goes on.
+    /// `probability`, until one page failed so (also past the end of the faults): the page
+    /// aborts after its messages were sent while the cycle goes on.
     FailingPageCommits {
-        /// How long.
+        /// How long the fault period makes room for it at least (it stays open until it failed
+        /// a page).
         duration: Duration,
         /// Probability per page.
         probability: f64,
@@ -325,7 +328,7 @@ impl fmt::Display for Fault {
                 write!(f, "zombie-wake replica#{replica} at the next owner's {step}, held {hold:?}")
             }
             Fault::FailingPageCommits { duration, probability } => {
-                write!(f, "failing-page-commits for {duration:?} ({probability:.2} of the pages)")
+                write!(f, "failing-page-commits until a page failed (room {duration:?}, {probability:.2} of the pages)")
             }
         }
     }
@@ -857,8 +860,9 @@ impl FaultProfile {
     /// merged into its schedule ([`FaultSchedule::merged`]): up to
     /// [`zombie_wakes`](Self::zombie_wakes) zombie wakes in the first two thirds of the period
     /// (a step of the takeover each, the next owner's request held 0.5–2.5 s), and up to
-    /// [`failing_page_commits`](Self::failing_page_commits) windows of 3–10 s in which 50–100 % of
-    /// the pages fail at their commit (one per producer session).
+    /// [`failing_page_commits`](Self::failing_page_commits) windows (3–10 s of room in the fault
+    /// period) in which 50–100 % of the pages fail at their commit until one did (one per
+    /// producer session).
     pub fn directed(&self, rng: &mut impl Rng, period: Duration) -> Vec<TimedFault> {
         let mut faults = Vec::new();
         if self.zombie_wakes > 0 {

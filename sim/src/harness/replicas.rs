@@ -16,7 +16,7 @@ use madsim::task::{JoinHandle, NodeId};
 use madsim::time::sleep;
 use tokio::sync::watch;
 
-use super::directed::Directions;
+use super::directed::{Aims, Directions};
 use super::disk::{DiskStores, SimDisk};
 use super::faults::{Fault, FaultSchedule};
 use super::truth::ConfigCompaction;
@@ -291,6 +291,11 @@ impl Replicas {
         replicas
     }
 
+    /// Sets how the directed episodes are aimed (`harness::directed`; before the faults start).
+    pub fn aim_directions(&self, aims: Aims) {
+        self.directions.set_aims(aims);
+    }
+
     /// Makes `markers` the marker faults outside late-marker windows (instead of the jitter).
     pub fn set_baseline_markers(&mut self, markers: MarkerFaults) {
         self.cluster.faults().update(|f| f.markers = markers.clone());
@@ -420,6 +425,12 @@ impl Replicas {
     pub fn apply(&mut self, fault: &Fault) {
         let cluster = self.cluster.clone();
         match *fault {
+            Fault::CrashRestart { replica } | Fault::RemoveReplica { replica } | Fault::Pause { replica, .. }
+                if self.directions.spares(&self.list[self.target(replica)].name) =>
+            {
+                let name = &self.list[self.target(replica)].name;
+                self.ctx.event(format!("skipped {fault}: {name} is a frozen zombie"));
+            }
             Fault::CrashRestart { replica } => {
                 let r = &self.list[self.target(replica)];
                 self.directions.release(&r.name, "crash-restart");
@@ -625,9 +636,9 @@ impl Replicas {
                     .collect();
                 self.directions.zombie(candidates, step, hold);
             }
-            Fault::FailingPageCommits { duration, probability } => {
+            Fault::FailingPageCommits { probability, .. } => {
                 self.ctx.event(format!("{fault}"));
-                self.directions.fail_pages(duration, probability);
+                self.directions.fail_pages(probability);
             }
         }
     }

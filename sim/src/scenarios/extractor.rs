@@ -52,8 +52,9 @@ use madsim::runtime::Handle;
 use madsim::time::sleep;
 
 use crate::cluster::{Cluster, KafkaClient, MarkerFaults};
+use crate::harness::directed::Aims;
 use crate::harness::disk::SimDisk;
-use crate::harness::faults::{FaultProfile, FaultSchedule};
+use crate::harness::faults::{Fault, FaultProfile, FaultSchedule};
 use crate::harness::replicas::{error_kind, Launch, ReplicaEnv, ReplicaObserver, ReplicaView, Replicas};
 use crate::harness::{topic, truth};
 use crate::runner::{Ctx, Scenario};
@@ -82,8 +83,9 @@ const REPLICAS_MAX: usize = 4;
 /// Directed zombies per seed at most: a token holder frozen mid-page, woken at the next
 /// holder's fence, restore or first commit (`harness::directed`).
 const ZOMBIE_WAKES: u32 = 2;
-/// Windows per seed at most in which pages fail at their commit, after their messages were
-/// sent, while the cycle polls the token's other configs (`harness::directed`).
+/// Failing-commit windows per seed at most, each open until it failed a page at its commit,
+/// after its messages were sent, while the cycle polls the token's other configs
+/// (`harness::directed`).
 const FAILING_PAGE_COMMITS: u32 = 3;
 /// How long the replicas get to extract everything once the faults stop.
 const QUIESCENCE_MAX: Duration = Duration::from_secs(600);
@@ -459,6 +461,7 @@ async fn run(ctx: Ctx) {
     let disk = SimDisk::default();
     let launch = launch(&plan, &source, &journal, &directory);
     let mut replicas = Replicas::start(&cluster, &ctx, &disk, launch, plan.replica_count, REPLICAS_MAX);
+    replicas.aim_directions(aims(&plan, &source));
     if plan.slow_changelog {
         ctx.event("changelog markers late all through the fault period");
         replicas.set_baseline_markers(MarkerFaults {
@@ -553,8 +556,17 @@ fn draw_plan(ctx: &Ctx, cluster: &Cluster, profile: &FaultProfile) -> Plan {
     // About three feeds per account.
     let accounts = shared.then(|| (keys / 3).max(1));
     let schedule = profile.on_brokers(cluster.brokers()).generate(&mut thread_rng(), period);
-    // The directed episodes after every earlier draw: the seed's faults stay those it drew.
-    let schedule = schedule.merged(profile.directed(&mut thread_rng(), period));
+    // The directed episodes after every earlier draw: the seed's faults stay those it drew. The
+    // zombies start with the faults (each waits for a replica holding tokens and for the one
+    // before it to end), not at their drawn times: a zombie armed late meets the end of the
+    // fault period before its takeover.
+    let directed = profile.directed(&mut thread_rng(), period).into_iter().map(|mut timed| {
+        if matches!(timed.fault, Fault::ZombieWake { .. }) {
+            timed.at = Duration::ZERO;
+        }
+        timed
+    });
+    let schedule = schedule.merged(directed.collect());
     ctx.event(format!(
         "extractor: {replica_count} replicas, {keys} configs over {partitions} tokens ({changelog_partitions} changelog \
          partitions), {config_writes} config writes, \
@@ -577,6 +589,39 @@ fn draw_plan(ctx: &Ctx, cluster: &Cluster, profile: &FaultProfile) -> Plan {
         shared,
         accounts,
         schedule,
+    }
+}
+
+/// How the directed episodes are aimed: token zombies (frozen before a page's changelog record,
+/// spared by the other faults, outlasting the fault period), and in the shared-state seeds
+/// failing commits only for pages of a feed that another feed of its account follows in the
+/// token's cycle (wire-key order), which then has new items (the source grows), so the cycle
+/// polls a feed of the failed page's state key next (blind to a state kept from the aborted
+/// page, EXT-21/25).
+fn aims(plan: &Plan, source: &Source) -> Aims {
+    let Some(accounts) = plan.accounts else {
+        return Aims { token_zombies: true, ..Aims::default() };
+    };
+    let keys = plan.keys;
+    // The feeds after `key` in wire-key order that share its account.
+    let followers = move |key: &str| -> Vec<String> {
+        let Some(k) = key.strip_prefix("feed-").and_then(|k| k.parse::<u32>().ok()) else { return Vec::new() };
+        (0..keys)
+            .filter(|&j| j % accounts == k % accounts)
+            .map(|j| format!("feed-{j}"))
+            .filter(|later| later.as_str() > key)
+            .collect()
+    };
+    let grown = source.clone();
+    let followed = followers;
+    Aims {
+        token_zombies: true,
+        page_aim: Some(Arc::new(move |key: &str, _state_key: &str| !followed(key).is_empty())),
+        page_failed: Some(Arc::new(move |key: &str, _state_key: &str| {
+            for later in followers(key) {
+                grown.grow(&later, 2);
+            }
+        })),
     }
 }
 
