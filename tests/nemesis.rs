@@ -811,7 +811,28 @@ impl Fleet {
 /// Appends every thread's stack of process `pid` to `log`, through gdb if the machine has it
 /// (a replica that does not stop: which call holds its threads). Bounded to 60 s.
 fn dump_stacks(pid: u32, log: &Path) {
-    let Ok(file) = std::fs::OpenOptions::new().append(true).open(log) else { return };
+    let Ok(mut file) = std::fs::OpenOptions::new().append(true).open(log) else { return };
+    // First the signal state of the process and of each thread (pending, blocked, caught): a
+    // replica that never logged its SIGTERM shows whether the signal is pending and where.
+    let signals = |status: &str| -> String {
+        std::fs::read_to_string(status)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.starts_with("Name:") || l.starts_with("Sig") || l.starts_with("ShdPnd"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let _ = writeln!(file, "--- signal state of process {pid}: {}", signals(&format!("/proc/{pid}/status")));
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for task in tasks.flatten() {
+            let _ = writeln!(
+                file,
+                "--- thread {}: {}",
+                task.file_name().to_string_lossy(),
+                signals(&format!("{}/status", task.path().display()))
+            );
+        }
+    }
     let Ok(err) = file.try_clone() else { return };
     let spawned = Command::new("timeout")
         .args(["60", "gdb", "-p", &pid.to_string(), "-batch", "-ex", "thread apply all bt 40"])
