@@ -18,7 +18,8 @@
 //!
 //! The stage is `counter` below; the simulator's `counter` scenario runs a copy of it
 //! (`flechtwerk_sim::stages::counter`) under seeded faults. Only the in-process cluster
-//! (`--bootstrap` absent) comes from the simulator crate.
+//! (`--bootstrap` absent) and the exactly-once check of the outputs (`check_counts`) come from
+//! the simulator crate.
 //!
 //! `--metrics ADDR` (feature `prometheus`) serves every `flechtwerk_*` metric at
 //! `http://ADDR/metrics` while the application runs, labelled `app=<--app>` and
@@ -39,8 +40,8 @@ use flechtwerk::attribute::{Attribute, INT, STR};
 use flechtwerk::kafka::{Kafka, NewTopic, ProducerConfig, ProducerRecord};
 use flechtwerk::stage::{transformer, FnTransformer};
 use flechtwerk::testing::read_topic;
-use flechtwerk::wire::{self, RawRecord};
 use flechtwerk::{Event, Flechtwerk, FlechtwerkBuilder, Message};
+use flechtwerk_sim::stages::check_counts;
 
 /// The count, in the key's state and in each output value.
 const COUNT: Attribute<i64> = Attribute::new("count", &INT);
@@ -69,33 +70,6 @@ fn counter(input: &str, output: &str, configs: Option<&str>) -> FnTransformer {
         out.set_state(state);
         Ok(())
     })
-}
-
-/// Exactly once, checked: per key the committed counts are 1, 2, ..., n in order, n the number of
-/// inputs of the key. Returns the violations and the final count per key.
-fn check_counts(inputs_per_key: &BTreeMap<String, i64>, outputs: &[RawRecord]) -> (Vec<String>, BTreeMap<String, i64>) {
-    let mut seen: BTreeMap<String, Vec<i64>> = BTreeMap::new();
-    let mut violations = Vec::new();
-    for record in outputs {
-        let key = String::from_utf8_lossy(record.key.as_deref().unwrap_or_default()).into_owned();
-        match wire::decode_value(record.value.as_deref()).map(Event::wrap) {
-            Ok(value) => match value.get(&COUNT) {
-                Ok(Some(count)) => seen.entry(key).or_default().push(count),
-                other => violations.push(format!("output {record:?} has no count: {other:?}")),
-            },
-            Err(e) => violations.push(format!("output of key {key:?} does not decode: {e}")),
-        }
-    }
-    for (key, n) in inputs_per_key {
-        let counts = seen.remove(key).unwrap_or_default();
-        if counts != (1..=*n).collect::<Vec<_>>() {
-            violations.push(format!("key {key:?}: counts {counts:?} for {n} inputs"));
-        }
-    }
-    for (key, counts) in seen {
-        violations.push(format!("outputs for key {key:?} that was never input: {counts:?}"));
-    }
-    (violations, inputs_per_key.clone())
 }
 
 struct Args {
