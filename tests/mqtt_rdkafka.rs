@@ -295,15 +295,21 @@ async fn end_to_end_with_restart() {
     // Mosquitto restarts mid-stream: the bridge reconnects (within its grace) and re-subscribes.
     restart_mosquitto();
     // Published right after the restart, the bridge's $share subscriptions may still be dead
-    // (Mosquitto drops what arrives before the re-subscribe): publish until one gets through.
+    // (Mosquitto drops what arrives before the re-subscribe): publish under each filter until
+    // one gets through on both (the filters are re-subscribed one by one: a probe through `b`
+    // alone let `a/x`'s first 11 messages meet a dead subscription once, in a loaded CI run).
     let deadline = Instant::now() + SETTLE_MAX;
-    let probe_after = format!("{prefix}/b/after-restart");
+    let probes_after = [format!("{prefix}/a/after-restart"), format!("{prefix}/b/after-restart")];
     loop {
-        publish(&probe_after, r#"{"seq":0}"#);
-        if outputs(&kafka, &output).await.contains_key(&probe_after) {
+        let got = outputs(&kafka, &output).await;
+        let waiting: Vec<&String> = probes_after.iter().filter(|p| !got.contains_key(*p)).collect();
+        if waiting.is_empty() {
             break;
         }
-        assert!(Instant::now() < deadline, "MQ-06: no message got through after the Mosquitto restart");
+        for probe in &waiting {
+            publish(probe, r#"{"seq":0}"#);
+        }
+        assert!(Instant::now() < deadline, "MQ-06: nothing got through {waiting:?} after the Mosquitto restart");
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     publish_lines(&ta, &payloads(101..=200));
