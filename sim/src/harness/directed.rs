@@ -132,7 +132,7 @@ pub struct Aims {
     /// changelog record, so the page's state lands after the wake), woken at the fence or first
     /// commit of the transactional id they froze on, spared by the other faults while frozen
     /// (a crash, removal or pause of theirs is skipped), and outlast the fault period: a frozen
-    /// one still waits for its step (or [`FROZEN_MAX`]) once the faults stop.
+    /// one still waits for its step (or at most 40 s, `FROZEN_MAX`) once the faults stop.
     pub token_zombies: bool,
     /// Failing-commit windows fail only the pages this accepts.
     pub page_aim: Option<PageAim>,
@@ -462,7 +462,7 @@ impl Directions {
     }
 
     /// Ends the episodes (quiescence): a frozen zombie wakes (with [`Aims::token_zombies`], once
-    /// its step comes or [`FROZEN_MAX`] passed), no episode starts; a failing-commit window
+    /// its step comes or 40 s, `FROZEN_MAX`, passed), no episode starts; a failing-commit window
     /// still open stays open until it failed a page.
     pub fn calm_down(&self) {
         let outlasts = {
