@@ -273,7 +273,7 @@ async fn end_to_end_with_restart() {
     let filters = vec![format!("{prefix}/a/#"), format!("{prefix}/b/#")];
     let kafka = RdKafka::new(env("KAFKA_BOOTSTRAP"));
     let (configs, output) = topics(&kafka, &prefix, &filters).await;
-    let app = bridge(&prefix, "bridge-0", &configs, &output, None, None);
+    let app = bridge(&prefix, &format!("{prefix}-bridge-0"), &configs, &output, None, None);
     let running = tokio::spawn(async move {
         let Err(error) = app.run().await;
         error
@@ -395,7 +395,7 @@ async fn python_cutover() {
     let filters = vec![format!("{prefix}/dev/#")];
     let kafka = RdKafka::new(env("KAFKA_BOOTSTRAP"));
     let (configs, output) = topics(&kafka, &prefix, &filters).await;
-    let (app, client, topic) = (format!("{prefix}-app"), "bridge-pod".to_owned(), format!("{prefix}/dev/1"));
+    let (app, client, topic) = (format!("{prefix}-app"), format!("{prefix}-pod"), format!("{prefix}/dev/1"));
     let logs = std::env::temp_dir().join(&prefix);
     std::fs::create_dir_all(&logs).expect("log dir");
     let spawn = |name: &str, mut command: Command| -> std::process::Child {
@@ -569,7 +569,7 @@ async fn child_main(args: &[String]) {
     let relayed = Arc::new(AtomicBool::new(false));
     let observer: Option<Arc<dyn Observer>> =
         (mode == "arm").then(|| Arc::new(KillAfterCommit { armed: relayed.clone() }) as Arc<dyn Observer>);
-    let app = bridge(prefix, "bridge-0", configs, output, observer, Some(relayed));
+    let app = bridge(prefix, &format!("{prefix}-bridge-0"), configs, output, observer, Some(relayed));
     let Err(error) = app.run().await;
     eprintln!("child: {error}");
     std::process::exit(3);

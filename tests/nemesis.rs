@@ -188,8 +188,10 @@ fn replica(role: &str, prefix: &str, client: &str) {
         let _ =
             tracing_subscriber::fmt().with_ansi(false).with_env_filter(filter).with_writer(std::io::stderr).try_init();
         let n = names(prefix);
+        // The MQTT client id is the client id, and Mosquitto is shared with the other test
+        // programs of the run: a bare `bridge-0` there took another program's session over.
         let builder = Flechtwerk::builder()
-            .client_id(client)
+            .client_id(format!("{prefix}-{client}"))
             .kafka(stage_kafka(match role {
                 "--counter" => Stage::Counter,
                 "--bridge" => Stage::Bridge,

@@ -157,7 +157,8 @@ async fn mqtt_bridge_relays_as_app_with_exactly_the_documented_acls() {
     const MESSAGES: i64 = 50;
     init_logs();
     let app = unique("bridge");
-    let (configs, output, client) = (format!("{app}-configs"), format!("{app}-out"), "pod-0");
+    // The client id names the MQTT session on the Mosquitto the run's programs share: unique.
+    let (configs, output, client) = (format!("{app}-configs"), format!("{app}-out"), format!("{app}-pod-0"));
     let filter = format!("{app}/+/readings");
     let kafka = plaintext();
     let admin = kafka.admin().expect("admin");
@@ -168,7 +169,7 @@ async fn mqtt_bridge_relays_as_app_with_exactly_the_documented_acls() {
     producer.send(ProducerRecord::new(&configs, "site", config)).await.expect("send").await.expect("config");
     producer.close().await;
     let (user, password) = credentials("KAFKA_SASL_USER");
-    grant(&user, &mqtt_bridge_acls(&app, client, &[&configs], &[&output])).await;
+    grant(&user, &mqtt_bridge_acls(&app, &client, &[&configs], &[&output])).await;
 
     let mqtt_address = env("MQTT_BROKER");
     let (host, port) = mqtt_address.rsplit_once(':').expect("MQTT_BROKER is host:port");
@@ -179,7 +180,7 @@ async fn mqtt_bridge_relays_as_app_with_exactly_the_documented_acls() {
     });
     let bridge = Flechtwerk::builder()
         .application_id(&app)
-        .client_id(client)
+        .client_id(&client)
         .kafka(Arc::new(secure(&user, password, SaslMechanism::ScramSha512)))
         .replication_factor(1)
         .poll_interval(Duration::from_millis(200))
