@@ -13,7 +13,7 @@ use super::consumer::partition_count;
 use super::errors::{code_error, code_kind, rd_error, Retry, READ_RETRY_BUDGET};
 use super::log::{forward_log_or_error, LogContext};
 use super::security::blocking_unless_refused;
-use super::{drop_off_runtime, REQUEST_TIMEOUT, TOPIC_VISIBLE_MAX};
+use super::{drop_off_runtime, TOPIC_VISIBLE_MAX};
 use crate::kafka::{Admin, KafkaError, KafkaErrorKind, KafkaResult, NewTopic, TopicCreation};
 
 pub(super) struct RdAdmin {
@@ -72,6 +72,11 @@ impl Drop for RdAdmin {
     }
 }
 
+/// The time one topic-creation attempt may take before it is given up and retried (within
+/// [`READ_RETRY_BUDGET`]): several attempts fit, so one sent to a broker that went down is not
+/// the budget's end.
+const CREATE_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
+
 #[async_trait]
 impl Admin for RdAdmin {
     async fn create_topic(&self, topic: &NewTopic) -> KafkaResult<TopicCreation> {
@@ -84,8 +89,6 @@ impl Admin for RdAdmin {
         for (key, value) in &topic.configs {
             spec = spec.set(key, value);
         }
-        let options =
-            AdminOptions::new().operation_timeout(Some(REQUEST_TIMEOUT)).request_timeout(Some(REQUEST_TIMEOUT));
         let admin = self.admin();
         let refusal = admin.inner().context().refusal.clone();
         if let Some(refused) = refusal.get() {
@@ -94,8 +97,17 @@ impl Admin for RdAdmin {
         // A creation is retried through a failover like a read (a request to a paused broker
         // times out, the controller moves): creating a topic is idempotent, and one created by
         // an attempt whose answer was lost comes back as TopicAlreadyExists below.
+        //
+        // librdkafka sends a creation to the broker its metadata last named as the controller
+        // (in KRaft any live broker, which forwards it): if that broker went down, the request
+        // waits for it until it times out, and so would a retry. So an attempt gets a slice of
+        // the budget, and after a failed one a metadata request (to a broker that is up)
+        // refreshes that choice (the nemesis found a replica ending after two 30 s attempts at
+        // a dead broker while two others were up).
         let mut retry = Retry::within(READ_RETRY_BUDGET);
         let outcome = loop {
+            let slice = retry.remaining().min(CREATE_ATTEMPT_TIMEOUT).max(Duration::from_secs(1));
+            let options = AdminOptions::new().operation_timeout(Some(slice)).request_timeout(Some(slice));
             let results = tokio::select! {
                 biased;
                 results = admin.create_topics([&spec], &options) => results,
@@ -122,7 +134,11 @@ impl Admin for RdAdmin {
                 },
                 Err(e) => rd_error("create_topic", &e, None).with_context(topic.name.clone()),
             };
-            tokio::time::sleep(retry.after(error, "a topic creation")?).await;
+            let pause = retry.after(error, "a topic creation")?;
+            // Fresh metadata names a live controller for the next attempt; its own failure
+            // changes nothing (the attempt after it fails or not on its own).
+            let _ = tokio::time::timeout(retry.remaining(), self.metadata(&topic.name, Duration::ZERO)).await;
+            tokio::time::sleep(pause).await;
         };
         match outcome {
             Ok(_) => {
