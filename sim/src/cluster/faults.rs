@@ -135,13 +135,45 @@ pub type FaultRecorder = Arc<dyn Fn(&str, String) + Send + Sync>;
 
 /// What a [`Director`] does to one request: nothing, or hold it before the broker handles it,
 /// or answer it with an error instead of handling it.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default)]
 pub struct Directed {
     /// The request reaches the broker this much later (on top of any random delay; keep it
     /// below the client's request timeout, or the client retries meanwhile).
     pub hold: Duration,
     /// The broker answers with this error instead of handling the request.
     pub fail: Option<ErrorCode>,
+    /// The request stays in the network until this gate opens (after `hold`): a TCP stream
+    /// stalled while its sender is frozen, delivered when the director says so.
+    pub until: Option<Gate>,
+}
+
+/// A gate a [`Directed`] request waits at until the director opens it.
+#[derive(Clone, Debug)]
+pub struct Gate(tokio::sync::watch::Receiver<bool>);
+
+/// Opens its [`Gate`]s: every request waiting at one goes on.
+#[derive(Debug)]
+pub struct GateOpener(tokio::sync::watch::Sender<bool>);
+
+impl Gate {
+    /// A closed gate and what opens it.
+    pub fn closed() -> (Gate, GateOpener) {
+        let (open, gate) = tokio::sync::watch::channel(false);
+        (Gate(gate), GateOpener(open))
+    }
+
+    /// Waits until the gate is open (or its opener is gone: nothing can open it any more, and a
+    /// request is not held forever).
+    pub async fn passed(mut self) {
+        let _ = self.0.wait_for(|open| *open).await;
+    }
+}
+
+impl GateOpener {
+    /// Opens the gate.
+    pub fn open(&self) {
+        let _ = self.0.send(true);
+    }
 }
 
 /// A directed fault: sees every request as it reaches a broker (the request, its client id) and
@@ -156,6 +188,8 @@ pub struct FaultPlan {
     faults: Arc<Mutex<Faults>>,
     recorder: Option<FaultRecorder>,
     director: Arc<Mutex<Option<Director>>>,
+    /// The clients' request timeout: a request held past it is held past this one.
+    request_timeout: super::client::RequestTimeout,
 }
 
 impl fmt::Debug for FaultPlan {
@@ -185,6 +219,17 @@ impl FaultPlan {
     pub fn with_recorder(mut self, recorder: FaultRecorder) -> Self {
         self.recorder = Some(recorder);
         self
+    }
+
+    /// Shares the clients' request timeout (held-past-timeout requests follow it).
+    pub fn with_request_timeout(mut self, timeout: super::client::RequestTimeout) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// The clients' request timeout.
+    pub(crate) fn request_timeout(&self) -> Duration {
+        self.request_timeout.get()
     }
 
     /// A copy of the current faults.
@@ -229,7 +274,7 @@ impl FaultPlan {
             return fate;
         }
         if chance(faults.hold_past_timeout) {
-            fate.delay_request = super::client::REQUEST_TIMEOUT + delay_up_to(faults.delay_max);
+            fate.delay_request = self.request_timeout.get() + delay_up_to(faults.delay_max);
             self.record("kafka-hold-request", format!("{kind} from {client} by {:?}", fate.delay_request));
         } else if chance(faults.delay_request) {
             fate.delay_request = delay_up_to(faults.delay_max.min(REQUEST_DELAY_MAX));

@@ -34,7 +34,7 @@ use madsim::task::NodeId;
 use madsim::time::TimeHandle;
 
 use super::broker::{Ack, Broker, BrokerConfig, ReplicaPosition};
-use super::client::{BoxFuture, Connector, KafkaClient, Transport, REQUEST_TIMEOUT};
+use super::client::{BoxFuture, Connector, KafkaClient, RequestTimeout, Transport};
 use super::faults::FaultPlan;
 use super::protocol::{BrokerError, BrokerId, ErrorCode, Request, RequestKind, Response};
 use crate::runner::Ctx;
@@ -178,6 +178,9 @@ async fn handle(endpoint: Endpoint, server: Arc<Server>, id: BrokerId, envelope:
     if !(fate.delay_request + directed.hold).is_zero() {
         madsim::time::sleep(fate.delay_request + directed.hold).await;
     }
+    if let Some(gate) = directed.until {
+        gate.passed().await;
+    }
     {
         // A request of a connection the client has replaced is discarded (see `Connection`).
         let mut connections = server.nodes[id as usize].connections.lock().expect("connections lock");
@@ -194,7 +197,9 @@ async fn handle(endpoint: Endpoint, server: Arc<Server>, id: BrokerId, envelope:
     };
     if let Some(wait) = wait {
         // acks=all: the answer waits until every in-sync replica has the batch.
-        let deadline = elapsed() + REQUEST_TIMEOUT;
+        // Within the produce request's own timeout (the client's request timeout).
+        let timeout = server.faults.request_timeout();
+        let deadline = elapsed() + timeout;
         loop {
             let ack = server.broker.lock().expect("broker lock").acknowledged(&wait);
             match ack {
@@ -205,7 +210,7 @@ async fn handle(endpoint: Endpoint, server: Arc<Server>, id: BrokerId, envelope:
                     break;
                 }
                 Ack::Waiting if elapsed() >= deadline => {
-                    let message = format!("{}: not replicated within {REQUEST_TIMEOUT:?}", wait.partition);
+                    let message = format!("{}: not replicated within {timeout:?}", wait.partition);
                     response = Err(BrokerError::new(ErrorCode::RequestTimedOut, message));
                     break;
                 }
@@ -366,6 +371,7 @@ struct SimTransport {
     endpoint: tokio::sync::OnceCell<Endpoint>,
     client: String,
     id: u64,
+    timeout: RequestTimeout,
     /// Per broker, the current connection's epoch; bumped when a request gets no response in
     /// time.
     epochs: Vec<AtomicU64>,
@@ -382,7 +388,7 @@ impl Transport for SimTransport {
             let response = async {
                 endpoint.send_to_raw(broker_addr(broker), REQUEST_TAG, Box::new(envelope)).await.ok()?;
                 let (payload, _) =
-                    madsim::time::timeout(REQUEST_TIMEOUT, endpoint.recv_from_raw(reply_tag)).await.ok()?.ok()?;
+                    madsim::time::timeout(self.timeout.get(), endpoint.recv_from_raw(reply_tag)).await.ok()?.ok()?;
                 payload.downcast::<Response>().ok().map(|response| *response)
             }
             .await;
@@ -397,6 +403,7 @@ impl Transport for SimTransport {
 
 struct SimConnector {
     brokers: u32,
+    timeout: RequestTimeout,
 }
 
 impl Connector for SimConnector {
@@ -405,6 +412,7 @@ impl Connector for SimConnector {
             endpoint: tokio::sync::OnceCell::new(),
             client: client_id.to_owned(),
             id: madsim::rand::random(),
+            timeout: self.timeout.clone(),
             epochs: (0..self.brokers).map(|_| AtomicU64::new(0)).collect(),
         })
     }
@@ -435,6 +443,8 @@ pub struct Cluster {
     ctx: Ctx,
     client: KafkaClient,
     next_ip: Arc<AtomicU32>,
+    /// The clients' request timeout (shared with the transports and the fault plan).
+    request_timeout: RequestTimeout,
     /// Brokers crashed by [`stop_broker_id`](Cluster::stop_broker_id) and not yet back.
     down: Arc<Mutex<std::collections::BTreeSet<BrokerId>>>,
     /// Names of the nodes cut off by [`isolate`](Cluster::isolate), for parts of a simulation
@@ -463,8 +473,10 @@ impl Cluster {
     /// faults are counted in the run's report.
     pub fn with_config(ctx: &Ctx, config: BrokerConfig) -> Cluster {
         let recorder = ctx.clone();
-        let faults =
-            FaultPlan::new().with_recorder(Arc::new(move |kind: &str, what: String| recorder.fault(kind, what)));
+        let timeout = RequestTimeout::default();
+        let faults = FaultPlan::new()
+            .with_recorder(Arc::new(move |kind: &str, what: String| recorder.fault(kind, what)))
+            .with_request_timeout(timeout.clone());
         let brokers = config.brokers.max(1);
         let server = Arc::new(Server {
             broker: Mutex::new(Broker::new(config, ctx.trace.clone())),
@@ -497,11 +509,21 @@ impl Cluster {
             server,
             nodes,
             ctx: ctx.clone(),
-            client: KafkaClient::new(Arc::new(SimConnector { brokers })),
+            client: KafkaClient::new(Arc::new(SimConnector { brokers, timeout: timeout.clone() })),
+            request_timeout: timeout,
             next_ip: Arc::new(AtomicU32::new(0)),
             down: Arc::default(),
             isolated: Arc::default(),
         }
+    }
+
+    /// Sets the clients' request timeout (`request.timeout.ms`;
+    /// [`REQUEST_TIMEOUT`](super::client::REQUEST_TIMEOUT) unless set):
+    /// how long a client waits for a response before it closes the connection and retries.
+    /// Set it before the clients start. Kafka's own default is 30 s: a request in flight when its
+    /// sender froze for less than that is still answered when it wakes.
+    pub fn set_request_timeout(&self, timeout: Duration) {
+        self.request_timeout.set(timeout);
     }
 
     /// The client factory, to hand to the engine (clonable, `Send + Sync`).

@@ -38,7 +38,7 @@ use madsim::runtime::Handle;
 use madsim::task::NodeId;
 
 use super::replicas::ReplicaView;
-use crate::cluster::faults::{Directed, Director};
+use crate::cluster::faults::{Directed, Director, Gate, GateOpener};
 use crate::cluster::protocol::{ErrorCode, Request};
 use crate::runner::Ctx;
 
@@ -108,6 +108,20 @@ struct Zombie {
     /// and first commit are the steps that wake it (a holder of several tokens is frozen in one
     /// token's page; the fence of another would wake it while this one's fence goes through).
     frozen_id: Option<String>,
+    /// With [`Aims::held_write`]: opens the gate its frozen changelog write waits at.
+    held: Option<GateOpener>,
+}
+
+impl Zombie {
+    /// Wakes it: its held write (if any) goes on first, then the node runs again.
+    fn wake(&mut self) {
+        if let Some(held) = self.held.take() {
+            held.open();
+        }
+        if self.phase == Phase::Frozen {
+            Handle::current().resume(self.node);
+        }
+    }
 }
 
 /// What a transactional producer's open transaction has sent so far (failing-commit windows):
@@ -134,6 +148,14 @@ pub struct Aims {
     /// (a crash, removal or pause of theirs is skipped), and outlast the fault period: a frozen
     /// one still waits for its step (or at most 40 s, `FROZEN_MAX`) once the faults stop.
     pub token_zombies: bool,
+    /// With `token_zombies`: a zombie is frozen at its page's changelog record instead, and that
+    /// write stays in the network until the wake (the TCP stream of a process frozen right after
+    /// it wrote the request, stalled), so it reaches the broker after the next holder's grant —
+    /// and the zombie, whose client has not given the request up (a request timeout longer than
+    /// the freeze, as Kafka's 30 s is), commits the page right after. What a restore must read
+    /// (EXT-37: everything committed before the fence) then includes a record appended after
+    /// the grant.
+    pub held_write: bool,
     /// Failing-commit windows fail only the pages this accepts.
     pub page_aim: Option<PageAim>,
     /// Told of every page failed at its commit.
@@ -314,17 +336,24 @@ impl Directions {
         if let Some(zombie) = &watch.zombie {
             if zombie.phase == Phase::Armed && zombie.name == replica {
                 let token_zombies = watch.aims.token_zombies;
+                let held_write = token_zombies && watch.aims.held_write;
                 let at = match request {
                     Request::TxnOffsetCommit(_) => zombie.at_offsets,
                     // A page's changelog record (its commit next), or with token zombies aimed,
-                    // its first output write (its changelog record and commit after the wake).
+                    // its first output write (its changelog record and commit after the wake),
+                    // or with held writes its changelog record again (held until the wake).
                     Request::Produce(produce) if !zombie.at_offsets && produce.transactional_id.is_some() => {
-                        is_changelog(&produce.partition) != token_zombies
+                        is_changelog(&produce.partition) != (token_zombies && !held_write)
                     }
                     _ => false,
                 };
                 if at {
-                    let what = format!("{} frozen at its {} ({client})", zombie.name, request.kind());
+                    let what = format!(
+                        "{} frozen at its {} ({client}){}",
+                        zombie.name,
+                        request.kind(),
+                        if held_write { ", the write held in the network until the wake" } else { "" }
+                    );
                     Handle::current().pause(zombie.node);
                     let frozen_id = match request {
                         Request::Produce(produce) if token_zombies => produce.transactional_id.clone(),
@@ -333,17 +362,22 @@ impl Directions {
                     let zombie = watch.zombie.as_mut().expect("a zombie");
                     zombie.phase = Phase::Frozen;
                     zombie.frozen_id = frozen_id;
+                    if held_write {
+                        let (gate, opener) = Gate::closed();
+                        directed.until = Some(gate);
+                        zombie.held = Some(opener);
+                    }
                     self.ctx.event(format!("zombie-wake: {what}"));
                 }
             } else if zombie.phase == Phase::Frozen && zombie.name != replica {
                 if let Some(what) = watch.step_reached(zombie, request) {
-                    Handle::current().resume(zombie.node);
+                    let mut zombie = watch.zombie.take().expect("a zombie");
+                    zombie.wake();
                     directed.hold = zombie.hold;
                     self.ctx.fault(
                         "zombie-wake",
                         format!("{} woken at {replica}'s {what}, held {:?}", zombie.name, zombie.hold),
                     );
-                    watch.zombie = None;
                 }
             }
         }
@@ -416,6 +450,7 @@ impl Directions {
                 phase: Phase::Armed,
                 episode,
                 frozen_id: None,
+                held: None,
             });
             episode
         };
@@ -445,10 +480,8 @@ impl Directions {
         let mut watch = self.watch.lock().expect("watch lock");
         let ours = watch.zombie.as_ref().is_some_and(|z| episode.is_none_or(|e| z.episode == e));
         if ours {
-            let zombie = watch.zombie.take().expect("a zombie");
-            if zombie.phase == Phase::Frozen {
-                Handle::current().resume(zombie.node);
-            }
+            let mut zombie = watch.zombie.take().expect("a zombie");
+            zombie.wake();
             self.ctx.event(format!("zombie-wake: {} released ({why})", zombie.name));
         }
     }

@@ -70,8 +70,22 @@ pub static SCENARIO: Scenario = Scenario {
         "buggify", "source-error", "slow-page", "broker-crash", "broker-pause", "broker-isolate", "leader-move",
         "lagging-failover", "zombie-wake", "failing-page-commit",
     ],
-    run: |ctx| Box::pin(run(ctx)) as Pin<Box<dyn std::future::Future<Output = ()>>>,
+    run: |ctx| Box::pin(run(ctx, false)) as Pin<Box<dyn std::future::Future<Output = ()>>>,
 };
+
+/// The scenario with Kafka's request timeout (30 s, not the simulator's 5 s) and its directed
+/// zombies frozen right after they wrote a page's changelog record, that write held in the
+/// network until the next holder's step wakes them ([`Aims::held_write`]).
+pub static SCENARIO_HELD_WRITES: Scenario = Scenario {
+    name: "extractor-held-writes",
+    about: "the extractor scenario with Kafka's 30 s request timeout, its zombies frozen with a page's changelog write held in the network until the next holder's fence, restore or first commit",
+    faults: SCENARIO.faults,
+    run: |ctx| Box::pin(run(ctx, true)) as Pin<Box<dyn std::future::Future<Output = ()>>>,
+};
+
+/// Kafka's `request.timeout.ms` default, for [`SCENARIO_HELD_WRITES`]: longer than a zombie's
+/// freeze, so its client still waits for the held write's answer when it wakes.
+const KAFKA_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 const APP: &str = "extractor";
 const CONFIGS: &str = "extractor-configs";
@@ -431,7 +445,7 @@ fn extracted_everything(cluster: &Cluster, source: &Source, wanted: &BTreeMap<St
 
 /// One run: set-up, the replicas under the fault schedule while the config writer and the
 /// source grow, quiescence (everything extracted, the group settled), the checks.
-async fn run(ctx: Ctx) {
+async fn run(ctx: Ctx, held_writes: bool) {
     let profile = FaultProfile {
         session_timeout: SESSION_TIMEOUT,
         transaction_timeout: Duration::from_secs(600),
@@ -445,6 +459,10 @@ async fn run(ctx: Ctx) {
         ctx.event("buggify on");
     }
     let cluster = Cluster::start(&ctx);
+    if held_writes {
+        cluster.set_request_timeout(KAFKA_REQUEST_TIMEOUT);
+        ctx.event(format!("request timeout {KAFKA_REQUEST_TIMEOUT:?}; zombies frozen with their changelog write held"));
+    }
     let plan = draw_plan(&ctx, &cluster, &profile);
     let directory = Directory::default();
     // The changelog is created here, uncompactable within a run (its segment never rolls): the
@@ -461,7 +479,7 @@ async fn run(ctx: Ctx) {
     let disk = SimDisk::default();
     let launch = launch(&plan, &source, &journal, &directory);
     let mut replicas = Replicas::start(&cluster, &ctx, &disk, launch, plan.replica_count, REPLICAS_MAX);
-    replicas.aim_directions(aims(&plan, &source));
+    replicas.aim_directions(Aims { held_write: held_writes, ..aims(&plan, &source) });
     if plan.slow_changelog {
         ctx.event("changelog markers late all through the fault period");
         replicas.set_baseline_markers(MarkerFaults {
@@ -616,6 +634,7 @@ fn aims(plan: &Plan, source: &Source) -> Aims {
     let followed = followers;
     Aims {
         token_zombies: true,
+        held_write: false,
         page_aim: Some(Arc::new(move |key: &str, _state_key: &str| !followed(key).is_empty())),
         page_failed: Some(Arc::new(move |key: &str, _state_key: &str| {
             for later in followers(key) {

@@ -17,6 +17,7 @@ pub static ALL: &[&Scenario] = &[
     &counter::SCENARIO_ROLLING,
     &counter::SCENARIO_ALO,
     &extractor::SCENARIO,
+    &extractor::SCENARIO_HELD_WRITES,
     &config_topics::SCENARIO,
     &conformance::SCENARIO,
     &kafka_chaos::SCENARIO,

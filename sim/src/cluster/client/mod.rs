@@ -32,8 +32,33 @@ use super::protocol::{
 };
 
 /// How long a client waits for one response before it considers the request lost
-/// (`request.timeout.ms`, shortened: the simulated network has no queues to wait behind).
+/// (`request.timeout.ms`, shortened: the simulated network has no queues to wait behind), unless
+/// the cluster sets another ([`Cluster::set_request_timeout`](crate::cluster::Cluster::set_request_timeout)).
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The request timeout of one cluster's clients, shared by its transports and its fault plan
+/// (a request held *past* the timeout is held past this one); [`REQUEST_TIMEOUT`] by default.
+#[derive(Clone, Debug)]
+pub struct RequestTimeout(Arc<std::sync::atomic::AtomicU64>);
+
+impl Default for RequestTimeout {
+    fn default() -> Self {
+        RequestTimeout(Arc::new(std::sync::atomic::AtomicU64::new(REQUEST_TIMEOUT.as_millis() as u64)))
+    }
+}
+
+impl RequestTimeout {
+    /// The current timeout.
+    pub fn get(&self) -> Duration {
+        Duration::from_millis(self.0.load(std::sync::atomic::Ordering::SeqCst))
+    }
+
+    /// Sets the timeout (for requests sent from now on).
+    pub fn set(&self, timeout: Duration) {
+        let millis = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+        self.0.store(millis, std::sync::atomic::Ordering::SeqCst);
+    }
+}
 
 /// Largest record a producer accepts (librdkafka's `message.max.bytes` default): a larger one
 /// is refused by the send itself, before anything reaches the broker, as librdkafka's
@@ -314,7 +339,7 @@ impl Conn {
                     return Err(error.into_kafka(operation, context))
                 }
                 Some(Err(error)) => error.to_string(),
-                None => format!("no response within {REQUEST_TIMEOUT:?}"),
+                None => "no response within the request timeout".to_owned(),
             };
             if tokio::time::Instant::now() + RETRY_BACKOFF >= deadline {
                 return Err(KafkaError::new(
