@@ -52,7 +52,7 @@ use madsim::runtime::Handle;
 use madsim::time::sleep;
 
 use crate::cluster::{Cluster, KafkaClient, MarkerFaults};
-use crate::harness::directed::Aims;
+use crate::harness::directed::{Aims, HandoverStep};
 use crate::harness::disk::SimDisk;
 use crate::harness::faults::{Fault, FaultProfile, FaultSchedule};
 use crate::harness::replicas::{error_kind, Launch, ReplicaEnv, ReplicaObserver, ReplicaView, Replicas};
@@ -75,10 +75,10 @@ pub static SCENARIO: Scenario = Scenario {
 
 /// The scenario with Kafka's request timeout (30 s, not the simulator's 5 s) and its directed
 /// zombies frozen right after they wrote a page's changelog record, that write held in the
-/// network until the next holder's step wakes them ([`Aims::held_write`]).
+/// network until the next holder's fence wakes them ([`Aims::held_write`]).
 pub static SCENARIO_HELD_WRITES: Scenario = Scenario {
     name: "extractor-held-writes",
-    about: "the extractor scenario with Kafka's 30 s request timeout, its zombies frozen with a page's changelog write held in the network until the next holder's fence, restore or first commit",
+    about: "the extractor scenario with Kafka's 30 s request timeout, its zombies frozen with a page's changelog write held in the network until the next holder's fence",
     faults: SCENARIO.faults,
     run: |ctx| Box::pin(run(ctx, true)) as Pin<Box<dyn std::future::Future<Output = ()>>>,
 };
@@ -463,7 +463,7 @@ async fn run(ctx: Ctx, held_writes: bool) {
         cluster.set_request_timeout(KAFKA_REQUEST_TIMEOUT);
         ctx.event(format!("request timeout {KAFKA_REQUEST_TIMEOUT:?}; zombies frozen with their changelog write held"));
     }
-    let plan = draw_plan(&ctx, &cluster, &profile);
+    let plan = draw_plan(&ctx, &cluster, &profile, held_writes);
     let directory = Directory::default();
     // The changelog is created here, uncompactable within a run (its segment never rolls): the
     // cursor checks read its whole history. The engine adopts it.
@@ -531,7 +531,7 @@ struct Plan {
 }
 
 /// Draws the seed's plan and traces it.
-fn draw_plan(ctx: &Ctx, cluster: &Cluster, profile: &FaultProfile) -> Plan {
+fn draw_plan(ctx: &Ctx, cluster: &Cluster, profile: &FaultProfile, held_writes: bool) -> Plan {
     let (
         replica_count,
         keys,
@@ -578,9 +578,16 @@ fn draw_plan(ctx: &Ctx, cluster: &Cluster, profile: &FaultProfile) -> Plan {
     // zombies start with the faults (each waits for a replica holding tokens and for the one
     // before it to end), not at their drawn times: a zombie armed late meets the end of the
     // fault period before its takeover.
+    //
+    // With held writes, every zombie wakes at the fence: the window between the next holder's
+    // grant and its fence is the one the held write is for (at a restore the held lookup would
+    // see the write, at a first commit the fence has long aborted the zombie's page).
     let directed = profile.directed(&mut thread_rng(), period).into_iter().map(|mut timed| {
-        if matches!(timed.fault, Fault::ZombieWake { .. }) {
+        if let Fault::ZombieWake { step, .. } = &mut timed.fault {
             timed.at = Duration::ZERO;
+            if held_writes {
+                *step = HandoverStep::Fence;
+            }
         }
         timed
     });
