@@ -581,12 +581,17 @@ fn draw_plan(ctx: &Ctx, cluster: &Cluster, profile: &FaultProfile, held_writes: 
     //
     // With held writes, every zombie wakes at the fence: the window between the next holder's
     // grant and its fence is the one the held write is for (at a restore the held lookup would
-    // see the write, at a first commit the fence has long aborted the zombie's page).
+    // see the write, at a first commit the fence has long aborted the zombie's page). And the
+    // fence is held 100–400 ms, not seconds: the woken zombie lands its write and commit within
+    // about 40 ms, then rejoins the group, and the rebalance that starts takes the grant back
+    // (eager) when the next holder learns of it at a heartbeat — a fence held longer than that
+    // ends the grant before its first page, and what the restore read never matters.
     let directed = profile.directed(&mut thread_rng(), period).into_iter().map(|mut timed| {
-        if let Fault::ZombieWake { step, .. } = &mut timed.fault {
+        if let Fault::ZombieWake { step, hold, .. } = &mut timed.fault {
             timed.at = Duration::ZERO;
             if held_writes {
                 *step = HandoverStep::Fence;
+                *hold = Duration::from_millis(thread_rng().gen_range(100..400));
             }
         }
         timed
