@@ -7,7 +7,8 @@
 //! it the rule: the owner is frozen in the middle of a transaction (at its `TxnOffsetCommit`
 //! when it runs tasks, at a page's changelog record when it holds extractor tokens — or, with
 //! [`Aims::token_zombies`], at the page's first output write, so that its changelog record and
-//! commit come after the wake), and woken
+//! commit come after the wake; with [`Aims::held_write`] too, at the changelog record again,
+//! that request held in the network until the wake), and woken
 //! the moment another replica reaches the chosen step of taking over what it held — its fence
 //! (`InitProducerId` of a transactional id the zombie held, or in the per-instance shape the
 //! `OffsetFetch` of partitions the zombie committed), its restore (`ListOffsets` or `Fetch` of a
