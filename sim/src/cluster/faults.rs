@@ -228,6 +228,7 @@ impl FaultPlan {
     }
 
     /// The clients' request timeout.
+    #[cfg_attr(not(madsim), allow(dead_code))]
     pub(crate) fn request_timeout(&self) -> Duration {
         self.request_timeout.get()
     }

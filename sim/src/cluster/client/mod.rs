@@ -33,7 +33,7 @@ use super::protocol::{
 
 /// How long a client waits for one response before it considers the request lost
 /// (`request.timeout.ms`, shortened: the simulated network has no queues to wait behind), unless
-/// the cluster sets another ([`Cluster::set_request_timeout`](crate::cluster::Cluster::set_request_timeout)).
+/// the cluster sets another (`Cluster::set_request_timeout`, a simulation build's).
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The request timeout of one cluster's clients, shared by its transports and its fault plan
