@@ -71,12 +71,8 @@ const FEED_RATE: i64 = 10;
 /// it grows by, which left a loaded run's extractor short of its items when `FINISH_MAX` ran out
 /// (a clean-clone CI run: 41,591 of 43,200 items after 600 s).
 const CATCH_UP_ITEMS: i64 = 6 * PAGE_ITEMS;
-/// How long the stages may take to finish once everything healed. The extractor polls each feed
-/// once a poll interval, and a feed that fell behind during the faults takes up to
-/// CATCH_UP_ITEMS a page; before that, when it paged only at the rate its feed grew, catching up
-/// took 213-261 s in the runs with network faults at load 10-18, 374 s and 601 s in clean-clone
-/// CI runs, and one loaded run ran out (the extractor's items came at ~80/s of its nominal
-/// 240/s through the proxies; not yet explained).
+/// How long the stages may take to finish once everything healed (the extractor catches up
+/// CATCH_UP_ITEMS a page; docs/kafka-broker.md has the times it took before it could).
 const FINISH_MAX: Duration = Duration::from_secs(600);
 /// How long a replica may take to stop cleanly (its shutdown grace and closes, with margin).
 const STOP_MAX: Duration = Duration::from_secs(40);
