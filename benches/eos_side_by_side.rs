@@ -6,7 +6,7 @@
 //! eval "$(scripts/python-ref | grep '^PYTHON_REF=')"
 //! cargo bench --features rdkafka --bench eos_side_by_side -- [--records 100000] [--keys 1000] \
 //!     [--partitions 4] [--rounds 3] [--only rust|python|rust-eos2|kstreams|kstreams-defaults|bare|floor|floor-eos2[,...]] \
-//!     [--guarantee eos|alos] [--work-us 0] [--max-batch-records N]
+//!     [--guarantee eos|alos] [--work-us 0] [--max-batch-records N] [--perf DIR]
 //! cargo bench --features rdkafka --bench eos_side_by_side -- --smoke   # every implementation, 3 000 inputs
 //! cargo bench --features rdkafka --bench eos_side_by_side -- --in-process 20000   # callgrind
 //! ```
@@ -124,6 +124,10 @@ struct Args {
     /// `--kstreams-commit-ms N`: Kafka Streams' `commit.interval.ms` in both of its settings
     /// (without it: the app's choice for `kstreams`, Kafka Streams' default for the other).
     kstreams_commit_ms: Option<usize>,
+    /// `--perf DIR`: `perf record` samples each child from its first output to its last one
+    /// (`DIR/<impl>-<round>.data`, call graphs by DWARF unwinding). The sampling costs the child
+    /// CPU of its own: a profiled run's figures are not comparable with an unprofiled one's.
+    perf: Option<std::path::PathBuf>,
 }
 
 fn flag_value(args: &[String], name: &str) -> Option<String> {
@@ -156,6 +160,7 @@ fn parse(args: &[String]) -> Args {
         work: Duration::from_micros(num("--work-us", 0) as u64),
         smoke,
         kstreams_commit_ms: flag_value(args, "--kstreams-commit-ms").map(|v| v.parse().expect("--kstreams-commit-ms")),
+        perf: flag_value(args, "--perf").map(Into::into),
     }
 }
 
@@ -581,6 +586,28 @@ fn stage_command(
     command
 }
 
+/// `--perf`: `perf record` attached to the child `pid`, sampling its CPU (all threads) into
+/// `dir/<name>.data` until [`stop_perf`].
+fn start_perf(dir: &std::path::Path, name: &str, pid: u32) -> Child {
+    std::fs::create_dir_all(dir).expect("the --perf directory");
+    let data = dir.join(format!("{name}.data"));
+    Command::new("perf")
+        .args(["record", "--quiet", "-e", "cpu-clock", "-F", "997", "--call-graph", "dwarf,16384", "-o"])
+        .arg(&data)
+        .args(["-p", &pid.to_string()])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("perf (Debian's linux-perf)")
+}
+
+/// Ends a [`start_perf`] recording (SIGINT: perf writes its file and exits).
+fn stop_perf(mut perf: Child) {
+    // SAFETY: signalling our own child by its pid.
+    unsafe { libc::kill(perf.id() as i32, libc::SIGINT) };
+    let status = perf.wait().expect("wait for perf");
+    assert!(status.success() || status.code() == Some(130), "perf record: {status}");
+}
+
 async fn measure(kafka: &Arc<dyn Kafka>, args: &Args, bootstrap: &str, input: &str, tag: &str, which: &str) -> Run {
     let output = format!("{tag}-output");
     let app = format!("{tag}-app");
@@ -623,6 +650,7 @@ async fn measure(kafka: &Arc<dyn Kafka>, args: &Args, bootstrap: &str, input: &s
 
     let mut count = 0usize;
     let mut counts: std::collections::HashMap<Vec<u8>, i64> = std::collections::HashMap::new();
+    let mut perf = None;
     let mut first: Option<(Instant, u128, usize, Sample)> = None;
     let mut half: Option<(usize, Sample)> = None;
     let mut peak = Sample::default();
@@ -633,6 +661,8 @@ async fn measure(kafka: &Arc<dyn Kafka>, args: &Args, bootstrap: &str, input: &s
         let polled = reader.poll(5_000, Duration::from_millis(100)).await.expect("poll");
         if !polled.records.is_empty() && first.is_none() {
             first = Some((Instant::now(), unix_nanos(), count + polled.records.len(), sample(pid)));
+            let name = tag.rsplit_once(&format!("-{which}-")).map_or(tag.to_owned(), |(_, round)| format!("{which}-{round}"));
+            perf = args.perf.as_deref().map(|dir| start_perf(dir, &name, pid));
         }
         count += polled.records.len();
         if half.is_none() && count >= args.records / 2 {
@@ -655,6 +685,9 @@ async fn measure(kafka: &Arc<dyn Kafka>, args: &Args, bootstrap: &str, input: &s
     }
     let end = Instant::now();
     let last = sample(pid);
+    if let Some(perf) = perf {
+        stop_perf(perf);
+    }
     reader.close().await.expect("close reader");
     // Stop: the Rust and Kafka Streams children on stdin's end, Python on SIGTERM (its clean
     // shutdown path).
