@@ -5,7 +5,7 @@
 //! eval "$(scripts/kafka start | grep '^KAFKA_BOOTSTRAP=')"
 //! eval "$(scripts/python-ref | grep '^PYTHON_REF=')"
 //! cargo bench --features rdkafka --bench eos_side_by_side -- [--records 100000] [--keys 1000] \
-//!     [--partitions 4] [--rounds 3] [--only rust|python|rust-eos2|kstreams|kstreams-defaults|bare|floor|floor-eos2[,...]] \
+//!     [--partitions 4] [--rounds 3] [--only rust|python|rust-eos2|kstreams|kstreams-defaults|bare|floor|floor-eos2|floor-dr[,...]] \
 //!     [--guarantee eos|alos] [--work-us 0] [--max-batch-records N] [--perf DIR]
 //! cargo bench --features rdkafka --bench eos_side_by_side -- --smoke   # every implementation, 3 000 inputs
 //! cargo bench --features rdkafka --bench eos_side_by_side -- --in-process 20000   # callgrind
@@ -59,7 +59,9 @@
 //! input without the engine; `--only bare,rust` closes with the ratios of the two. `floor` and
 //! `floor-eos2` are librdkafka's own floor, per task and per instance (see `floor_child`): the
 //! same wire work through librdkafka's C API, batches from `rd_kafka_consume_batch_queue`,
-//! neither our adapter nor the engine.
+//! neither our adapter nor the engine. `floor-dr` is `floor` with a delivery report per record
+//! (a callback that reads each record's offset, served inside the commit's flush): the part of
+//! the adapter's cost that any client awaiting each record's delivery pays.
 //!
 //! `--in-process N` runs the same stage on the in-process cluster over N inputs and exits: a
 //! fixed workload for `valgrind --tool=callgrind` (the difference of two N gives instructions per
@@ -312,6 +314,7 @@ fn floor_child(argv: &[String]) {
         partitions: args.partitions,
         max_poll_records: args.max_poll_records,
         per_instance: args.producers == flechtwerk::Producers::PerInstance,
+        reports: argv.iter().any(|a| a == "--delivery-reports"),
     };
     librdkafka_floor::run(&floor, &stop, unix_nanos);
 }
@@ -528,11 +531,11 @@ fn stage_command(
     state_dir: &std::path::Path,
 ) -> Command {
     let mut command = match which {
-        "rust" | "rust-eos2" | "bare" | "floor" | "floor-eos2" => {
+        "rust" | "rust-eos2" | "bare" | "floor" | "floor-eos2" | "floor-dr" => {
             let mut c = Command::new(std::env::current_exe().expect("this binary"));
             c.arg(match which {
                 "bare" => "--bare-child",
-                "floor" | "floor-eos2" => "--floor-child",
+                "floor" | "floor-eos2" | "floor-dr" => "--floor-child",
                 _ => "--stage-child",
             });
             c
@@ -567,6 +570,9 @@ fn stage_command(
     }
     if which == "rust-eos2" || which == "floor-eos2" {
         command.args(["--producers", "instance"]);
+    }
+    if which == "floor-dr" {
+        command.arg("--delivery-reports");
     }
     if let (Some(batch), "rust" | "rust-eos2") = (args.max_batch_records, which) {
         command.args(["--max-batch-records", &batch.to_string()]);
@@ -605,7 +611,9 @@ fn stop_perf(mut perf: Child) {
     // SAFETY: signalling our own child by its pid.
     unsafe { libc::kill(perf.id() as i32, libc::SIGINT) };
     let status = perf.wait().expect("wait for perf");
-    assert!(status.success() || status.code() == Some(130), "perf record: {status}");
+    // perf writes its file on SIGINT and then ends by that signal.
+    let interrupted = std::os::unix::process::ExitStatusExt::signal(&status) == Some(libc::SIGINT);
+    assert!(status.success() || interrupted, "perf record: {status}");
 }
 
 async fn measure(kafka: &Arc<dyn Kafka>, args: &Args, bootstrap: &str, input: &str, tag: &str, which: &str) -> Run {

@@ -62,12 +62,34 @@ fn cstring(s: &str) -> CString {
     CString::new(s).expect("no NUL in a setting")
 }
 
+/// `floor-dr`'s delivery report callback: reads what a client that awaits each record's
+/// delivery reads (its error, partition and offset) and keeps the greatest offset, as the
+/// adapter keeps a changelog position.
+unsafe extern "C" fn delivered(_: *mut rd::rd_kafka_t, message: *const rd::rd_kafka_message_t, _: *mut c_void) {
+    // SAFETY: librdkafka hands a message valid for the callback's duration.
+    let message = unsafe { &*message };
+    assert!(message.err == rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR, "delivery: {:?}", message.err);
+    DELIVERED.fetch_max(message.offset + i64::from(message.partition), Ordering::Relaxed);
+}
+
+/// What [`delivered`] keeps (read by no one: the callback's work is the figure).
+static DELIVERED: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+
 fn new_client(kind: rd::rd_kafka_type_t, settings: &[(&str, String)]) -> Handle {
+    new_client_with(kind, settings, false)
+}
+
+/// A client; `reports`: with a delivery report callback (served by the flush inside each
+/// `rd_kafka_commit_transaction`, and by `rd_kafka_poll` when the queue is full).
+fn new_client_with(kind: rd::rd_kafka_type_t, settings: &[(&str, String)], reports: bool) -> Handle {
     let mut errstr = [0 as c_char; 512];
     // SAFETY: plain librdkafka configuration calls; the conf is consumed by rd_kafka_new on
     // success (and leaked on a failure that panics anyway).
     unsafe {
         let conf = rd::rd_kafka_conf_new();
+        if reports {
+            rd::rd_kafka_conf_set_dr_msg_cb(conf, Some(delivered));
+        }
         for (key, value) in settings {
             let (k, v) = (cstring(key), cstring(value));
             let r = rd::rd_kafka_conf_set(conf, k.as_ptr(), v.as_ptr(), errstr.as_mut_ptr(), errstr.len());
@@ -115,8 +137,8 @@ struct TxProducer {
 type Input<'a> = (i32, i64, &'a [u8], &'a [u8]);
 
 impl TxProducer {
-    fn new(bootstrap: &str, transactional_id: &str, output: &str, changelog: &str) -> TxProducer {
-        let client = new_client(
+    fn new(bootstrap: &str, transactional_id: &str, output: &str, changelog: &str, reports: bool) -> TxProducer {
+        let client = new_client_with(
             rd::rd_kafka_type_t::RD_KAFKA_PRODUCER,
             &[
                 ("bootstrap.servers", bootstrap.to_owned()),
@@ -127,6 +149,7 @@ impl TxProducer {
                 ("transactional.id", transactional_id.to_owned()),
                 ("retry.backoff.ms", "20".to_owned()),
             ],
+            reports,
         );
         // SAFETY: a live producer handle.
         check(unsafe { rd::rd_kafka_init_transactions(client.0, 60_000) }, "init_transactions");
@@ -198,16 +221,20 @@ pub(crate) struct Floor<'a> {
     pub(crate) partitions: u32,
     pub(crate) max_poll_records: usize,
     pub(crate) per_instance: bool,
+    /// `floor-dr`: a delivery report per record (see [`delivered`]).
+    pub(crate) reports: bool,
 }
 
 /// Runs the floor until `stop` is set; prints `TASKS <n> <ns>` when the first records arrive
 /// (the moment its partitions are assigned and fetched).
 pub(crate) fn run(floor: &Floor<'_>, stop: &AtomicBool, now_ns: impl Fn() -> u128) {
-    let Floor { bootstrap, app, input, output, changelog, partitions, max_poll_records, per_instance } = *floor;
+    let Floor { bootstrap, app, input, output, changelog, partitions, max_poll_records, per_instance, reports } = *floor;
     let producers: Vec<TxProducer> = if per_instance {
-        vec![TxProducer::new(bootstrap, &format!("{app}-floor-instance"), output, changelog)]
+        vec![TxProducer::new(bootstrap, &format!("{app}-floor-instance"), output, changelog, reports)]
     } else {
-        (0..partitions).map(|p| TxProducer::new(bootstrap, &format!("{app}-floor-{p}"), output, changelog)).collect()
+        (0..partitions)
+            .map(|p| TxProducer::new(bootstrap, &format!("{app}-floor-{p}"), output, changelog, reports))
+            .collect()
     };
     let buffered = max_poll_records.saturating_mul(2).max(100);
     let consumer = new_client(
