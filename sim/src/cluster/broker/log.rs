@@ -2,6 +2,7 @@
 //! stable offset, idempotent-producer sequence state, the aborted-transaction index, the
 //! `read_committed` fetch, and compaction.
 
+use std::cell::Cell;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
@@ -182,6 +183,11 @@ pub struct PartitionLog {
     sequences: BTreeMap<i64, SequenceState>,
     segment_base: i64,
     segment_created: Duration,
+    /// How many leading entries [`PartitionLog::check_order`] found in increasing offset
+    /// order: the next check resumes there (an append only adds entries after them; a
+    /// truncation shortens the prefix; a compaction pass, which rewrites the entries, empties
+    /// it).
+    ordered: Cell<usize>,
 }
 
 impl PartitionLog {
@@ -200,6 +206,7 @@ impl PartitionLog {
             sequences: BTreeMap::new(),
             segment_base: 0,
             segment_created: Duration::ZERO,
+            ordered: Cell::new(0),
         }
     }
 
@@ -233,6 +240,18 @@ impl PartitionLog {
     /// The stored entries (compaction leaves gaps).
     pub fn entries(&self) -> &[Entry] {
         &self.entries
+    }
+
+    /// Whether the stored offsets increase: the broker's invariant check after every step.
+    /// Checks only the entries after the prefix an earlier call found ordered, so a run's checks
+    /// cost what it appends, not its log's length on every request.
+    pub fn check_order(&self) -> bool {
+        let from = self.ordered.get().saturating_sub(1);
+        let ordered = self.entries[from..].windows(2).all(|pair| pair[0].offset < pair[1].offset);
+        if ordered {
+            self.ordered.set(self.entries.len());
+        }
+        ordered
     }
 
     /// Producer ids with an open transaction here, with its first offset.
@@ -454,6 +473,7 @@ impl PartitionLog {
         }
         let before = self.entries.len();
         self.entries.retain(|e| e.offset < offset);
+        self.ordered.set(self.ordered.get().min(self.entries.len()));
         truncated.entries = before - self.entries.len();
         self.next_offset = offset;
         self.segment_base = self.segment_base.min(offset);
@@ -552,6 +572,7 @@ impl PartitionLog {
             kept.push(entry);
         }
         self.entries = kept;
+        self.ordered.set(0);
         report
     }
 }

@@ -264,11 +264,7 @@ impl Broker {
                 );
                 let end = log.log_end_offset();
                 assert!(hw <= end, "{name}/{partition}: HW {hw} past the log end {end}");
-                let offsets = log.entries().iter().map(|e| e.offset);
-                assert!(
-                    offsets.clone().zip(offsets.skip(1)).all(|(a, b)| a < b),
-                    "{name}/{partition}: stored offsets do not increase"
-                );
+                assert!(log.check_order(), "{name}/{partition}: stored offsets do not increase");
                 assert!(
                     log.entries().last().is_none_or(|e| e.offset < end),
                     "{name}/{partition}: an entry at or past the log end {end}"
@@ -277,38 +273,47 @@ impl Broker {
                     log.open_transactions().values().all(|&first| first < end),
                     "{name}/{partition}: an open transaction starts at or past the log end {end}"
                 );
-                let tp = TopicPartition::new(name.as_str(), partition as i32);
-                if let Some(placement) = self.placement(&tp) {
-                    assert!(!placement.isr.is_empty(), "{tp}: an empty ISR");
-                    assert!(
-                        placement.leader.is_none_or(|l| placement.isr.contains(&l)),
-                        "{tp}: leader {:?} outside the ISR {:?}",
-                        placement.leader,
-                        placement.isr
-                    );
-                    let floor = placement.followers_in_sync_floor();
-                    assert!(
-                        floor.is_none_or(|f| hw <= f),
-                        "{tp}: HW {hw} past an in-sync follower's log end {floor:?}"
-                    );
-                }
             }
         }
+        // The replicas of every partition that has a log (per placement, not per log: no
+        // partition name is built per step).
+        for (tp, placement) in self.placements() {
+            let Some(log) = self.topics.get(&tp.topic).and_then(|t| t.partitions.get(tp.partition as usize)) else {
+                continue;
+            };
+            let hw = log.high_watermark();
+            assert!(!placement.isr.is_empty(), "{tp}: an empty ISR");
+            assert!(
+                placement.leader.is_none_or(|l| placement.isr.contains(&l)),
+                "{tp}: leader {:?} outside the ISR {:?}",
+                placement.leader,
+                placement.isr
+            );
+            let floor = placement.followers_in_sync_floor();
+            assert!(floor.is_none_or(|f| hw <= f), "{tp}: HW {hw} past an in-sync follower's log end {floor:?}");
+        }
+        // A name is copied only when first seen, not on every step.
         for (id, producer_id, epoch) in self.txn.epochs() {
-            if let Some((seen_id, seen_epoch)) = self.seen.epochs.insert(id.to_owned(), (producer_id, epoch)) {
-                assert!(
-                    seen_id != producer_id || seen_epoch <= epoch,
-                    "transactional id {id}: producer {producer_id}'s epoch went from {seen_epoch} back to {epoch}"
-                );
-            }
+            let Some(seen) = self.seen.epochs.get_mut(id) else {
+                self.seen.epochs.insert(id.to_owned(), (producer_id, epoch));
+                continue;
+            };
+            let (seen_id, seen_epoch) = std::mem::replace(seen, (producer_id, epoch));
+            assert!(
+                seen_id != producer_id || seen_epoch <= epoch,
+                "transactional id {id}: producer {producer_id}'s epoch went from {seen_epoch} back to {epoch}"
+            );
         }
         for (group, generation) in self.groups.generations() {
-            if let Some(seen) = self.seen.generations.insert(group.to_owned(), generation) {
-                assert!(
-                    seen <= generation && generation - seen <= 1,
-                    "group {group}: generation {seen} became {generation} in one request"
-                );
-            }
+            let Some(seen) = self.seen.generations.get_mut(group) else {
+                self.seen.generations.insert(group.to_owned(), generation);
+                continue;
+            };
+            let seen = std::mem::replace(seen, generation);
+            assert!(
+                seen <= generation && generation - seen <= 1,
+                "group {group}: generation {seen} became {generation} in one request"
+            );
         }
     }
 

@@ -189,6 +189,11 @@ impl Broker {
         self.replication.placements.get(partition)
     }
 
+    /// Every partition's replicas, in name order.
+    pub(super) fn placements(&self) -> impl Iterator<Item = (&TopicPartition, &Placement)> {
+        self.replication.placements.iter()
+    }
+
     /// The partitions a fault can usefully move or fail, in name order: every data partition,
     /// and the coordinator partitions of the transactional ids and groups in use.
     pub fn busy_partitions(&self) -> Vec<TopicPartition> {
