@@ -9,8 +9,10 @@
 //! then `send_offsets_to_transaction` and `commit_transaction`. `floor`: one transactional
 //! producer per input partition, each batch's partitions committed on threads of their own at
 //! once (the per-task shape); `floor-eos2`: one producer, one transaction per batch for every
-//! partition (the per-instance shape). The producers have the adapter's settings (idempotent,
-//! zstd, murmur2, 20 ms retry backoff). Exactly-once only; no rebalance handling: it runs alone.
+//! partition (the per-instance shape); `floor-dr`: `floor` with a delivery report callback (see
+//! [`delivered`]), which the others go without. The producers have the adapter's settings
+//! (idempotent, zstd, murmur2, 20 ms retry backoff). Exactly-once only; no rebalance handling:
+//! it runs alone.
 
 use std::collections::HashMap;
 use std::ffi::{CStr, CString};
@@ -63,13 +65,14 @@ fn cstring(s: &str) -> CString {
 }
 
 /// `floor-dr`'s delivery report callback: reads what a client that awaits each record's
-/// delivery reads (its error, partition and offset) and keeps the greatest offset, as the
-/// adapter keeps a changelog position.
+/// delivery reads (its error and offset) and keeps the greatest offset, as the adapter keeps a
+/// changelog position. A failed delivery aborts the child (a panic cannot unwind out of a C
+/// callback): the floor runs alone on a healthy broker.
 unsafe extern "C" fn delivered(_: *mut rd::rd_kafka_t, message: *const rd::rd_kafka_message_t, _: *mut c_void) {
     // SAFETY: librdkafka hands a message valid for the callback's duration.
     let message = unsafe { &*message };
     assert!(message.err == rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR, "delivery: {:?}", message.err);
-    DELIVERED.fetch_max(message.offset + i64::from(message.partition), Ordering::Relaxed);
+    DELIVERED.fetch_max(message.offset, Ordering::Relaxed);
 }
 
 /// What [`delivered`] keeps (read by no one: the callback's work is the figure).
