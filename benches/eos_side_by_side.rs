@@ -611,9 +611,13 @@ fn stop_perf(mut perf: Child) {
     // SAFETY: signalling our own child by its pid.
     unsafe { libc::kill(perf.id() as i32, libc::SIGINT) };
     let status = perf.wait().expect("wait for perf");
-    // perf writes its file on SIGINT and then ends by that signal.
+    // perf writes its file on SIGINT and then ends by that signal; interrupted while it still
+    // starts up (a restart that reaches its first output in a fraction of a second), it exits
+    // with 255 and may leave no usable file: a profile missing, not a failed run.
     let interrupted = std::os::unix::process::ExitStatusExt::signal(&status) == Some(libc::SIGINT);
-    assert!(status.success() || interrupted, "perf record: {status}");
+    if !status.success() && !interrupted {
+        eprintln!("perf record: {status} (its profile may be missing)");
+    }
 }
 
 async fn measure(kafka: &Arc<dyn Kafka>, args: &Args, bootstrap: &str, input: &str, tag: &str, which: &str) -> Run {
