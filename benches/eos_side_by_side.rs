@@ -673,7 +673,8 @@ async fn measure(kafka: &Arc<dyn Kafka>, args: &Args, bootstrap: &str, input: &s
         let polled = reader.poll(5_000, Duration::from_millis(100)).await.expect("poll");
         if !polled.records.is_empty() && first.is_none() {
             first = Some((Instant::now(), unix_nanos(), count + polled.records.len(), sample(pid)));
-            let name = tag.rsplit_once(&format!("-{which}-")).map_or(tag.to_owned(), |(_, round)| format!("{which}-{round}"));
+            let name =
+                tag.rsplit_once(&format!("-{which}-")).map_or(tag.to_owned(), |(_, round)| format!("{which}-{round}"));
             perf = args.perf.as_deref().map(|dir| start_perf(dir, &name, pid));
         }
         count += polled.records.len();

@@ -231,7 +231,8 @@ pub(crate) struct Floor<'a> {
 /// Runs the floor until `stop` is set; prints `TASKS <n> <ns>` when the first records arrive
 /// (the moment its partitions are assigned and fetched).
 pub(crate) fn run(floor: &Floor<'_>, stop: &AtomicBool, now_ns: impl Fn() -> u128) {
-    let Floor { bootstrap, app, input, output, changelog, partitions, max_poll_records, per_instance, reports } = *floor;
+    let Floor { bootstrap, app, input, output, changelog, partitions, max_poll_records, per_instance, reports } =
+        *floor;
     let producers: Vec<TxProducer> = if per_instance {
         vec![TxProducer::new(bootstrap, &format!("{app}-floor-instance"), output, changelog, reports)]
     } else {
