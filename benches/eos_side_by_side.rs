@@ -127,7 +127,8 @@ struct Args {
     /// (without it: the app's choice for `kstreams`, Kafka Streams' default for the other).
     kstreams_commit_ms: Option<usize>,
     /// `--perf DIR`: `perf record` samples each child from its first output to its last one
-    /// (`DIR/<impl>-<round>.data`, call graphs by DWARF unwinding). The sampling costs the child
+    /// (`DIR/<run's tag>.data`, the tag ending in `-<impl>-<round>`; call graphs by DWARF
+    /// unwinding). The sampling costs the child
     /// CPU of its own: a profiled run's figures are not comparable with an unprofiled one's.
     perf: Option<std::path::PathBuf>,
 }
@@ -673,9 +674,7 @@ async fn measure(kafka: &Arc<dyn Kafka>, args: &Args, bootstrap: &str, input: &s
         let polled = reader.poll(5_000, Duration::from_millis(100)).await.expect("poll");
         if !polled.records.is_empty() && first.is_none() {
             first = Some((Instant::now(), unix_nanos(), count + polled.records.len(), sample(pid)));
-            let name =
-                tag.rsplit_once(&format!("-{which}-")).map_or(tag.to_owned(), |(_, round)| format!("{which}-{round}"));
-            perf = args.perf.as_deref().map(|dir| start_perf(dir, &name, pid));
+            perf = args.perf.as_deref().map(|dir| start_perf(dir, tag, pid));
         }
         count += polled.records.len();
         if half.is_none() && count >= args.records / 2 {

@@ -78,13 +78,9 @@ unsafe extern "C" fn delivered(_: *mut rd::rd_kafka_t, message: *const rd::rd_ka
 /// What [`delivered`] keeps (read by no one: the callback's work is the figure).
 static DELIVERED: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
 
-fn new_client(kind: rd::rd_kafka_type_t, settings: &[(&str, String)]) -> Handle {
-    new_client_with(kind, settings, false)
-}
-
 /// A client; `reports`: with a delivery report callback (served by the flush inside each
 /// `rd_kafka_commit_transaction`, and by `rd_kafka_poll` when the queue is full).
-fn new_client_with(kind: rd::rd_kafka_type_t, settings: &[(&str, String)], reports: bool) -> Handle {
+fn new_client(kind: rd::rd_kafka_type_t, settings: &[(&str, String)], reports: bool) -> Handle {
     let mut errstr = [0 as c_char; 512];
     // SAFETY: plain librdkafka configuration calls; the conf is consumed by rd_kafka_new on
     // success (and leaked on a failure that panics anyway).
@@ -141,7 +137,7 @@ type Input<'a> = (i32, i64, &'a [u8], &'a [u8]);
 
 impl TxProducer {
     fn new(bootstrap: &str, transactional_id: &str, output: &str, changelog: &str, reports: bool) -> TxProducer {
-        let client = new_client_with(
+        let client = new_client(
             rd::rd_kafka_type_t::RD_KAFKA_PRODUCER,
             &[
                 ("bootstrap.servers", bootstrap.to_owned()),
@@ -259,6 +255,7 @@ pub(crate) fn run(floor: &Floor<'_>, stop: &AtomicBool, now_ns: impl Fn() -> u12
             ("queued.min.messages", buffered.to_string()),
             ("fetch.queue.backoff.ms", "2".to_owned()),
         ],
+        false,
     );
     let mut messages: Vec<*mut rd::rd_kafka_message_t> = vec![std::ptr::null_mut(); max_poll_records];
     let mut seen: Vec<HashMap<Vec<u8>, i64>> = (0..partitions).map(|_| HashMap::new()).collect();

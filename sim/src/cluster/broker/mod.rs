@@ -278,9 +278,7 @@ impl Broker {
         // The replicas of every partition that has a log (per placement, not per log: no
         // partition name is built per step).
         for (tp, placement) in self.placements() {
-            let Some(log) = self.topics.get(&tp.topic).and_then(|t| t.partitions.get(tp.partition as usize)) else {
-                continue;
-            };
+            let Some(log) = self.find_log(tp) else { continue };
             let hw = log.high_watermark();
             assert!(!placement.isr.is_empty(), "{tp}: an empty ISR");
             assert!(
@@ -417,10 +415,15 @@ impl Broker {
 
     /// A partition's log, or UNKNOWN_TOPIC_OR_PARTITION.
     pub fn log(&self, partition: &TopicPartition) -> Result<&PartitionLog, BrokerError> {
+        self.find_log(partition)
+            .ok_or_else(|| BrokerError::new(ErrorCode::UnknownTopicOrPartition, format!("{partition} does not exist")))
+    }
+
+    /// A partition's log, if the partition exists (no error built for one that does not).
+    fn find_log(&self, partition: &TopicPartition) -> Option<&PartitionLog> {
         self.topics
             .get(&partition.topic)
             .and_then(|t| usize::try_from(partition.partition).ok().and_then(|p| t.partitions.get(p)))
-            .ok_or_else(|| BrokerError::new(ErrorCode::UnknownTopicOrPartition, format!("{partition} does not exist")))
     }
 
     fn log_mut(&mut self, partition: &TopicPartition) -> Result<(&mut PartitionLog, CompactionSettings), BrokerError> {
