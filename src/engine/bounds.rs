@@ -7,6 +7,8 @@
 
 use std::time::Duration;
 
+use crate::kafka::FetchLimits;
+
 /// Timeout of the main loop's fetch (TRX-02, KNOB: 1000 ms). Short enough that the loop
 /// drains config topics and notices a shutdown at least once a second.
 pub(crate) const POLL_TIMEOUT: Duration = Duration::from_millis(1_000);
@@ -80,6 +82,21 @@ pub(crate) const RETRIED_CYCLES_MAX: u32 = 10;
 /// librdkafka's per-message bookkeeping, and keeps its decompressed batch alive. At 5 000 per poll
 /// a 1 M-entry boot peaked ~4 MiB higher at the same wall time (docs/performance.md, issue #17).
 pub(crate) const BOOTSTRAP_BATCH_RECORDS: usize = 2_500;
+
+/// Records per poll of a task's restore: each poll's records of a partition go into its store
+/// in one write ([`StateStore::restore`](crate::state::StateStore::restore)).
+pub(crate) const RESTORE_BATCH_RECORDS: usize = 1_000;
+
+/// What the restore consumer fetches and holds ahead of its polls. At librdkafka's defaults
+/// (100 000 records per partition, 64 MiB ahead) a restore of 8 partitions of small records
+/// held most of a million records at once, each with librdkafka's per-message bookkeeping and
+/// its decompressed batch kept alive.
+pub(crate) const RESTORE_FETCH_LIMITS: FetchLimits = FetchLimits {
+    response_bytes: 2_000_000,
+    partition_bytes: 256 << 10,
+    buffered_bytes: 8 << 20,
+    buffered_records: 5_000,
+};
 
 // A shutdown that waits for a batch must leave that batch time to commit.
 const _: () = assert!(SHUTDOWN_GRACE.as_millis() < TASK_TRANSACTION_TIMEOUT.as_millis());

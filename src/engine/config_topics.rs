@@ -95,8 +95,8 @@ impl BorrowedReader for Offer<'_> {
         self.bootstrap.reserve(offsets);
     }
 
-    fn record(&mut self, record: RecordRef<'_>) -> Result<(), PolicyError> {
-        self.bootstrap.offer_borrowed(record, self.policy, self.observer)
+    fn records(&mut self, records: &[RecordRef<'_>]) -> Result<(), PolicyError> {
+        records.iter().try_for_each(|record| self.bootstrap.offer_borrowed(*record, self.policy, self.observer))
     }
 }
 

@@ -142,8 +142,9 @@ pub(crate) trait BorrowedReader: Send {
     /// reader that sizes an index ahead).
     fn expect(&mut self, offsets: u64);
 
-    /// One record below its partition's captured end, in offset order per partition.
-    fn record(&mut self, record: RecordRef<'_>) -> Result<(), Self::Error>;
+    /// The records of one poll that lie below their partitions' captured ends, in offset order
+    /// per partition (a poll's records come in runs per partition).
+    fn records(&mut self, records: &[RecordRef<'_>]) -> Result<(), Self::Error>;
 }
 
 /// [`read_to_end`] for a [`BorrowedReader`]: up to `batch_records` records per poll, each handed
@@ -177,13 +178,15 @@ pub(crate) async fn read_to<E: Send>(
 /// only the partitions with something to read: a partition whose extent is empty (its log
 /// start at its end) is left out, so a read of empty partitions only costs the lookup that
 /// found the extents. The extents must have been looked up after whatever the ends must
-/// include (a restore's: after the fence).
-pub(crate) async fn read_extents<E: Send>(
+/// include (a restore's: after the fence). Up to `batch_records` records per poll go to
+/// `reader` by reference, as in [`read_to_end_borrowed`].
+pub(crate) async fn read_extents<R: BorrowedReader>(
     consumer: &mut dyn Consumer,
     extents: &BTreeMap<TopicPartition, Extent>,
     stall_max: Duration,
-    on_record: impl FnMut(RawRecord) -> Result<(), E>,
-) -> Result<ReadToEnd, ReadError<E>> {
+    batch_records: usize,
+    reader: &mut R,
+) -> Result<ReadToEnd, ReadError<R::Error>> {
     let ranges: BTreeMap<TopicPartition, (StartOffset, i64)> = extents
         .iter()
         .filter(|(_, extent)| !extent.is_empty())
@@ -192,7 +195,7 @@ pub(crate) async fn read_extents<E: Send>(
     if ranges.is_empty() {
         return Ok(ReadToEnd::default());
     }
-    read_ranges(consumer, ranges, stall_max, READ_BATCH_RECORDS, Sink::<_, NoReader<E>>::Owned(on_record)).await
+    read_ranges(consumer, ranges, stall_max, batch_records, Sink::<NoOwned<R::Error>, R>::Borrowed(reader)).await
 }
 
 /// Where a read's records go: owned (polled with [`Consumer::poll`]) or by reference
@@ -209,7 +212,7 @@ struct NoReader<E>(std::marker::PhantomData<fn() -> E>);
 impl<E: Send> BorrowedReader for NoReader<E> {
     type Error = E;
     fn expect(&mut self, _: u64) {}
-    fn record(&mut self, _: RecordRef<'_>) -> Result<(), E> {
+    fn records(&mut self, _: &[RecordRef<'_>]) -> Result<(), E> {
         unreachable!("an owned read has no borrowed reader")
     }
 }
@@ -311,16 +314,21 @@ where
                 let rebalances = consumer
                     .poll_borrowed(batch_records, READ_POLL_TIMEOUT, &mut |batch| {
                         progressed = true;
-                        for record in batch {
-                            if failed.is_some() {
-                                return;
-                            }
-                            if record.offset < lookup.end(record.topic, record.partition) {
-                                match reader.record(*record) {
-                                    Ok(()) => records += 1,
-                                    Err(e) => failed = Some(e),
-                                }
-                            }
+                        if failed.is_some() {
+                            return;
+                        }
+                        let mut below = |record: &RecordRef<'_>| record.offset < lookup.end(record.topic, record.partition);
+                        // Records past an end arrive only with a partition's last batch: the
+                        // whole poll goes to the reader as it came, except then.
+                        let result = if batch.iter().all(&mut below) {
+                            reader.records(batch).map(|()| batch.len())
+                        } else {
+                            let kept: Vec<RecordRef<'_>> = batch.iter().copied().filter(|r| below(r)).collect();
+                            reader.records(&kept).map(|()| kept.len())
+                        };
+                        match result {
+                            Ok(n) => records += n as u64,
+                            Err(e) => failed = Some(e),
                         }
                     })
                     .await?;

@@ -145,6 +145,27 @@ pub trait StateStore: Send {
         }
         Ok(())
     }
+    /// Applies `changes` replayed from the task's changelog while the task is restored
+    /// (STO-11), as [`apply`](StateStore::apply) does; the default calls it. A restore writes
+    /// each key of the state once or a few times, not a working set read again batch after
+    /// batch, so a store with a cache in front of its files may write these straight through
+    /// (RocksDB: one write batch per call, past its cache). Afterwards a read returns the
+    /// restored value, whatever was cached before. Restored changes carry no checkpoint: the
+    /// engine records the restore's end with [`apply_at`](StateStore::apply_at) once the
+    /// restore is done, so a crash before that leaves a copy whose content is ahead of its
+    /// checkpoint by restored changes only, which the next restore from that checkpoint
+    /// replays again, in order.
+    ///
+    /// ```
+    /// # use flechtwerk::state::{InMemoryStores, StateStores};
+    /// # let mut store = InMemoryStores::for_instance().open("app", 0)?;
+    /// store.restore(&[("ada", Some(br#"{"count":1}"#.as_slice())), ("ada", Some(br#"{"count":2}"#.as_slice()))])?;
+    /// assert_eq!(store.get("ada")?.as_deref(), Some(br#"{"count":2}"#.as_slice())); // the last one wins
+    /// # Ok::<(), flechtwerk::state::StateError>(())
+    /// ```
+    fn restore(&mut self, changes: &[(&str, Option<&[u8]>)]) -> Result<(), StateError> {
+        self.apply(changes)
+    }
     /// Drops everything (and any files): the store is empty afterwards and can be reused.
     ///
     /// ```
@@ -159,7 +180,9 @@ pub trait StateStore: Send {
 
     /// The checkpoint recorded with the last write that reached the store's files, if the
     /// store holds a copy left by an earlier owner (or written by this one) that can be reused:
-    /// its content then is exactly what it was when that checkpoint was written. `None`
+    /// its content then is exactly what it was when that checkpoint was written (or, after a
+    /// crash during a [`restore`](StateStore::restore), that plus some of the changes restored
+    /// after it, which the changelog holds after the checkpoint's position). `None`
     /// (the default, and a store that keeps nothing across owners) means an empty store, to be
     /// restored from the changelog's start. A store whose files are damaged (a torn write, a
     /// half-written directory) reports `None` and discards them at its first write.

@@ -23,8 +23,11 @@
 //! - **No write-ahead log, no fsync.** The changelog, written in the task's Kafka transaction, is
 //!   the durable copy. A crash loses the writes still in the memtables; what survives is a
 //!   prefix of the write batches (one column family, memtables flushed in order), each with the
-//!   checkpoint of its own position, so the copy is only further behind. Dropping the store (a
-//!   clean stop) writes the cache and flushes the memtables.
+//!   checkpoint of its own position, so the copy is only further behind. A restore's write
+//!   batches carry no checkpoint (the restore's end is recorded once it is done): a crash
+//!   during a restore leaves the copy ahead of its checkpoint by changes the changelog holds
+//!   after that position, which the next restore replays again. Dropping the store (a clean
+//!   stop) writes the cache and flushes the memtables.
 //! - **Small write buffers** (4 MiB, at most two): a process runs a store per task, and the
 //!   memtables are most of each store's memory. Without a WAL they are also what RocksDB flushes
 //!   when a store is closed, so small buffers keep wipes (and so rebalances) cheap.
@@ -524,6 +527,36 @@ impl StateStore for RocksDbStateStore {
         Ok(())
     }
 
+    /// Restored changes go past the cache into RocksDB, one write batch per call: a restore
+    /// replays the whole state, which through the cache would cost a copy of every key and
+    /// value and a write batch per 256 KiB. Whatever the cache holds goes into RocksDB first,
+    /// so no cached value hides a restored one.
+    fn restore(&mut self, changes: &[(&str, Option<&[u8]>)]) -> Result<(), StateError> {
+        self.check()?;
+        if changes.is_empty() || (self.db.is_none() && changes.iter().all(|(_, value)| value.is_none())) {
+            return Ok(());
+        }
+        if !self.cache.entries.is_empty() {
+            self.write_back()?;
+        }
+        self.db()?;
+        let db = self.db.as_ref().expect("opened above");
+        self.batch.clear();
+        for (key, value) in changes {
+            match value {
+                Some(value) => self.batch.put(key.as_bytes(), value),
+                None => self.batch.delete(key.as_bytes()),
+            }
+        }
+        let result = db.write(&self.write, &mut self.batch);
+        self.batch.clear();
+        if let Err(e) = result {
+            self.failed = true;
+            return Err(self.error("writing", e));
+        }
+        Ok(())
+    }
+
     fn delete(&mut self, key: &str) -> Result<(), StateError> {
         self.check()?;
         // Not opened: nothing to delete, and no database to create for it.
@@ -677,6 +710,7 @@ mod tests {
         Put(usize, Vec<u8>),
         Delete(usize),
         Apply(Vec<(usize, Option<Vec<u8>>)>),
+        Restore(Vec<(usize, Option<Vec<u8>>)>),
         Get(usize),
         Wipe,
     }
@@ -692,7 +726,8 @@ mod tests {
         prop_oneof![
             4 => (key.clone(), value.clone()).prop_map(|(k, v)| Op::Put(k, v)),
             2 => key.clone().prop_map(Op::Delete),
-            4 => proptest::collection::vec((key.clone(), proptest::option::of(value)), 0..6).prop_map(Op::Apply),
+            4 => proptest::collection::vec((key.clone(), proptest::option::of(value.clone())), 0..6).prop_map(Op::Apply),
+            2 => proptest::collection::vec((key.clone(), proptest::option::of(value)), 0..6).prop_map(Op::Restore),
             6 => key.prop_map(Op::Get),
             1 => Just(Op::Wipe),
         ]
@@ -702,8 +737,8 @@ mod tests {
         #![proptest_config(proptest::prelude::ProptestConfig { cases: 48, ..Default::default() })]
 
         /// The cache never answers anything but what the store holds: every read, after any mix
-        /// of puts, deletes, batches (a key twice in one included), wipes, and flushes of the
-        /// cache into RocksDB (a budget of 0 flushes at every call, 4 KiB every few, the real
+        /// of puts, deletes, batches (a key twice in one included), restored batches (past the
+        /// cache, over keys it holds), wipes, and flushes of the cache into RocksDB (a budget of 0 flushes at every call, 4 KiB every few, the real
         /// one now and then), equals a plain map's answer (STO-05..07 through the cache).
         #[test]
         fn reads_through_the_cache_are_the_stores_values(
@@ -719,6 +754,7 @@ mod tests {
             let mut model: std::collections::BTreeMap<String, Vec<u8>> = Default::default();
             let name = |k: usize| format!("key-{k}");
             for op in ops {
+                let restore = matches!(op, Op::Restore(_));
                 match op {
                     Op::Put(k, v) => {
                         store.put(&name(k), &v).unwrap();
@@ -728,11 +764,15 @@ mod tests {
                         store.delete(&name(k)).unwrap();
                         model.remove(&name(k));
                     }
-                    Op::Apply(changes) => {
+                    Op::Apply(changes) | Op::Restore(changes) => {
                         let names: Vec<String> = changes.iter().map(|(k, _)| name(*k)).collect();
                         let batch: Vec<(&str, Option<&[u8]>)> =
                             names.iter().zip(&changes).map(|(n, (_, v))| (n.as_str(), v.as_deref())).collect();
-                        store.apply(&batch).unwrap();
+                        if restore {
+                            store.restore(&batch).unwrap();
+                        } else {
+                            store.apply(&batch).unwrap();
+                        }
                         for (n, (_, v)) in names.iter().zip(&changes) {
                             match v {
                                 Some(v) => model.insert(n.clone(), v.clone()),
@@ -793,6 +833,13 @@ mod tests {
         }
     }
 
+    fn restore_batch(store: &mut dyn StateStore, batch: &Batch) {
+        let names: Vec<String> = batch.iter().map(|(k, _)| format!("key-{k}")).collect();
+        let changes: Vec<(&str, Option<&[u8]>)> =
+            names.iter().zip(batch).map(|(n, (_, v))| (n.as_str(), v.as_deref())).collect();
+        store.restore(&changes).unwrap();
+    }
+
     fn apply_to_model(model: &mut std::collections::BTreeMap<String, Vec<u8>>, batch: &Batch) {
         for (k, v) in batch {
             match v {
@@ -818,11 +865,17 @@ mod tests {
         /// and a crash after any of them, the copy the crash leaves reports a checkpoint `n`
         /// (or none) and replaying batches `n+1..` on it gives exactly the committed state:
         /// a copy is only ever behind, never ahead, never torn between a batch and its
-        /// checkpoint. After a clean close the copy is the committed state itself.
+        /// checkpoint. After a clean close the copy is the committed state itself. A run of the
+        /// batches may be a restore instead (STO-11: [`StateStore::restore`] past the cache,
+        /// then the restore's end as the checkpoint, as the engine does after a reused copy's
+        /// batches): a crash inside it leaves the copy's content ahead of its checkpoint by
+        /// restored changes only, and replaying from the checkpoint still gives the state.
         #[test]
         fn sto_05_a_reopened_copy_is_a_committed_prefix(
             batches in batches(),
             crash_after in 0usize..40,
+            owned in 0usize..40,
+            restored in 0usize..40,
             budget in proptest::prop_oneof![
                 proptest::prelude::Just(0usize),
                 proptest::prelude::Just(4_096),
@@ -833,10 +886,20 @@ mod tests {
             let path = root.0.join("live/state.db");
             let crashed = root.0.join("crashed/state.db");
             let crash_after = crash_after % batches.len();
+            // Batches `first..end` are restored; the others applied as a task's batches are.
+            let first = owned % (batches.len() + 1);
+            let end = first + restored % (batches.len() - first + 1);
             let mut store = RocksDbStateStore::new(path.clone(), 0, budget);
             let mut model = std::collections::BTreeMap::new();
             for (n, batch) in batches.iter().enumerate() {
-                apply_batch(&mut store, batch, Some(&checkpoint_of(n as u64 + 1)));
+                if (first..end).contains(&n) {
+                    restore_batch(&mut store, batch);
+                    if n + 1 == end {
+                        store.apply_at(&[], &checkpoint_of(end as u64)).unwrap();
+                    }
+                } else {
+                    apply_batch(&mut store, batch, Some(&checkpoint_of(n as u64 + 1)));
+                }
                 apply_to_model(&mut model, batch);
                 if n == crash_after && path.exists() {
                     crash_copy(&path, &crashed);

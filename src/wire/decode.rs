@@ -38,10 +38,12 @@ pub enum DecodeError {
 /// # Ok::<(), flechtwerk::wire::DecodeError>(())
 /// ```
 pub fn decode_key(key: Option<&[u8]>) -> Result<String, DecodeError> {
-    match key {
-        None => Ok(String::new()),
-        Some(bytes) => Ok(std::str::from_utf8(bytes)?.to_owned()),
-    }
+    decode_key_str(key).map(str::to_owned)
+}
+
+/// [`decode_key`] without the copy: the key as the `&str` it already is.
+pub(crate) fn decode_key_str(key: Option<&[u8]>) -> Result<&str, DecodeError> {
+    Ok(std::str::from_utf8(key.unwrap_or_default())?)
 }
 
 /// Decodes a value: strict UTF-8, then JSON, then an object. An empty or absent value is the

@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+pub(crate) use decode::decode_key_str;
 pub use decode::{decode_key, decode_value, DecodeError};
 pub use policy::{InvalidMessageAction, InvalidMessageError, InvalidMessagePolicy, Part, PolicyError, RaisePolicy};
 

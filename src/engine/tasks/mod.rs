@@ -44,7 +44,7 @@ use tracing::Instrument as _;
 
 use self::batch::PreparedBatch;
 use self::task::{SharedProducer, TaskStore, Tasks};
-use crate::engine::bounds::{CLOSE_TIMEOUT, POLL_TIMEOUT, TASK_TRANSACTION_TIMEOUT};
+use crate::engine::bounds::{CLOSE_TIMEOUT, POLL_TIMEOUT, RESTORE_FETCH_LIMITS, TASK_TRANSACTION_TIMEOUT};
 use crate::engine::buggify;
 use crate::engine::config_topics::ConfigTopics;
 use crate::engine::hooks::Hooks;
@@ -494,7 +494,9 @@ impl<S: Transformer> TaskRunner<S> {
             tracing::Span::current().record("generation", metadata.generation);
         }
         // The process identity itself, as Python's restore consumers have it (LIFE-04).
-        let mut restorer = self.kafka.consumer(ConsumerConfig::groupless(self.settings.client_id.clone()))?;
+        let mut restorer = self.kafka.consumer(
+            ConsumerConfig::groupless(self.settings.client_id.clone()).with_fetch_limits(RESTORE_FETCH_LIMITS),
+        )?;
         let started = if self.per_instance() {
             self.start_shared_tasks(consumer, restorer.as_mut(), pending, inputs).await
         } else {

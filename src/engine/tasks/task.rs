@@ -8,17 +8,17 @@ use tracing::Instrument as _;
 
 use super::checkpoint::{judge, now_ms, Expected, Position};
 use super::TaskRunner;
-use crate::engine::bounds::{CLOSE_TIMEOUT, TASK_TRANSACTION_TIMEOUT};
+use crate::engine::bounds::{CLOSE_TIMEOUT, RESTORE_BATCH_RECORDS, TASK_TRANSACTION_TIMEOUT};
 use crate::engine::buggify;
 use crate::engine::settings::Guarantee;
 use crate::engine::txn::{abort_open, TxnState};
 use crate::error::Error;
-use crate::kafka::read::{read_extents, ReadError, READ_STALL_MAX};
+use crate::kafka::read::{read_extents, BorrowedReader, ReadError, READ_STALL_MAX};
 use crate::kafka::{Consumer, Extent, LogEnd, Producer, ProducerConfig, TopicPartition};
 use crate::observer::Observer;
 use crate::stage::Transformer;
 use crate::state::StateStore;
-use crate::wire;
+use crate::wire::{self, RecordRef};
 
 /// A started task: its producer fenced every earlier owner, its store holds the changelog.
 pub(super) struct Task {
@@ -154,25 +154,9 @@ impl<S: Transformer> TaskRunner<S> {
         }
         let extents = ranges;
         tracing::Span::current().record("read", extents.values().filter(|e| !e.is_empty()).count());
-        let mut stores: BTreeMap<i32, (&mut dyn StateStore, usize)> =
-            tasks.iter_mut().map(|t| (t.partition, (t.store.as_mut(), 0))).collect();
-        let on_record = |record: crate::wire::RawRecord| -> Result<(), Error> {
-            let partition = record.partition;
-            let (store, restored) = stores.get_mut(&partition).expect("a record of a partition being restored");
-            let key = wire::decode_key(record.key.as_deref()).map_err(|source| Error::CorruptState {
-                partition,
-                key: String::from_utf8_lossy(record.key.as_deref().unwrap_or_default()).into_owned(),
-                source,
-            })?;
-            match record.value.as_deref() {
-                value if wire::is_tombstone(value) => store.delete(&key)?,
-                Some(value) => store.put(&key, value)?,
-                None => unreachable!("an absent value is a tombstone"),
-            }
-            *restored += 1;
-            Ok(())
-        };
-        let read = read_extents(consumer, &extents, READ_STALL_MAX, on_record).await;
+        let mut replay = Replay { stores: tasks.iter_mut().map(|t| (t.partition, (t.store.as_mut() as &mut dyn StateStore, 0))).collect() };
+        let read = read_extents(consumer, &extents, READ_STALL_MAX, RESTORE_BATCH_RECORDS, &mut replay).await;
+        let stores = replay.stores;
         let summary = match read {
             Ok(summary) => summary,
             Err(ReadError::Kafka(e)) => return Err(e.into()),
@@ -227,6 +211,47 @@ impl<S: Transformer> TaskRunner<S> {
                 Ok(extent.start)
             }
         }
+    }
+}
+
+/// A restore's side of the changelog read: each poll's records, by reference, into their
+/// tasks' stores, with a count per task.
+struct Replay<'a> {
+    stores: BTreeMap<i32, (&'a mut dyn StateStore, usize)>,
+}
+
+impl BorrowedReader for Replay<'_> {
+    type Error = Error;
+
+    fn expect(&mut self, _: u64) {}
+
+    /// One [`StateStore::restore`] per run of a partition's records (a poll's records come in
+    /// runs per partition); neither key nor value is copied on the way.
+    fn records(&mut self, records: &[RecordRef<'_>]) -> Result<(), Error> {
+        let mut rest = records;
+        while let Some(first) = rest.first() {
+            let partition = first.partition;
+            let run = rest.iter().take_while(|r| r.partition == partition).count();
+            let (records, tail) = rest.split_at(run);
+            rest = tail;
+            let changes = records
+                .iter()
+                .map(|record| {
+                    let key = wire::decode_key_str(record.key).map_err(|source| Error::CorruptState {
+                        partition,
+                        key: String::from_utf8_lossy(record.key.unwrap_or_default()).into_owned(),
+                        source,
+                    })?;
+                    // A tombstone (an absent, empty or `{}` value) removes the key.
+                    Ok((key, record.value.filter(|value| !wire::is_tombstone(Some(value)))))
+                })
+                .collect::<Result<Vec<(&str, Option<&[u8]>)>, Error>>()?;
+            let (store, restored) =
+                self.stores.get_mut(&partition).expect("a record of a partition being restored");
+            store.restore(&changes)?;
+            *restored += records.len();
+        }
+        Ok(())
     }
 }
 
