@@ -7,8 +7,6 @@
 
 use std::time::Duration;
 
-use crate::kafka::FetchLimits;
-
 /// Timeout of the main loop's fetch (TRX-02, KNOB: 1000 ms). Short enough that the loop
 /// drains config topics and notices a shutdown at least once a second.
 pub(crate) const POLL_TIMEOUT: Duration = Duration::from_millis(1_000);
@@ -83,20 +81,16 @@ pub(crate) const RETRIED_CYCLES_MAX: u32 = 10;
 /// a 1 M-entry boot peaked ~4 MiB higher at the same wall time (docs/performance.md, issue #17).
 pub(crate) const BOOTSTRAP_BATCH_RECORDS: usize = 2_500;
 
-/// Records per poll of a task's restore: each poll's records of a partition go into its store
-/// in one write ([`StateStore::restore`](crate::state::StateStore::restore)).
-pub(crate) const RESTORE_BATCH_RECORDS: usize = 1_000;
-
-/// What the restore consumer fetches and holds ahead of its polls. At librdkafka's defaults
-/// (100 000 records per partition, 64 MiB ahead) a restore of 8 partitions of small records
-/// held most of a million records at once, each with librdkafka's per-message bookkeeping and
-/// its decompressed batch kept alive.
-pub(crate) const RESTORE_FETCH_LIMITS: FetchLimits = FetchLimits {
-    response_bytes: 2_000_000,
-    partition_bytes: 256 << 10,
-    buffered_bytes: 8 << 20,
-    buffered_records: 5_000,
-};
+/// Records per poll of a task's restore: each poll's records of a partition go into its store in
+/// one write ([`StateStore::restore`](crate::state::StateStore::restore)), so the per-poll work
+/// (a hop to the client's thread, a position check per open partition, a write per partition)
+/// is amortised over more records. The restore consumer fetches with the bootstrap's bounds
+/// ([`FetchLimits::BOOTSTRAP`](crate::kafka::FetchLimits::BOOTSTRAP)). A restore of 2 000 000
+/// small records over 8 partitions at librdkafka's defaults (100 000 records per partition,
+/// 64 MiB ahead) and 1 000 records per poll peaked at 440 MiB in 3.4 s; with the bounds, 92 MiB
+/// in 2.4 s at 1 000 per poll, 100-120 MiB in 1.9-2.1 s at 2 500 or 5 000 (docs/performance.md,
+/// issue 35).
+pub(crate) const RESTORE_BATCH_RECORDS: usize = 5_000;
 
 // A shutdown that waits for a batch must leave that batch time to commit.
 const _: () = assert!(SHUTDOWN_GRACE.as_millis() < TASK_TRANSACTION_TIMEOUT.as_millis());

@@ -337,7 +337,8 @@ pub struct FetchLimits {
 }
 
 impl FetchLimits {
-    /// The config bootstrap's bounds: 64 KiB per partition per response (1 MB per response,
+    /// The bounds of a one-shot read to the end, the config bootstrap's and a task's restore
+    /// of its changelog: 64 KiB per partition per response (1 MB per response,
     /// librdkafka's floor), and at most 2 MiB or 5 000 records buffered. The fetch sizes count
     /// compressed bytes: 64 KiB of zstd-compressed config records is about 1 300 records
     /// decompressed. A fetch to localhost takes about a millisecond, so a few thousand records

@@ -44,7 +44,7 @@ use tracing::Instrument as _;
 
 use self::batch::PreparedBatch;
 use self::task::{SharedProducer, TaskStore, Tasks};
-use crate::engine::bounds::{CLOSE_TIMEOUT, POLL_TIMEOUT, RESTORE_FETCH_LIMITS, TASK_TRANSACTION_TIMEOUT};
+use crate::engine::bounds::{CLOSE_TIMEOUT, POLL_TIMEOUT, TASK_TRANSACTION_TIMEOUT};
 use crate::engine::buggify;
 use crate::engine::config_topics::ConfigTopics;
 use crate::engine::hooks::Hooks;
@@ -53,7 +53,7 @@ use crate::engine::settings::{Guarantee, Producers, Settings};
 use crate::engine::stop::Stop;
 use crate::error::Error;
 use crate::kafka::{
-    Consumer, ConsumerConfig, GroupMetadata, Kafka, KafkaError, KafkaErrorKind, LogEnd, NewTopic, Polled,
+    Consumer, ConsumerConfig, FetchLimits, GroupMetadata, Kafka, KafkaError, KafkaErrorKind, LogEnd, NewTopic, Polled,
     ProducerConfig, Rebalance, RevocationGate, TopicPartition,
 };
 use crate::observer::Observer;
@@ -493,9 +493,10 @@ impl<S: Transformer> TaskRunner<S> {
         if let Some(metadata) = consumer.group_metadata() {
             tracing::Span::current().record("generation", metadata.generation);
         }
-        // The process identity itself, as Python's restore consumers have it (LIFE-04).
+        // The process identity itself, as Python's restore consumers have it (LIFE-04); bounded
+        // fetching, as the bootstrap's (see `RESTORE_BATCH_RECORDS`).
         let mut restorer = self.kafka.consumer(
-            ConsumerConfig::groupless(self.settings.client_id.clone()).with_fetch_limits(RESTORE_FETCH_LIMITS),
+            ConsumerConfig::groupless(self.settings.client_id.clone()).with_fetch_limits(FetchLimits::BOOTSTRAP),
         )?;
         let started = if self.per_instance() {
             self.start_shared_tasks(consumer, restorer.as_mut(), pending, inputs).await
