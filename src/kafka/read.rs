@@ -317,7 +317,8 @@ where
                         if failed.is_some() {
                             return;
                         }
-                        let mut below = |record: &RecordRef<'_>| record.offset < lookup.end(record.topic, record.partition);
+                        let mut below =
+                            |record: &RecordRef<'_>| record.offset < lookup.end(record.topic, record.partition);
                         // Records past an end arrive only with a partition's last batch: the
                         // whole poll goes to the reader as it came, except then.
                         let result = if batch.iter().all(&mut below) {

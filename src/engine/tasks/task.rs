@@ -154,7 +154,9 @@ impl<S: Transformer> TaskRunner<S> {
         }
         let extents = ranges;
         tracing::Span::current().record("read", extents.values().filter(|e| !e.is_empty()).count());
-        let mut replay = Replay { stores: tasks.iter_mut().map(|t| (t.partition, (t.store.as_mut() as &mut dyn StateStore, 0))).collect() };
+        let mut replay = Replay {
+            stores: tasks.iter_mut().map(|t| (t.partition, (t.store.as_mut() as &mut dyn StateStore, 0))).collect(),
+        };
         let read = read_extents(consumer, &extents, READ_STALL_MAX, RESTORE_BATCH_RECORDS, &mut replay).await;
         let stores = replay.stores;
         let summary = match read {
@@ -246,8 +248,7 @@ impl BorrowedReader for Replay<'_> {
                     Ok((key, record.value.filter(|value| !wire::is_tombstone(Some(value)))))
                 })
                 .collect::<Result<Vec<(&str, Option<&[u8]>)>, Error>>()?;
-            let (store, restored) =
-                self.stores.get_mut(&partition).expect("a record of a partition being restored");
+            let (store, restored) = self.stores.get_mut(&partition).expect("a record of a partition being restored");
             store.restore(&changes)?;
             *restored += records.len();
         }
