@@ -6,7 +6,9 @@
 //! from the recorded position to the restore's end brings it to exactly the state a restore
 //! from the start would give — provided the changelog still holds every record from that
 //! position on, and is the changelog the copy was written from. [`judge`] checks what the
-//! engine can see of that.
+//! engine can see of that. (A crash during a restore leaves a copy ahead of its checkpoint by
+//! records of the changelog after that position: the replay from the checkpoint writes each of
+//! their keys again, so the same holds.)
 
 use crate::kafka::Extent;
 use crate::state::Checkpoint;
