@@ -419,13 +419,13 @@ impl RocksDbStateStore {
     /// The cache's dirty keys into RocksDB, with the pending checkpoint, in one write batch;
     /// then the cache is empty.
     fn write_back(&mut self) -> Result<(), StateError> {
-        let Some(db) = &self.db else {
+        if self.db.is_none() {
             // Nothing was ever written: every write opens the database first, and reads of an
             // unopened store are not cached.
             debug_assert!(self.cache.entries.values().all(|cached| !cached.dirty), "dirty entries without a database");
             self.cache.clear();
             return Ok(());
-        };
+        }
         self.batch.clear();
         let mut dirty = 0;
         for (key, cached) in self.cache.entries.iter().filter(|(_, cached)| cached.dirty) {
@@ -441,20 +441,28 @@ impl RocksDbStateStore {
             dirty += 1;
             self.batch.put(CHECKPOINT_KEY, checkpoint);
         }
+        self.write_batch(dirty)?;
+        self.cache.clear();
+        self.checkpoint = None;
+        Ok(())
+    }
+
+    /// Writes `batch`, which the caller filled with `entries` changes, into the open database
+    /// and empties it; a failure marks the store failed (see `failed`).
+    fn write_batch(&mut self, entries: usize) -> Result<(), StateError> {
         #[cfg(test)]
         if std::mem::take(&mut self.fail_next_write) {
             self.batch.clear();
             self.failed = true;
             return Err(StateError::new(self.partition, "a planted write failure"));
         }
-        let result = if dirty > 0 { db.write(&self.write, &mut self.batch) } else { Ok(()) };
+        let db = self.db.as_ref().expect("a batch is written into an open database");
+        let result = if entries > 0 { db.write(&self.write, &mut self.batch) } else { Ok(()) };
         self.batch.clear();
         if let Err(e) = result {
             self.failed = true;
             return Err(self.error("writing", e));
         }
-        self.cache.clear();
-        self.checkpoint = None;
         Ok(())
     }
 }
@@ -540,7 +548,6 @@ impl StateStore for RocksDbStateStore {
             self.write_back()?;
         }
         self.db()?;
-        let db = self.db.as_ref().expect("opened above");
         self.batch.clear();
         for (key, value) in changes {
             match value {
@@ -548,13 +555,7 @@ impl StateStore for RocksDbStateStore {
                 None => self.batch.delete(key.as_bytes()),
             }
         }
-        let result = db.write(&self.write, &mut self.batch);
-        self.batch.clear();
-        if let Err(e) = result {
-            self.failed = true;
-            return Err(self.error("writing", e));
-        }
-        Ok(())
+        self.write_batch(changes.len())
     }
 
     fn delete(&mut self, key: &str) -> Result<(), StateError> {
@@ -738,8 +739,9 @@ mod tests {
 
         /// The cache never answers anything but what the store holds: every read, after any mix
         /// of puts, deletes, batches (a key twice in one included), restored batches (past the
-        /// cache, over keys it holds), wipes, and flushes of the cache into RocksDB (a budget of 0 flushes at every call, 4 KiB every few, the real
-        /// one now and then), equals a plain map's answer (STO-05..07 through the cache).
+        /// cache, over keys it holds), wipes, and flushes of the cache into RocksDB (a budget of
+        /// 0 flushes at every call, 4 KiB every few, the real one now and then), equals a plain
+        /// map's answer (STO-05..07 through the cache).
         #[test]
         fn reads_through_the_cache_are_the_stores_values(
             ops in proptest::collection::vec(op(), 1..60),
@@ -823,21 +825,23 @@ mod tests {
 
     type Batch = Vec<(usize, Option<Vec<u8>>)>;
 
-    fn apply_batch(store: &mut dyn StateStore, batch: &Batch, checkpoint: Option<&Checkpoint>) {
+    /// `batch` as the store's changes (`key-<k>`), handed to `write`.
+    fn with_changes(batch: &Batch, write: impl FnOnce(&[(&str, Option<&[u8]>)])) {
         let names: Vec<String> = batch.iter().map(|(k, _)| format!("key-{k}")).collect();
         let changes: Vec<(&str, Option<&[u8]>)> =
             names.iter().zip(batch).map(|(n, (_, v))| (n.as_str(), v.as_deref())).collect();
-        match checkpoint {
-            Some(checkpoint) => store.apply_at(&changes, checkpoint).unwrap(),
-            None => store.apply(&changes).unwrap(),
-        }
+        write(&changes);
+    }
+
+    fn apply_batch(store: &mut dyn StateStore, batch: &Batch, checkpoint: Option<&Checkpoint>) {
+        with_changes(batch, |changes| match checkpoint {
+            Some(checkpoint) => store.apply_at(changes, checkpoint).unwrap(),
+            None => store.apply(changes).unwrap(),
+        });
     }
 
     fn restore_batch(store: &mut dyn StateStore, batch: &Batch) {
-        let names: Vec<String> = batch.iter().map(|(k, _)| format!("key-{k}")).collect();
-        let changes: Vec<(&str, Option<&[u8]>)> =
-            names.iter().zip(batch).map(|(n, (_, v))| (n.as_str(), v.as_deref())).collect();
-        store.restore(&changes).unwrap();
+        with_changes(batch, |changes| store.restore(changes).unwrap());
     }
 
     fn apply_to_model(model: &mut std::collections::BTreeMap<String, Vec<u8>>, batch: &Batch) {
